@@ -1,0 +1,320 @@
+/* The symmetric allocation protocol (collective) and buffer bookkeeping.
+ *
+ * symmem_alloc, on every rank:
+ *   1. agree on the size (allgather; a mismatch fails on every rank, listing the sizes);
+ *   2. create this rank's physical memory (data part + signal part) and export it as a descriptor;
+ *   3. agree that every rank succeeded (a rank out of memory makes every rank fail, naming it);
+ *   4. pass descriptors over the bootstrap sockets (SCM_RIGHTS), import every peer's;
+ *   5. reserve nranks * stride of address space and map rank r at base + r * stride; grant access;
+ *   6. agree again, zero this rank's signal part, and barrier so no peer signals before it is zeroed.
+ * Every step unwinds in reverse on failure, so a failed call leaves nothing mapped or open.
+ * symmem_free is local (see the header): peers keep the physical memory alive through their own handles.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc/alloc.h"
+#include "core/log.h"
+#include "core/status.h"
+
+/* Registry of live buffers across all communicators: lets symmem_free reject double frees and foreign
+ * pointers without dereferencing them. */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct symmem_buffer *registry;
+
+static void registry_add(struct symmem_buffer *b)
+{
+    pthread_mutex_lock(&registry_lock);
+    b->prev = NULL;
+    b->next = registry;
+    if (registry) registry->prev = b;
+    registry = b;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* Remove b if it is live; returns 1 if it was. */
+static int registry_take(struct symmem_buffer *b)
+{
+    int found = 0;
+    pthread_mutex_lock(&registry_lock);
+    for (struct symmem_buffer *p = registry; p; p = p->next)
+        if (p == b) {
+            found = 1;
+            break;
+        }
+    if (found) {
+        if (b->prev) b->prev->next = b->next;
+        else registry = b->next;
+        if (b->next) b->next->prev = b->prev;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return found;
+}
+
+static size_t round_up(size_t x, size_t g) { return (x + g - 1) / g * g; }
+
+/* Every rank reports its status; returns the first failure with the failing rank named. */
+typedef struct status_msg {
+    int32_t status;
+    char msg[252];
+} status_msg_t;
+
+static symmem_status_t agree(symmem_comm_t c, symmem_status_t mine, const char *step)
+{
+    status_msg_t me, all[SYMMEM_MAX_RANKS];
+    memset(&me, 0, sizeof me);
+    me.status = (int32_t)mine;
+    if (mine != SYMMEM_OK) snprintf(me.msg, sizeof me.msg, "%s", symmem_last_error());
+    symmem_status_t st = symmem_comm_allgather(c, &me, all, sizeof me);
+    if (st != SYMMEM_OK) return st;
+    if (mine != SYMMEM_OK) return mine; /* keep this rank's own message */
+    for (int r = 0; r < c->nranks; r++)
+        if (all[r].status != SYMMEM_OK)
+            return symmem_set_error((symmem_status_t)all[r].status, "symmem_alloc: %s failed on rank %d: %s", step,
+                                    r, all[r].msg);
+    return SYMMEM_OK;
+}
+
+/* Consistent on every rank: every rank sees the same sizes. */
+static symmem_status_t agree_on_size(symmem_comm_t c, size_t size)
+{
+    uint64_t mine = size, all[SYMMEM_MAX_RANKS];
+    SYMMEM_CHECK(symmem_comm_allgather(c, &mine, all, sizeof mine));
+    for (int r = 0; r < c->nranks; r++)
+        if (all[r] != size)
+            return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                                    "symmem_alloc: rank %d asked for %llu bytes, this rank for %zu: every rank must "
+                                    "pass the same size",
+                                    r, (unsigned long long)all[r], size);
+    if (size == 0) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "symmem_alloc: size 0 (every rank passed 0)");
+    return SYMMEM_OK;
+}
+
+/* Local (its result goes through agree()): an absurd size gets a clear error instead of a driver one. */
+static symmem_status_t check_capacity(symmem_comm_t c, size_t size, const symmem_mem_ops_t *ops)
+{
+    size_t cap = ops->capacity(c, c->placement);
+    if (size <= cap && size <= SIZE_MAX / 4 / (size_t)c->nranks) return SYMMEM_OK;
+    int host = c->placement == SYMMEM_PLACEMENT_HOST_NUMA || c->backend == SYMMEM_BACKEND_HOST;
+    return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                            "symmem_alloc: %zu bytes per rank is more than this rank's %s memory (%zu bytes)", size,
+                            host ? "host" : "device", cap);
+}
+
+static symmem_status_t check_placement(symmem_comm_t c)
+{
+    if (c->backend != SYMMEM_BACKEND_CUDA) return SYMMEM_OK;
+    if (c->placement == SYMMEM_PLACEMENT_DEVICE && !c->all_p2p) {
+        for (int j = 0; j < c->nranks; j++)
+            if (c->link[j] == SYMMEM_LINK_HOST)
+                return symmem_set_error(SYMMEM_UNSUPPORTED,
+                                        "symmem_alloc: GPU %s (rank %d) cannot access GPU %s (rank %d) peer-to-peer, "
+                                        "so device placement is impossible; use SYMMEM_PLACEMENT=host_numa or auto",
+                                        c->peers[c->rank].pci_bus_id, c->rank, c->peers[j].pci_bus_id, j);
+        return symmem_set_error(SYMMEM_UNSUPPORTED,
+                                "symmem_alloc: some pair of GPUs has no P2P (run symmem-topo), so device placement is "
+                                "impossible; use SYMMEM_PLACEMENT=host_numa or auto");
+    }
+    if (c->placement == SYMMEM_PLACEMENT_HOST_NUMA && !c->peers[c->rank].host_numa_ok)
+        return symmem_set_error(SYMMEM_UNSUPPORTED,
+                                "symmem_alloc: host-NUMA placement needs cuMemCreate on host NUMA nodes (CUDA 12.2+ "
+                                "driver with HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED), which GPU %s lacks",
+                                c->peers[c->rank].pci_bus_id);
+    return SYMMEM_OK;
+}
+
+/* Unmap, release and unreserve whatever of b is set up. Local. */
+static void buffer_teardown(struct symmem_buffer *b)
+{
+    const symmem_mem_ops_t *ops = b->ops;
+    if (b->table) ops->free_table(b->table);
+    for (int r = 0; r < b->nmapped; r++) ops->unmap(b->base + (size_t)r * b->stride, b->stride);
+    for (int r = 0; r < b->comm->nranks; r++)
+        if (b->handles[r]) ops->release(b->handles[r]);
+    if (b->base) ops->unreserve(b->base, (size_t)b->comm->nranks * b->stride);
+    b->magic = 0;
+    free(b);
+}
+
+/* Steps 4-5: import every peer's descriptor, reserve, map, grant access. fds are closed by the caller. */
+static symmem_status_t import_and_map(struct symmem_buffer *b, const int *fds, size_t gran)
+{
+    symmem_comm_t c = b->comm;
+    const symmem_mem_ops_t *ops = b->ops;
+    for (int r = 0; r < c->nranks; r++)
+        if (r != c->rank) SYMMEM_CHECK(ops->import_fd(fds[r], &b->handles[r]));
+    SYMMEM_CHECK(ops->reserve((size_t)c->nranks * b->stride, gran, &b->base));
+    for (int r = 0; r < c->nranks; r++) {
+        SYMMEM_CHECK(ops->map(b->base + (size_t)r * b->stride, b->stride, b->handles[r]));
+        b->nmapped = r + 1;
+    }
+    SYMMEM_CHECK(ops->set_access(c, b->placement, b->base, (size_t)c->nranks * b->stride));
+    void *table[2 * SYMMEM_MAX_RANKS] = {0};
+    for (int r = 0; r < c->nranks; r++) {
+        b->peers[r] = b->base + (size_t)r * b->stride;
+        b->signals[r] = (char *)b->peers[r] + b->mapped_size;
+        table[r] = b->peers[r];
+        table[SYMMEM_MAX_RANKS + r] = b->signals[r];
+    }
+    return ops->make_table(table, 2 * SYMMEM_MAX_RANKS, &b->table);
+}
+
+static symmem_status_t create_local(struct symmem_buffer *b, int numa_node, int *fd)
+{
+    SYMMEM_CHECK(b->ops->create(b->comm, b->placement, numa_node, b->stride, &b->handles[b->comm->rank]));
+    return b->ops->export_fd(b->handles[b->comm->rank], fd);
+}
+
+static symmem_status_t alloc_collective(symmem_comm_t c, size_t size, symmem_buffer_t *out)
+{
+    const symmem_mem_ops_t *ops = c->backend == SYMMEM_BACKEND_HOST ? &symmem_mem_ops_host : &symmem_mem_ops_cuda;
+    SYMMEM_CHECK(agree_on_size(c, size));
+    c->alloc_seq++;
+    int node = -1;
+    symmem_status_t st = check_capacity(c, size, ops);
+    if (st == SYMMEM_OK) st = check_placement(c);
+    if (st == SYMMEM_OK && c->placement == SYMMEM_PLACEMENT_HOST_NUMA) st = symmem_numa_pick(c, &node);
+    size_t gran = 0;
+    if (st == SYMMEM_OK) st = ops->granularity(c, c->placement, node, &gran);
+    SYMMEM_CHECK(agree(c, st, "placement"));
+
+    struct symmem_buffer *b = calloc(1, sizeof *b);
+    if (!b) st = symmem_set_error(SYMMEM_OUT_OF_MEMORY, "out of host memory");
+    int my_fd = -1;
+    if (b) {
+        b->magic = SYMMEM_BUFFER_MAGIC;
+        b->comm = c;
+        b->ops = ops;
+        b->placement = c->backend == SYMMEM_BACKEND_HOST ? SYMMEM_PLACEMENT_DEVICE : c->placement;
+        b->size = size;
+        b->mapped_size = round_up(size, gran);
+        b->stride = b->mapped_size + round_up(SYMMEM_SIGNAL_BYTES, gran);
+        st = create_local(b, node, &my_fd);
+    }
+    st = agree(c, st, "allocation");
+    int fds[SYMMEM_MAX_RANKS];
+    for (int r = 0; r < SYMMEM_MAX_RANKS; r++) fds[r] = -1;
+    if (st == SYMMEM_OK) st = symmem_comm_exchange_fds(c, my_fd, c->alloc_seq, fds);
+    if (my_fd >= 0) close(my_fd);
+    if (st == SYMMEM_OK) {
+        symmem_status_t mine = import_and_map(b, fds, gran);
+        for (int r = 0; r < c->nranks; r++)
+            if (fds[r] >= 0) close(fds[r]);
+        st = agree(c, mine, "mapping peers");
+    }
+    if (st == SYMMEM_OK) st = agree(c, ops->zero(b->signals[c->rank], SYMMEM_SIGNAL_BYTES), "zeroing signals");
+    if (st != SYMMEM_OK) {
+        if (b) buffer_teardown(b);
+        return st;
+    }
+    registry_add(b);
+    SYMMEM_DEBUG(SYMMEM_SUBSYS_ALLOC, "symmem_alloc #%llu: %zu bytes (mapped %zu, stride %zu) at %p",
+                 (unsigned long long)c->alloc_seq, size, b->mapped_size, b->stride, b->peers[c->rank]);
+    *out = b;
+    return SYMMEM_OK;
+}
+
+typedef struct alloc_args {
+    symmem_comm_t comm;
+    size_t size;
+    symmem_buffer_t *out;
+} alloc_args_t;
+
+static symmem_status_t alloc_entry(void *p)
+{
+    alloc_args_t *a = p;
+    symmem_entry_t e;
+    SYMMEM_CHECK(symmem_entry_begin(a->comm, "symmem_alloc", &e));
+    symmem_status_t st;
+    pthread_mutex_lock(&a->comm->lock);
+    st = a->comm->async_error;
+    pthread_mutex_unlock(&a->comm->lock);
+    if (st != SYMMEM_OK)
+        st = symmem_set_error(SYMMEM_COMM_ERROR, "symmem_alloc: the communicator failed earlier: %s",
+                              a->comm->async_error_msg);
+    else
+        st = alloc_collective(a->comm, a->size, a->out);
+    symmem_entry_end(&e);
+    return st;
+}
+
+symmem_status_t symmem_alloc(symmem_comm_t comm, size_t size, symmem_buffer_t *buf)
+{
+    symmem_clear_error();
+    if (!buf) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "symmem_alloc: buf is NULL");
+    alloc_args_t a = {comm, size, buf};
+    if (symmem_group_active()) return symmem_group_defer(alloc_entry, &a, sizeof a);
+    return alloc_entry(&a);
+}
+
+symmem_status_t symmem_free(symmem_buffer_t buf)
+{
+    symmem_clear_error();
+    if (!buf) return SYMMEM_OK;
+    if (!registry_take(buf))
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                                "symmem_free: %p is not a live symmem buffer (freed twice, or not from symmem_alloc)",
+                                (void *)buf);
+    symmem_entry_t e;
+    symmem_entry_begin(buf->comm, "symmem_free", &e);
+    buffer_teardown(buf);
+    symmem_entry_end(&e);
+    return SYMMEM_OK;
+}
+
+void symmem_buffers_release_all(symmem_comm_t c)
+{
+    for (;;) {
+        struct symmem_buffer *victim = NULL;
+        pthread_mutex_lock(&registry_lock);
+        for (struct symmem_buffer *p = registry; p; p = p->next)
+            if (p->comm == c) {
+                victim = p;
+                break;
+            }
+        pthread_mutex_unlock(&registry_lock);
+        if (!victim || !registry_take(victim)) return;
+        SYMMEM_WARN(SYMMEM_SUBSYS_ALLOC, "symmem_comm_destroy: freeing a buffer of %zu bytes the caller did not free",
+                    victim->size);
+        buffer_teardown(victim);
+    }
+}
+
+/* ---- lookups ---------------------------------------------------------------------------------------- */
+
+static int live(symmem_buffer_t b) { return b && b->magic == SYMMEM_BUFFER_MAGIC; }
+
+void *symmem_buffer_ptr(symmem_buffer_t b) { return live(b) ? b->peers[b->comm->rank] : NULL; }
+
+void *symmem_buffer_peer_ptr(symmem_buffer_t b, int peer)
+{
+    return live(b) && peer >= 0 && peer < b->comm->nranks ? b->peers[peer] : NULL;
+}
+
+void *symmem_buffer_signal_ptr(symmem_buffer_t b, int peer)
+{
+    return live(b) && peer >= 0 && peer < b->comm->nranks ? b->signals[peer] : NULL;
+}
+
+size_t symmem_buffer_size(symmem_buffer_t b) { return live(b) ? b->size : 0; }
+size_t symmem_buffer_mapped_size(symmem_buffer_t b) { return live(b) ? b->mapped_size : 0; }
+symmem_comm_t symmem_buffer_comm(symmem_buffer_t b) { return live(b) ? b->comm : NULL; }
+symmem_placement_t symmem_buffer_placement(symmem_buffer_t b) { return live(b) ? b->placement : SYMMEM_PLACEMENT_DEFAULT; }
+void *const *symmem_buffer_device_peers(symmem_buffer_t b) { return live(b) ? b->table : NULL; }
+void *const *symmem_buffer_device_signals(symmem_buffer_t b) { return live(b) ? b->table + SYMMEM_MAX_RANKS : NULL; }
+
+symmem_buffer_t symmem_buffer_lookup(symmem_comm_t c, const void *ptr)
+{
+    symmem_buffer_t found = NULL;
+    const char *p = ptr;
+    pthread_mutex_lock(&registry_lock);
+    for (struct symmem_buffer *b = registry; b && !found; b = b->next) {
+        if (b->comm != c) continue;
+        const char *mine = b->peers[c->rank];
+        if (p >= mine && p < mine + b->mapped_size) found = b;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return found;
+}

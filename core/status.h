@@ -1,0 +1,38 @@
+/* Status helpers shared by every layer: the per-thread last-error message and the few check macros. */
+#ifndef SYMMEM_CORE_STATUS_H
+#define SYMMEM_CORE_STATUS_H
+
+#include "symmem/symmem.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Record the detail of a failure on this thread and return `status`. The first function that detects an
+ * error calls this (and logs at WARN); callers only propagate. The message should say which rank, which
+ * call, which underlying error, and what to do. Also logs the message at WARN level. */
+symmem_status_t symmem_set_error(symmem_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Append more context to the current last-error message (e.g. a caller naming the operation). */
+void symmem_append_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Clear the last-error message (public entry points do this on entry). */
+void symmem_clear_error(void);
+
+/* Propagate a failing status (already recorded by whoever detected it). */
+#define SYMMEM_CHECK(expr)                                                                                 \
+    do {                                                                                                   \
+        symmem_status_t symmem_check_st_ = (expr);                                                         \
+        if (symmem_check_st_ != SYMMEM_OK) return symmem_check_st_;                                       \
+    } while (0)
+
+/* Same, but jump to a cleanup label with `st` set (UCX-style unwinding in reverse order). */
+#define SYMMEM_CHECK_GOTO(expr, st, label)                                                                 \
+    do {                                                                                                   \
+        (st) = (expr);                                                                                     \
+        if ((st) != SYMMEM_OK) goto label;                                                                 \
+    } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+#endif

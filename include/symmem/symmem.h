@@ -1,0 +1,328 @@
+/*
+ * symmem: symmetric, peer-mapped GPU memory and direct-load collectives.
+ *
+ * This is the one public C API. It is C11, needs no CUDA header (a stream is passed as
+ * `struct CUstream_st *`, which is what `cudaStream_t` and `CUstream` are), and every symbol it declares
+ * starts with `symmem_`. The device-side API for users' own kernels is in <symmem/symmem_device.cuh>; the
+ * topology model is in <symmem/topo.h>, included from here.
+ *
+ * Conventions for every function below:
+ *  - The return value is a symmem_status_t; SYMMEM_OK is 0. On failure, symmem_last_error() returns a
+ *    per-thread message naming the rank, the call, the underlying CUDA/OS error and what to do.
+ *  - Output arguments come last and are written only on success.
+ *  - "Collective" means every rank of the communicator must make the same call (same arguments where said)
+ *    before any of them returns; "local" means the call involves only the calling rank.
+ *  - "Stream-ordered" means the call enqueues work on the given stream and returns without waiting for it.
+ *  - create/init functions pair with a destroy/free; destroy(NULL) and free(NULL) are no-ops.
+ */
+#ifndef SYMMEM_SYMMEM_H
+#define SYMMEM_SYMMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SYMMEM_VERSION_MAJOR 0
+#define SYMMEM_VERSION_MINOR 1
+#define SYMMEM_VERSION_PATCH 0
+/* One integer that orders versions: major * 10000 + minor * 100 + patch. */
+#define SYMMEM_VERSION_CODE(maj, min, pat) ((maj) * 10000 + (min) * 100 + (pat))
+#define SYMMEM_VERSION SYMMEM_VERSION_CODE(SYMMEM_VERSION_MAJOR, SYMMEM_VERSION_MINOR, SYMMEM_VERSION_PATCH)
+
+/* Largest communicator. Peer tables are fixed-size arrays of this many entries. */
+#define SYMMEM_MAX_RANKS 16
+
+/* ------------------------------------------------------------------------------------------------------
+ * Status codes. One list generates the enum, symmem_status_name() and symmem_status_string().
+ * ---------------------------------------------------------------------------------------------------- */
+#define SYMMEM_STATUS_LIST(X)                                                                              \
+    X(OK, 0, "success")                                                                                    \
+    X(INVALID_ARGUMENT, 1, "an argument is out of range or inconsistent")                                  \
+    X(INVALID_USAGE, 2, "the call is not allowed in the current state")                                    \
+    X(SYSTEM_ERROR, 3, "an operating-system call failed")                                                  \
+    X(CUDA_ERROR, 4, "a CUDA driver or runtime call failed")                                               \
+    X(OUT_OF_MEMORY, 5, "out of host or device memory")                                                    \
+    X(TIMEOUT, 6, "a peer did not arrive within the timeout")                                              \
+    X(PEER_FAILURE, 7, "a peer failed, left or sent something inconsistent")                               \
+    X(UNSUPPORTED, 8, "not supported on this system or build")                                             \
+    X(NO_DEVICE, 9, "no usable GPU")                                                                       \
+    X(NCCL_ERROR, 10, "an NCCL call failed")                                                               \
+    X(COMM_ERROR, 11, "the communicator is in an error state after an earlier failure")                    \
+    X(INTERNAL_ERROR, 12, "internal error (a bug in symmem; please report it)")
+
+typedef enum symmem_status {
+#define SYMMEM_STATUS_ENUM_(name, value, text) SYMMEM_##name = value,
+    SYMMEM_STATUS_LIST(SYMMEM_STATUS_ENUM_)
+#undef SYMMEM_STATUS_ENUM_
+    SYMMEM_STATUS_COUNT
+} symmem_status_t;
+
+/* "SYMMEM_TIMEOUT" for SYMMEM_TIMEOUT; "SYMMEM_UNKNOWN_STATUS" for values outside the enum. */
+const char *symmem_status_name(symmem_status_t status);
+/* A one-line description of the status class (not of the particular failure: see symmem_last_error()). */
+const char *symmem_status_string(symmem_status_t status);
+/* Detail of the last failure on the calling thread ("" if none). Valid until the thread's next symmem call. */
+const char *symmem_last_error(void);
+
+/* Run-time version (SYMMEM_VERSION of the library actually loaded). */
+int symmem_version(void);
+
+/* ------------------------------------------------------------------------------------------------------
+ * Options. Zero-initialise with SYMMEM_OPTIONS_INIT (or symmem_options_init()), then set fields. `size`,
+ * `magic` and `version` let the struct grow without breaking old callers. A field left at its "default"
+ * value takes the SYMMEM_* environment variable, then the built-in default (API beats environment beats
+ * default).
+ * ---------------------------------------------------------------------------------------------------- */
+typedef enum symmem_backend {
+    SYMMEM_BACKEND_DEFAULT = 0, /* SYMMEM_BACKEND, else CUDA */
+    SYMMEM_BACKEND_CUDA = 1,    /* cuMem allocations on the communicator's GPU */
+    SYMMEM_BACKEND_HOST = 2,    /* memfd host memory: the same bootstrap, fd exchange and mapping, no GPU */
+} symmem_backend_t;
+
+typedef enum symmem_placement {
+    SYMMEM_PLACEMENT_DEFAULT = 0,   /* SYMMEM_PLACEMENT, else AUTO */
+    SYMMEM_PLACEMENT_AUTO = 1,      /* device memory; host memory if some pair of GPUs has no P2P */
+    SYMMEM_PLACEMENT_DEVICE = 2,    /* device memory; fail if some pair of GPUs has no P2P */
+    SYMMEM_PLACEMENT_HOST_NUMA = 3, /* pinned host memory on the NUMA node nearest each rank's GPU */
+} symmem_placement_t;
+
+#define SYMMEM_OPTIONS_MAGIC 0x53594d4du /* "SYMM" */
+#define SYMMEM_OPTIONS_VERSION 1u
+
+typedef struct symmem_options {
+    size_t size;      /* sizeof(symmem_options_t) */
+    uint32_t magic;   /* SYMMEM_OPTIONS_MAGIC */
+    uint32_t version; /* SYMMEM_OPTIONS_VERSION */
+    int device;       /* CUDA device of this rank; -1: the calling thread's current device */
+    int timeout_ms;   /* bootstrap and collective timeout; 0: SYMMEM_TIMEOUT_MS, else 30000 */
+    symmem_backend_t backend;
+    symmem_placement_t placement;
+    int numa_node;    /* host-NUMA placement: node to use; -1: nearest the GPU (libnuma/sysfs) */
+} symmem_options_t;
+
+#define SYMMEM_OPTIONS_INIT                                                                                \
+    {                                                                                                      \
+        sizeof(symmem_options_t), SYMMEM_OPTIONS_MAGIC, SYMMEM_OPTIONS_VERSION, -1, 0,                     \
+            SYMMEM_BACKEND_DEFAULT, SYMMEM_PLACEMENT_DEFAULT, -1                                           \
+    }
+
+/* Local. Fills *opts with SYMMEM_OPTIONS_INIT. */
+void symmem_options_init(symmem_options_t *opts);
+
+/* ------------------------------------------------------------------------------------------------------
+ * Communicators.
+ * ---------------------------------------------------------------------------------------------------- */
+typedef struct symmem_comm *symmem_comm_t;
+
+/* Opaque rendezvous id made by one process (any, usually rank 0) and handed to every rank out of band.
+ * It carries a random secret; treat it like a password. symmem_unique_id_to_string() gives a printable form
+ * (for an environment variable or a file) and symmem_unique_id_from_string() parses it back. */
+#define SYMMEM_UNIQUE_ID_BYTES 64
+typedef struct symmem_unique_id {
+    unsigned char bytes[SYMMEM_UNIQUE_ID_BYTES];
+} symmem_unique_id_t;
+#define SYMMEM_UNIQUE_ID_STRLEN (2 * SYMMEM_UNIQUE_ID_BYTES + 1)
+
+/* Local. A new id with a fresh random secret. */
+symmem_status_t symmem_get_unique_id(symmem_unique_id_t *id);
+/* Local. Writes 2*SYMMEM_UNIQUE_ID_BYTES hex digits and a NUL into buf (SYMMEM_UNIQUE_ID_STRLEN bytes). */
+symmem_status_t symmem_unique_id_to_string(const symmem_unique_id_t *id, char *buf, size_t buflen);
+/* Local. SYMMEM_INVALID_ARGUMENT if `str` is not a valid id string. */
+symmem_status_t symmem_unique_id_from_string(const char *str, symmem_unique_id_t *id);
+
+/* Collective over `nranks` processes (or threads) on one host, each with a distinct `rank` in [0, nranks).
+ * Blocks until every rank has arrived or the timeout passes (then SYMMEM_TIMEOUT naming the missing ranks).
+ * Ranks meet over Unix domain sockets in the abstract namespace; a connecting process must be of the same
+ * user (SO_PEERCRED) and present the id's secret. `opts` may be NULL. */
+symmem_status_t symmem_comm_init(int nranks, int rank, const symmem_unique_id_t *id, const symmem_options_t *opts,
+                                 symmem_comm_t *comm);
+
+/* A user-supplied bootstrap: an allgather and a barrier over the same ranks (e.g. a PyTorch Store, MPI).
+ * allgather: every rank contributes `bytes` bytes in `sendbuf`; on return `recvbuf` holds nranks*bytes, rank
+ * r's contribution at offset r*bytes. Both return 0 on success, nonzero on failure. symmem uses them only
+ * during symmem_comm_init_bootstrap (to agree on the secret and exchange host facts); file descriptors
+ * still travel over symmem's own Unix sockets, which requires the ranks to share a host. */
+typedef struct symmem_bootstrap {
+    int (*allgather)(void *ctx, const void *sendbuf, void *recvbuf, size_t bytes);
+    int (*barrier)(void *ctx);
+    void *ctx;
+} symmem_bootstrap_t;
+
+/* Collective, like symmem_comm_init, with the user's bootstrap instead of a unique id. */
+symmem_status_t symmem_comm_init_bootstrap(int nranks, int rank, const symmem_bootstrap_t *bootstrap,
+                                           const symmem_options_t *opts, symmem_comm_t *comm);
+
+/* Local (creates all ranks in the calling process, like ncclCommInitAll). devices[r] is rank r's CUDA
+ * device; devices may repeat (several ranks on one GPU, for testing larger rank counts on fewer GPUs);
+ * devices == NULL puts rank r on device r. With SYMMEM_BACKEND_HOST devices are ignored. comms[] receives
+ * nranks communicators. Collective calls on them from one thread go inside symmem_group_start/end. */
+symmem_status_t symmem_comm_init_all(int nranks, const int *devices, const symmem_options_t *opts,
+                                     symmem_comm_t *comms);
+
+/* Local. Releases the communicator; every buffer still allocated on it must have been freed (otherwise
+ * they are freed here, with a warning). Not collective, so it never blocks on peers. NULL is a no-op. */
+symmem_status_t symmem_comm_destroy(symmem_comm_t comm);
+
+int symmem_comm_rank(symmem_comm_t comm);
+int symmem_comm_size(symmem_comm_t comm);
+/* CUDA device of the rank, or -1 for the host backend. */
+int symmem_comm_device(symmem_comm_t comm);
+symmem_backend_t symmem_comm_backend(symmem_comm_t comm);
+
+typedef enum symmem_link {
+    SYMMEM_LINK_SELF = 0,     /* the same rank, or another rank on the same GPU */
+    SYMMEM_LINK_NVLINK = 1,   /* direct P2P over NVLink */
+    SYMMEM_LINK_PCIE = 2,     /* direct P2P over PCIe */
+    SYMMEM_LINK_HOST = 3,     /* no P2P: through pinned host memory */
+    SYMMEM_LINK_NONE = 4,     /* host backend: CPU shared memory, no GPU */
+} symmem_link_t;
+
+/* Local. How this rank reaches `peer`: link class and whether the driver reports native P2P atomics. */
+symmem_status_t symmem_comm_peer_link(symmem_comm_t comm, int peer, symmem_link_t *link, int *native_atomics);
+
+/* Local. SYMMEM_OK, or the error that put the communicator in its error state (a collective timeout, a peer
+ * failure) with the detail in symmem_last_error(). Non-blocking: it reads host-mapped status only. */
+symmem_status_t symmem_comm_get_async_error(symmem_comm_t comm);
+
+/* Group calls, so that one thread can drive several ranks of symmem_comm_init_all: collective calls made
+ * between symmem_group_start() and symmem_group_end() on the calling thread are recorded and run together
+ * (one helper thread per call) at symmem_group_end(), which returns the first failure. Outputs of the
+ * recorded calls are written at symmem_group_end(). Stream-ordered calls inside a group run at once. */
+symmem_status_t symmem_group_start(void);
+symmem_status_t symmem_group_end(void);
+
+/* ------------------------------------------------------------------------------------------------------
+ * Symmetric memory.
+ * ---------------------------------------------------------------------------------------------------- */
+typedef struct symmem_buffer *symmem_buffer_t;
+
+/* Collective; every rank passes the same `size` (> 0). Each rank gets `size` bytes (rounded up to the
+ * allocation granularity, 2 MiB on current GPUs) that every other rank has mapped too, plus a zeroed signal
+ * area of SYMMEM_SIGNAL_BYTES for the user's own synchronisation. Blocks until all ranks have mapped every
+ * peer. Different sizes on different ranks fail on every rank with SYMMEM_INVALID_ARGUMENT. Memory is
+ * cuMem-allocated with POSIX-fd export (and fabric export where supported), so NCCL can register it. */
+#define SYMMEM_SIGNAL_BYTES 65536
+symmem_status_t symmem_alloc(symmem_comm_t comm, size_t size, symmem_buffer_t *buf);
+
+/* Local: frees this rank's handle without waiting for peers (so teardown never hangs on a dead peer).
+ * Unmaps every peer, releases handles, frees the address reservation. Each rank's physical memory lives on
+ * until the last rank that mapped it has freed its handle, so a peer still reading or writing this rank's
+ * part never faults. A handle that is not a live allocation (a double free, a foreign pointer) gives
+ * SYMMEM_INVALID_ARGUMENT and touches nothing. NULL is a no-op. */
+symmem_status_t symmem_free(symmem_buffer_t buf);
+
+/* Local lookups. Pointers are device pointers for the CUDA backend (host pointers for the host backend and
+ * for host-NUMA placement they are host-accessible too). */
+void *symmem_buffer_ptr(symmem_buffer_t buf);                 /* this rank's buffer */
+void *symmem_buffer_peer_ptr(symmem_buffer_t buf, int peer);  /* peer's buffer, mapped here; NULL if out of range */
+size_t symmem_buffer_size(symmem_buffer_t buf);               /* usable size (as requested) */
+size_t symmem_buffer_mapped_size(symmem_buffer_t buf);        /* size after rounding to the granularity */
+void *symmem_buffer_signal_ptr(symmem_buffer_t buf, int peer);/* peer's signal area, mapped here */
+symmem_comm_t symmem_buffer_comm(symmem_buffer_t buf);
+symmem_placement_t symmem_buffer_placement(symmem_buffer_t buf);
+/* Device array (in device memory) of SYMMEM_MAX_RANKS pointers: entry r is rank r's buffer as mapped here,
+ * for kernels. Host backend: a host array. */
+void *const *symmem_buffer_device_peers(symmem_buffer_t buf);
+/* Same for the signal areas. */
+void *const *symmem_buffer_device_signals(symmem_buffer_t buf);
+/* Local. The live buffer of `comm` that contains `ptr` (any address inside this rank's part), or NULL. */
+symmem_buffer_t symmem_buffer_lookup(symmem_comm_t comm, const void *ptr);
+
+/* ------------------------------------------------------------------------------------------------------
+ * NCCL interoperability (NCCL must run with NCCL_CUMEM_ENABLE=1). `nccl_comm` is an ncclComm_t of the same
+ * ranks on the same devices. NCCL is looked up at run time: an NCCL already loaded in the process first,
+ * then SYMMEM_NCCL_LIBRARY, then libnccl.so.2.
+ * ---------------------------------------------------------------------------------------------------- */
+/* Local for NCCL (ncclCommRegister is local). *handle is what NCCL returned. */
+symmem_status_t symmem_nccl_register(symmem_buffer_t buf, void *nccl_comm, void **handle);
+symmem_status_t symmem_nccl_deregister(void *nccl_comm, void *handle);
+/* Collective in NCCL (ncclCommWindowRegister); SYMMEM_UNSUPPORTED where NCCL < 2.27. win_flags as NCCL's
+ * (NCCL_WIN_COLL_SYMMETRIC = 1). */
+symmem_status_t symmem_nccl_window_register(symmem_buffer_t buf, void *nccl_comm, int win_flags, void **window);
+symmem_status_t symmem_nccl_window_deregister(void *nccl_comm, void *window);
+
+/* ------------------------------------------------------------------------------------------------------
+ * Collectives. All are collective over the communicator and stream-ordered on `stream` (NULL: the legacy
+ * default stream), CUDA-graph capturable, and never synchronise the host. One communicator must not be
+ * used from two streams at once: its operations share a workspace and a sequence number; the library
+ * detects a concurrent use from a second stream (see symmem_comm_get_async_error) where it can, but
+ * callers must order them. Use one communicator per stream for concurrent work.
+ * ---------------------------------------------------------------------------------------------------- */
+#define SYMMEM_DTYPE_LIST(X)                                                                               \
+    X(FLOAT32, 0, float, 4)                                                                                \
+    X(FLOAT16, 1, half, 2)                                                                                 \
+    X(BFLOAT16, 2, bfloat16, 2)
+
+typedef enum symmem_dtype {
+#define SYMMEM_DTYPE_ENUM_(name, value, ctype, bytes) SYMMEM_##name = value,
+    SYMMEM_DTYPE_LIST(SYMMEM_DTYPE_ENUM_)
+#undef SYMMEM_DTYPE_ENUM_
+    SYMMEM_DTYPE_COUNT
+} symmem_dtype_t;
+
+#define SYMMEM_REDOP_LIST(X)                                                                               \
+    X(SUM, 0)                                                                                              \
+    X(MAX, 1)                                                                                              \
+    X(MIN, 2)
+
+typedef enum symmem_redop {
+#define SYMMEM_REDOP_ENUM_(name, value) SYMMEM_OP_##name = value,
+    SYMMEM_REDOP_LIST(SYMMEM_REDOP_ENUM_)
+#undef SYMMEM_REDOP_ENUM_
+    SYMMEM_REDOP_COUNT
+} symmem_redop_t;
+
+#define SYMMEM_ALGO_LIST(X)                                                                                \
+    X(AUTO, 0, "auto")                                                                                     \
+    X(ONESHOT_PULL, 1, "oneshot_pull")                                                                     \
+    X(ONESHOT_PUSH, 2, "oneshot_push")                                                                     \
+    X(TWOSHOT_PULL, 3, "twoshot_pull")                                                                     \
+    X(TWOSHOT_PUSH, 4, "twoshot_push")                                                                     \
+    X(STAGED, 5, "staged")
+
+typedef enum symmem_algo {
+#define SYMMEM_ALGO_ENUM_(name, value, text) SYMMEM_ALGO_##name = value,
+    SYMMEM_ALGO_LIST(SYMMEM_ALGO_ENUM_)
+#undef SYMMEM_ALGO_ENUM_
+    SYMMEM_ALGO_COUNT
+} symmem_algo_t;
+
+size_t symmem_dtype_size(symmem_dtype_t dtype); /* 0 for an invalid dtype */
+const char *symmem_dtype_name(symmem_dtype_t dtype);
+const char *symmem_redop_name(symmem_redop_t op);
+const char *symmem_algo_name(symmem_algo_t algo);
+/* SYMMEM_INVALID_ARGUMENT for an unknown name. */
+symmem_status_t symmem_algo_from_name(const char *name, symmem_algo_t *algo);
+
+typedef struct CUstream_st *symmem_stream_t; /* == cudaStream_t */
+
+/* All-reduce `count` elements from `sendbuf` into `recvbuf` on every rank. sendbuf == recvbuf is in place.
+ * Either pointer may be inside a symmetric buffer of `comm` (zero copy) or any device memory (copied into
+ * the communicator's workspace inside the same kernel). 16-bit types accumulate in fp32; every rank gets
+ * bitwise-identical results. `algo` SYMMEM_ALGO_AUTO picks from the tuning table (SYMMEM_ALGO overrides). */
+symmem_status_t symmem_all_reduce(symmem_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
+                                  symmem_dtype_t dtype, symmem_redop_t op, symmem_algo_t algo,
+                                  symmem_stream_t stream);
+/* recvbuf gets `count` elements: block `rank` of the reduction of every rank's nranks*count elements. */
+symmem_status_t symmem_reduce_scatter(symmem_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
+                                      symmem_dtype_t dtype, symmem_redop_t op, symmem_algo_t algo,
+                                      symmem_stream_t stream);
+/* recvbuf gets nranks*`count` elements: rank r's `count` elements of sendbuf at offset r*count. */
+symmem_status_t symmem_all_gather(symmem_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
+                                  symmem_dtype_t dtype, symmem_algo_t algo, symmem_stream_t stream);
+/* Every rank's stream waits until every rank's stream has reached this point. */
+symmem_status_t symmem_barrier(symmem_comm_t comm, symmem_stream_t stream);
+
+/* Largest per-rank message (bytes) the collectives handle through the workspace without chunking. */
+size_t symmem_comm_max_message_bytes(symmem_comm_t comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#include "symmem/topo.h"
+
+#endif /* SYMMEM_SYMMEM_H */

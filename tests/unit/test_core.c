@@ -1,0 +1,162 @@
+/* Core unit tests (no GPU): status names and strings, parameters, unique ids, options, logging. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/param.h"
+#include "core/status.h"
+#include "symmem/symmem.h"
+#include "test_util.h"
+
+static void status_strings(void)
+{
+    CHECK(strcmp(symmem_status_name(SYMMEM_OK), "SYMMEM_OK") == 0);
+    CHECK(strcmp(symmem_status_name(SYMMEM_TIMEOUT), "SYMMEM_TIMEOUT") == 0);
+    CHECK(strcmp(symmem_status_name((symmem_status_t)999), "SYMMEM_UNKNOWN_STATUS") == 0);
+    for (int s = 0; s < SYMMEM_STATUS_COUNT; s++) {
+        CHECK(strncmp(symmem_status_name((symmem_status_t)s), "SYMMEM_", 7) == 0);
+        CHECK(strlen(symmem_status_string((symmem_status_t)s)) > 3);
+    }
+    CHECK(symmem_version() == SYMMEM_VERSION);
+}
+
+static void last_error_is_per_thread_and_names_rank(void)
+{
+    symmem_log_set_rank(3);
+    CHECK(symmem_set_error(SYMMEM_TIMEOUT, "waiting for rank %d", 5) == SYMMEM_TIMEOUT);
+    CHECK(strcmp(symmem_last_error(), "rank 3: waiting for rank 5") == 0);
+    symmem_append_error(" (more)");
+    CHECK(strcmp(symmem_last_error(), "rank 3: waiting for rank 5 (more)") == 0);
+    symmem_clear_error();
+    CHECK(symmem_last_error()[0] == '\0');
+}
+
+static void sizes_parse(void)
+{
+    size_t v = 0;
+    CHECK(symmem_parse_size("4096", &v) == 0 && v == 4096);
+    CHECK(symmem_parse_size("64K", &v) == 0 && v == 65536);
+    CHECK(symmem_parse_size("32M", &v) == 0 && v == 32u << 20);
+    CHECK(symmem_parse_size("2GiB", &v) == 0 && v == 2ull << 30);
+    CHECK(symmem_parse_size("", &v) != 0);
+    CHECK(symmem_parse_size("12Q", &v) != 0);
+    CHECK(symmem_parse_size("-5", &v) != 0);
+    CHECK(symmem_parse_size("99999999999999999999G", &v) != 0);
+}
+
+static void params_from_environment(void)
+{
+    setenv("SYMMEM_TIMEOUT_MS", "1234", 1);
+    setenv("SYMMEM_WORKSPACE_BYTES", "8M", 1);
+    symmem_param_reload();
+    CHECK(symmem_param_int(SYMMEM_PARAM_TIMEOUT_MS) == 1234);
+    CHECK(symmem_param_size(SYMMEM_PARAM_WORKSPACE_BYTES) == 8u << 20);
+    setenv("SYMMEM_TIMEOUT_MS", "soon", 1); /* malformed: the default, with a warning */
+    symmem_param_reload();
+    CHECK(symmem_param_int(SYMMEM_PARAM_TIMEOUT_MS) == atoi(symmem_param_default(SYMMEM_PARAM_TIMEOUT_MS)));
+    CHECK(strcmp(symmem_param_name(SYMMEM_PARAM_TIMEOUT_MS), "SYMMEM_TIMEOUT_MS") == 0);
+    CHECK(strlen(symmem_param_doc(SYMMEM_PARAM_TIMEOUT_MS)) > 0);
+}
+
+/* A misspelt variable gets a warning naming the closest real one. */
+static void unknown_variable_warns_with_suggestion(void)
+{
+    char path[] = "/tmp/symmem-test-log-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    setenv("SYMMEM_LOG_FILE", path, 1);
+    setenv("SYMMEM_TIMEOUT_SM", "5", 1);
+    /* First use of parameters and logging in this process: each case is a fresh fork of a parent that has
+     * used neither, so the environment set above is what they read. */
+    SYMMEM_WARN(SYMMEM_SUBSYS_CORE, "hello %d", 42);
+    FILE *f = fopen(path, "r");
+    CHECK(f);
+    char buf[4096] = "";
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    unlink(path);
+    CHECK(strstr(buf, "SYMMEM_TIMEOUT_SM") && strstr(buf, "did you mean SYMMEM_TIMEOUT_MS"));
+    CHECK(strstr(buf, "WARN CORE") && strstr(buf, "hello 42"));
+}
+
+static void unique_id_round_trip(void)
+{
+    symmem_unique_id_t id, back;
+    CHECK_OK(symmem_get_unique_id(&id));
+    char s[SYMMEM_UNIQUE_ID_STRLEN];
+    CHECK_OK(symmem_unique_id_to_string(&id, s, sizeof s));
+    CHECK(strlen(s) == 2 * SYMMEM_UNIQUE_ID_BYTES);
+    CHECK_OK(symmem_unique_id_from_string(s, &back));
+    CHECK(memcmp(&id, &back, sizeof id) == 0);
+    symmem_unique_id_t other;
+    CHECK_OK(symmem_get_unique_id(&other));
+    CHECK(memcmp(&id, &other, sizeof id) != 0); /* fresh randomness each time */
+    CHECK_ST(symmem_unique_id_to_string(&id, s, 10), SYMMEM_INVALID_ARGUMENT);
+}
+
+static void bad_unique_ids_rejected(void)
+{
+    symmem_unique_id_t id;
+    CHECK_ST(symmem_unique_id_from_string("abc", &id), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ERR_HAS("expected 128 hex digits");
+    char s[SYMMEM_UNIQUE_ID_STRLEN];
+    memset(s, 'z', sizeof s - 1);
+    s[sizeof s - 1] = '\0';
+    CHECK_ST(symmem_unique_id_from_string(s, &id), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ERR_HAS("non-hex");
+    memset(s, '0', sizeof s - 1); /* well formed but not an id: bad magic */
+    CHECK_ST(symmem_unique_id_from_string(s, &id), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ERR_HAS("not a symmem id");
+}
+
+static void options_validated(void)
+{
+    symmem_options_t o;
+    symmem_options_init(&o);
+    CHECK(o.magic == SYMMEM_OPTIONS_MAGIC && o.size == sizeof o && o.device == -1);
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    symmem_comm_t c;
+    o.magic = 0;
+    CHECK_ST(symmem_comm_init(1, 0, &id, &o, &c), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ERR_HAS("SYMMEM_OPTIONS_INIT");
+    symmem_options_init(&o);
+    o.backend = (symmem_backend_t)42;
+    CHECK_ST(symmem_comm_init(1, 0, &id, &o, &c), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ST(symmem_comm_init(0, 0, &id, NULL, &c), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ST(symmem_comm_init(SYMMEM_MAX_RANKS + 1, 0, &id, NULL, &c), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ST(symmem_comm_init(2, 2, &id, NULL, &c), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ERR_HAS("rank 2 out of range");
+    CHECK_ST(symmem_comm_init(2, -1, &id, NULL, &c), SYMMEM_INVALID_ARGUMENT);
+    setenv("SYMMEM_BACKEND", "quantum", 1);
+    symmem_param_reload();
+    CHECK_ST(symmem_comm_init(1, 0, &id, NULL, &c), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ERR_HAS("SYMMEM_BACKEND=quantum");
+}
+
+static void null_handles_are_safe(void)
+{
+    CHECK_OK(symmem_comm_destroy(NULL));
+    CHECK_OK(symmem_free(NULL));
+    CHECK(symmem_comm_rank(NULL) == -1 && symmem_comm_size(NULL) == -1);
+    CHECK(symmem_buffer_ptr(NULL) == NULL && symmem_buffer_size(NULL) == 0);
+    CHECK_ST(symmem_group_end(), SYMMEM_INVALID_USAGE);
+}
+
+int main(void)
+{
+    static const test_case_t cases[] = {
+        {"status_strings", status_strings, 10},
+        {"last_error_is_per_thread_and_names_rank", last_error_is_per_thread_and_names_rank, 10},
+        {"sizes_parse", sizes_parse, 10},
+        {"params_from_environment", params_from_environment, 10},
+        {"unknown_variable_warns_with_suggestion", unknown_variable_warns_with_suggestion, 10},
+        {"unique_id_round_trip", unique_id_round_trip, 10},
+        {"bad_unique_ids_rejected", bad_unique_ids_rejected, 10},
+        {"options_validated", options_validated, 10},
+        {"null_handles_are_safe", null_handles_are_safe, 10},
+    };
+    return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
+}

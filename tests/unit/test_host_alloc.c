@@ -1,0 +1,507 @@
+/* Bootstrap and symmetric allocation across real processes, with the host (memfd) backend: the same
+ * sockets, descriptor passing, mapping tables and error paths the CUDA backend uses, without a GPU. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+
+#include "alloc/alloc.h"
+#include "core/bootstrap.h"
+#include "core/comm.h"
+#include "symmem/symmem.h"
+#include "test_util.h"
+
+/* ---- launching ranks as processes ------------------------------------------------------------------- */
+
+typedef void (*rank_fn)(int rank, int nranks, const symmem_unique_id_t *id);
+
+static symmem_options_t host_opts(int timeout_ms)
+{
+    symmem_options_t o = SYMMEM_OPTIONS_INIT;
+    o.backend = SYMMEM_BACKEND_HOST;
+    o.timeout_ms = timeout_ms;
+    return o;
+}
+
+/* Fork one process per entry of ranks[] (a rank number each, repeats allowed) running fn; returns the
+ * number of children that exited non-zero. */
+static int run_ranks(int nranks, const int *ranks, int nprocs, rank_fn fn, const symmem_unique_id_t *id)
+{
+    pid_t pids[32];
+    for (int i = 0; i < nprocs; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            fn(ranks[i], nranks, id);
+            _exit(0);
+        }
+    }
+    int bad = 0;
+    for (int i = 0; i < nprocs; i++) {
+        int status;
+        waitpid(pids[i], &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "process %d (rank %d) failed (status 0x%x)\n", i, ranks[i], status);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+static int spawn(int nranks, rank_fn fn)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    int ranks[32];
+    for (int r = 0; r < nranks; r++) ranks[r] = r;
+    return run_ranks(nranks, ranks, nranks, fn, &id);
+}
+
+static symmem_comm_t join(int rank, int nranks, const symmem_unique_id_t *id, int timeout_ms)
+{
+    symmem_options_t o = host_opts(timeout_ms);
+    symmem_comm_t c = NULL;
+    CHECK_OK(symmem_comm_init(nranks, rank, id, &o, &c));
+    CHECK(symmem_comm_rank(c) == rank && symmem_comm_size(c) == nranks);
+    CHECK(symmem_comm_backend(c) == SYMMEM_BACKEND_HOST && symmem_comm_device(c) == -1);
+    return c;
+}
+
+static uint32_t pattern(int rank, size_t i, int round) { return (uint32_t)(rank * 0x01000193u) ^ (uint32_t)i ^ (uint32_t)round << 24; }
+
+/* Every rank writes its pattern; after a barrier, every rank checks every peer's buffer through its own
+ * mapping, and that the layout is symmetric (rank r at base + r * stride). */
+static void write_and_verify(symmem_comm_t c, symmem_buffer_t b, int round)
+{
+    int rank = symmem_comm_rank(c), n = symmem_comm_size(c);
+    size_t words = symmem_buffer_size(b) / 4, bytes = symmem_buffer_size(b);
+    uint32_t *mine = symmem_buffer_ptr(b);
+    for (size_t i = 0; i < words; i++) mine[i] = pattern(rank, i, round);
+    if (bytes % 4) ((unsigned char *)mine)[bytes - 1] = (unsigned char)(rank + 1);
+    CHECK_OK(symmem_comm_barrier(c));
+    char *p0 = symmem_buffer_peer_ptr(b, 0);
+    size_t stride = (size_t)((char *)symmem_buffer_peer_ptr(b, n > 1 ? 1 : 0) - p0);
+    for (int r = 0; r < n; r++) {
+        const uint32_t *peer = symmem_buffer_peer_ptr(b, r);
+        CHECK(peer != NULL && (char *)peer == p0 + (size_t)r * stride);
+        for (size_t i = 0; i < words; i++)
+            if (peer[i] != pattern(r, i, round)) {
+                fprintf(stderr, "rank %d: peer %d word %zu = %08x, want %08x\n", rank, r, i, peer[i], pattern(r, i, round));
+                exit(1);
+            }
+        if (bytes % 4) CHECK(((const unsigned char *)peer)[bytes - 1] == (unsigned char)(r + 1));
+        const unsigned char *sig = symmem_buffer_signal_ptr(b, r);
+        for (size_t i = 0; i < SYMMEM_SIGNAL_BYTES; i += 997) CHECK(sig[i] == 0);
+    }
+    CHECK(symmem_buffer_peer_ptr(b, n) == NULL && symmem_buffer_peer_ptr(b, -1) == NULL);
+    CHECK_OK(symmem_comm_barrier(c)); /* nobody rewrites before everyone has checked */
+}
+
+/* ---- cases ------------------------------------------------------------------------------------------ */
+
+static void rank_basic(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_comm_t c = join(rank, nranks, id, 20000);
+    static const size_t sizes[] = {1, 7, 4095, 4096, 65537, (1u << 20) + 3};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        symmem_buffer_t b;
+        CHECK_OK(symmem_alloc(c, sizes[k], &b));
+        CHECK(symmem_buffer_size(b) == sizes[k] && symmem_buffer_mapped_size(b) >= sizes[k]);
+        CHECK(symmem_buffer_comm(b) == c);
+        CHECK(symmem_buffer_lookup(c, (char *)symmem_buffer_ptr(b) + sizes[k] - 1) == b);
+        write_and_verify(c, b, (int)k);
+        void *const *table = symmem_buffer_device_peers(b);
+        for (int r = 0; r < nranks; r++) CHECK(table[r] == symmem_buffer_peer_ptr(b, r));
+        CHECK_OK(symmem_free(b));
+    }
+    symmem_link_t link;
+    CHECK_OK(symmem_comm_peer_link(c, (rank + 1) % nranks, &link, NULL));
+    CHECK(link == (nranks == 1 ? SYMMEM_LINK_SELF : SYMMEM_LINK_NONE));
+    CHECK_OK(symmem_comm_destroy(c));
+}
+
+static void two_ranks(void) { CHECK(spawn(2, rank_basic) == 0); }
+static void four_ranks(void) { CHECK(spawn(4, rank_basic) == 0); }
+static void eight_ranks(void) { CHECK(spawn(8, rank_basic) == 0); }
+static void one_rank(void) { CHECK(spawn(1, rank_basic) == 0); }
+
+static void rank_size_mismatch(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_comm_t c = join(rank, nranks, id, 20000);
+    symmem_buffer_t b;
+    CHECK_ST(symmem_alloc(c, rank == 1 ? 8192 : 4096, &b), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ERR_HAS("every rank must pass the same size");
+    CHECK_ST(symmem_alloc(c, 0, &b), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ERR_HAS("size 0");
+    CHECK_ST(symmem_alloc(c, (size_t)1 << 62, &b), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ERR_HAS("more than this rank's host memory");
+    /* The communicator is still usable after rejected requests. */
+    CHECK_OK(symmem_alloc(c, 100, &b));
+    write_and_verify(c, b, 0);
+    CHECK_OK(symmem_free(b));
+    CHECK_OK(symmem_comm_destroy(c));
+}
+static void bad_sizes_fail_on_every_rank(void) { CHECK(spawn(3, rank_size_mismatch) == 0); }
+
+static void rank_double_free(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_comm_t c = join(rank, nranks, id, 20000);
+    symmem_buffer_t b;
+    CHECK_OK(symmem_alloc(c, 4096, &b));
+    CHECK_OK(symmem_free(b));
+    CHECK_ST(symmem_free(b), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ERR_HAS("freed twice");
+    int local;
+    CHECK_ST(symmem_free((symmem_buffer_t)(void *)&local), SYMMEM_INVALID_ARGUMENT);
+    CHECK(symmem_buffer_lookup(c, &local) == NULL);
+    CHECK_OK(symmem_comm_destroy(c));
+    CHECK_ST(symmem_comm_destroy(c), SYMMEM_INVALID_ARGUMENT); /* the freed memory may still hold the magic */
+}
+static void double_and_foreign_free(void) { CHECK(spawn(2, rank_double_free) == 0); }
+
+/* Thousands of cycles: descriptors and mappings back to where they started. */
+static int count_maps(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    int n = 0;
+    for (int ch; f && (ch = fgetc(f)) != EOF;) n += ch == '\n';
+    if (f) fclose(f);
+    return n;
+}
+
+static void rank_cycles(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_comm_t c = join(rank, nranks, id, 20000);
+    symmem_buffer_t b;
+    CHECK_OK(symmem_alloc(c, 12345, &b)); /* warm up lazily created state */
+    CHECK_OK(symmem_free(b));
+    int fds0 = test_open_fds(), maps0 = count_maps();
+    for (int i = 0; i < 2000; i++) {
+        CHECK_OK(symmem_alloc(c, 4096u * (1 + i % 5), &b));
+        ((volatile char *)symmem_buffer_ptr(b))[0] = 1;
+        CHECK_OK(symmem_free(b));
+    }
+    CHECK(test_open_fds() == fds0);
+    CHECK(count_maps() == maps0);
+    CHECK_OK(symmem_comm_destroy(c));
+}
+static void alloc_free_cycles_leak_nothing(void) { CHECK(spawn(2, rank_cycles) == 0); }
+
+static void rank_destroy_frees_leftovers(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    int fds0 = test_open_fds();
+    symmem_comm_t c = join(rank, nranks, id, 20000);
+    symmem_buffer_t b1, b2;
+    CHECK_OK(symmem_alloc(c, 4096, &b1));
+    CHECK_OK(symmem_alloc(c, 8192, &b2));
+    CHECK_OK(symmem_comm_destroy(c)); /* warns and frees both */
+    CHECK(test_open_fds() == fds0);
+}
+static void destroy_frees_leftover_buffers(void) { CHECK(spawn(2, rank_destroy_frees_leftovers) == 0); }
+
+/* ---- faults ----------------------------------------------------------------------------------------- */
+
+static void rank_dup(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_options_t o = host_opts(1500);
+    symmem_comm_t c;
+    symmem_status_t st = symmem_comm_init(nranks, rank, id, &o, &c);
+    /* Exactly one of the two processes claiming rank 1 gets "already taken"; everyone else times out
+     * waiting for rank 2, who never comes. */
+    if (st == SYMMEM_INVALID_ARGUMENT) {
+        CHECK_ERR_HAS("already taken");
+        exit(3);
+    }
+    CHECK(st == SYMMEM_TIMEOUT);
+    CHECK(strstr(symmem_last_error(), "rank 2") || strstr(symmem_last_error(), "rank(s) 1") ||
+          strstr(symmem_last_error(), "rank 1"));
+}
+
+static void duplicate_rank_detected(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    int ranks[] = {0, 1, 1};
+    pid_t pids[3];
+    for (int i = 0; i < 3; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            rank_dup(ranks[i], 3, &id);
+            _exit(0);
+        }
+        usleep(50000); /* stagger so the first rank 1 binds first */
+    }
+    int taken = 0, ok = 0;
+    for (int i = 0; i < 3; i++) {
+        int status;
+        waitpid(pids[i], &status, 0);
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 3) taken++;
+        else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) ok++;
+    }
+    CHECK(taken == 1 && ok == 2);
+}
+
+static void rank_missing_peer(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    (void)nranks;
+    symmem_options_t o = host_opts(800);
+    symmem_comm_t c;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_ST(symmem_comm_init(3, rank, id, &o, &c), SYMMEM_TIMEOUT);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CHECK_ERR_HAS("rank");
+    CHECK_ERR_HAS("SYMMEM_TIMEOUT_MS");
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    CHECK(s < 10.0); /* bounded: not a hang (the bound is generous; only the absence of a hang is tested) */
+}
+
+/* Rank 2 never starts: ranks 0 and 1 fail with a timeout that names a missing rank. */
+static void missing_rank_times_out(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    int ranks[] = {0, 1};
+    CHECK(run_ranks(3, ranks, 2, rank_missing_peer, &id) == 0);
+}
+
+/* A valid-looking id nobody else uses: the only rank that starts times out naming rank 0. */
+static void foreign_unique_id_times_out(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    symmem_options_t o = host_opts(500);
+    symmem_comm_t c;
+    CHECK_ST(symmem_comm_init(2, 1, &id, &o, &c), SYMMEM_TIMEOUT);
+    CHECK_ERR_HAS("rank(s) 0 never connected");
+    symmem_boot_id_t *b = (symmem_boot_id_t *)(void *)id.bytes;
+    b->magic ^= 1; /* corrupted */
+    CHECK_ST(symmem_comm_init(2, 1, &id, &o, &c), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ERR_HAS("not a symmem id");
+}
+
+static void rank_nranks_mismatch(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    (void)nranks;
+    symmem_options_t o = host_opts(1500);
+    symmem_comm_t c;
+    /* Rank 0 thinks there are 2 ranks, rank 1 thinks 3. */
+    symmem_status_t st = symmem_comm_init(rank == 0 ? 2 : 3, rank, id, &o, &c);
+    CHECK(st == SYMMEM_INVALID_ARGUMENT || st == SYMMEM_TIMEOUT || st == SYMMEM_PEER_FAILURE);
+    if (st == SYMMEM_INVALID_ARGUMENT) CHECK_ERR_HAS("same nranks");
+}
+
+static void nranks_mismatch_detected(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    int ranks[] = {0, 1};
+    CHECK(run_ranks(3, ranks, 2, rank_nranks_mismatch, &id) == 0);
+}
+
+/* Rank 2 exits after init; the others' next collective call fails fast naming it (not after the
+ * timeout), and every later call reports the communicator's error state. */
+static void rank_peer_dies(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_comm_t c = join(rank, nranks, id, 60000);
+    if (rank == 2) _exit(0); /* dies without cleanup */
+    symmem_buffer_t b;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_ST(symmem_alloc(c, 4096, &b), SYMMEM_PEER_FAILURE);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CHECK(t1.tv_sec - t0.tv_sec < 30); /* far below the 60 s timeout: the closed socket was noticed */
+    CHECK(strstr(symmem_last_error(), "rank 2") || strstr(symmem_last_error(), "rank 1") ||
+          strstr(symmem_last_error(), "rank 0"));
+    CHECK_ST(symmem_alloc(c, 4096, &b), SYMMEM_COMM_ERROR);
+    CHECK_ST(symmem_comm_get_async_error(c), SYMMEM_PEER_FAILURE);
+    CHECK_OK(symmem_comm_destroy(c));
+}
+static void dead_peer_fails_fast(void) { CHECK(spawn(3, rank_peer_dies) == 0); }
+
+/* Rank 1 stays alive but never calls symmem_alloc: rank 0 times out naming rank 1, and can tear down. */
+static void rank_peer_absent(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_comm_t c = join(rank, nranks, id, 700);
+    if (rank == 1) {
+        sleep(3);
+        symmem_comm_destroy(c);
+        return;
+    }
+    symmem_buffer_t b;
+    CHECK_ST(symmem_alloc(c, 4096, &b), SYMMEM_TIMEOUT);
+    CHECK_ERR_HAS("rank 1");
+    CHECK_OK(symmem_comm_destroy(c));
+}
+static void absent_peer_times_out(void) { CHECK(spawn(2, rank_peer_absent) == 0); }
+
+/* Processes that are not ranks connect to a rank's socket: one with the wrong secret, one of another
+ * user. They are turned away and the real ranks still meet. */
+static void intruder(const symmem_unique_id_t *id, int as_nobody)
+{
+    if (as_nobody && setuid(65534) != 0) _exit(0); /* not root: skip this intruder */
+    const symmem_boot_id_t *b = (const symmem_boot_id_t *)(const void *)id->bytes;
+    struct sockaddr_un addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    int n = snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, "symmem-");
+    for (int i = 0; i < SYMMEM_BOOT_TAG_BYTES; i++) n += snprintf(addr.sun_path + 1 + n, 3, "%02x", b->tag[i]);
+    n += snprintf(addr.sun_path + 1 + n, sizeof addr.sun_path - 1 - (size_t)n, "-1");
+    for (int tries = 0; tries < 200; tries++) {
+        int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (connect(fd, (struct sockaddr *)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) == 0) {
+            char junk[64];
+            memset(junk, 0x5a, sizeof junk);
+            ssize_t w = write(fd, junk, sizeof junk);
+            (void)w;
+            char buf[64];
+            ssize_t r = read(fd, buf, sizeof buf); /* must be closed on us, never answered */
+            _exit(r > 0 ? 1 : 0);
+        }
+        close(fd);
+        usleep(5000);
+    }
+    _exit(0);
+}
+
+static void rank_after_intruders(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    usleep(rank == 0 ? 300000 : 0); /* rank 1 listens first, so the intruders reach it before rank 0 */
+    symmem_comm_t c = join(rank, nranks, id, 20000);
+    symmem_buffer_t b;
+    CHECK_OK(symmem_alloc(c, 4096, &b));
+    write_and_verify(c, b, 0);
+    CHECK_OK(symmem_free(b));
+    CHECK_OK(symmem_comm_destroy(c));
+}
+
+static void intruders_rejected(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    pid_t in1 = fork();
+    if (in1 == 0) intruder(&id, 0);
+    pid_t in2 = fork();
+    if (in2 == 0) intruder(&id, 1);
+    int ranks[] = {0, 1};
+    CHECK(run_ranks(2, ranks, 2, rank_after_intruders, &id) == 0);
+    int s1, s2;
+    waitpid(in1, &s1, 0);
+    waitpid(in2, &s2, 0);
+    CHECK(WIFEXITED(s1) && WEXITSTATUS(s1) == 0);
+    CHECK(WIFEXITED(s2) && WEXITSTATUS(s2) == 0);
+}
+
+/* ---- one process, several ranks ---------------------------------------------------------------------- */
+
+static void init_all_with_group_alloc(void)
+{
+    enum { N = 4 };
+    symmem_options_t o = host_opts(20000);
+    symmem_comm_t comms[N];
+    CHECK_OK(symmem_comm_init_all(N, NULL, &o, comms));
+    symmem_buffer_t bufs[N];
+    CHECK_OK(symmem_group_start());
+    for (int r = 0; r < N; r++) CHECK_OK(symmem_alloc(comms[r], 3000, &bufs[r]));
+    CHECK_OK(symmem_group_end());
+    for (int r = 0; r < N; r++) memset(symmem_buffer_ptr(bufs[r]), 'a' + r, 3000);
+    for (int r = 0; r < N; r++)
+        for (int p = 0; p < N; p++) {
+            const char *peer = symmem_buffer_peer_ptr(bufs[r], p);
+            CHECK(peer[0] == 'a' + p && peer[2999] == 'a' + p);
+        }
+    /* A mismatch inside a group fails the group. */
+    symmem_buffer_t bad[N];
+    CHECK_OK(symmem_group_start());
+    for (int r = 0; r < N; r++) CHECK_OK(symmem_alloc(comms[r], r == 2 ? 64 : 32, &bad[r]));
+    CHECK_ST(symmem_group_end(), SYMMEM_INVALID_ARGUMENT);
+    for (int r = 0; r < N; r++) CHECK_OK(symmem_free(bufs[r]));
+    for (int r = 0; r < N; r++) CHECK_OK(symmem_comm_destroy(comms[r]));
+}
+
+/* User-supplied bootstrap: threads with a shared-memory allgather standing in for a PyTorch Store. */
+typedef struct shm_boot {
+    pthread_barrier_t bar;
+    char data[8][256];
+} shm_boot_t;
+typedef struct shm_rank {
+    shm_boot_t *s;
+    int rank, nranks;
+    symmem_status_t st;
+} shm_rank_t;
+
+static int shm_allgather(void *ctx, const void *send, void *recv, size_t bytes)
+{
+    shm_rank_t *r = ctx;
+    if (bytes > 256) return 1;
+    memcpy(r->s->data[r->rank], send, bytes);
+    pthread_barrier_wait(&r->s->bar);
+    for (int i = 0; i < r->nranks; i++) memcpy((char *)recv + (size_t)i * bytes, r->s->data[i], bytes);
+    pthread_barrier_wait(&r->s->bar);
+    return 0;
+}
+static int shm_barrier(void *ctx)
+{
+    pthread_barrier_wait(&((shm_rank_t *)ctx)->s->bar);
+    return 0;
+}
+
+static void *bootstrap_thread(void *p)
+{
+    shm_rank_t *r = p;
+    symmem_bootstrap_t bs = {shm_allgather, shm_barrier, r};
+    symmem_options_t o = host_opts(20000);
+    symmem_comm_t c;
+    r->st = symmem_comm_init_bootstrap(r->nranks, r->rank, &bs, &o, &c);
+    if (r->st != SYMMEM_OK) return NULL;
+    symmem_buffer_t b;
+    r->st = symmem_alloc(c, 1 << 16, &b);
+    if (r->st == SYMMEM_OK) {
+        write_and_verify(c, b, 1);
+        r->st = symmem_free(b);
+    }
+    symmem_comm_destroy(c);
+    return NULL;
+}
+
+static void user_bootstrap(void)
+{
+    enum { N = 3 };
+    shm_boot_t s;
+    pthread_barrier_init(&s.bar, NULL, N);
+    shm_rank_t r[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        r[i] = (shm_rank_t){&s, i, N, SYMMEM_INTERNAL_ERROR};
+        pthread_create(&th[i], NULL, bootstrap_thread, &r[i]);
+    }
+    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < N; i++) CHECK(r[i].st == SYMMEM_OK);
+}
+
+int main(void)
+{
+    static const test_case_t cases[] = {
+        {"one_rank", one_rank, 30},
+        {"two_ranks", two_ranks, 60},
+        {"four_ranks", four_ranks, 60},
+        {"eight_ranks", eight_ranks, 90},
+        {"bad_sizes_fail_on_every_rank", bad_sizes_fail_on_every_rank, 60},
+        {"double_and_foreign_free", double_and_foreign_free, 30},
+        {"alloc_free_cycles_leak_nothing", alloc_free_cycles_leak_nothing, 120},
+        {"destroy_frees_leftover_buffers", destroy_frees_leftover_buffers, 30},
+        {"duplicate_rank_detected", duplicate_rank_detected, 30},
+        {"missing_rank_times_out", missing_rank_times_out, 30},
+        {"foreign_unique_id_times_out", foreign_unique_id_times_out, 30},
+        {"nranks_mismatch_detected", nranks_mismatch_detected, 30},
+        {"dead_peer_fails_fast", dead_peer_fails_fast, 60},
+        {"absent_peer_times_out", absent_peer_times_out, 30},
+        {"intruders_rejected", intruders_rejected, 60},
+        {"init_all_with_group_alloc", init_all_with_group_alloc, 60},
+        {"user_bootstrap", user_bootstrap, 60},
+    };
+    return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
+}

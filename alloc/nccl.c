@@ -98,9 +98,13 @@ symmem_status_t symmem_nccl_register(symmem_buffer_t buf, void *comm, void **han
     pthread_once(&nccl_once, load);
     SYMMEM_CHECK(need((void *)nccl.reg, "ncclCommRegister"));
     void *h = NULL;
-    SYMMEM_CHECK(nccl_result(nccl.reg(comm, symmem_buffer_ptr(buf), buf->mapped_size, &h), comm, "ncclCommRegister"));
-    *handle = h;
-    return SYMMEM_OK;
+    symmem_entry_t e;
+    SYMMEM_CHECK(symmem_entry_begin(buf->comm, "symmem_nccl_register", &e));
+    symmem_status_t st =
+        nccl_result(nccl.reg(comm, symmem_buffer_ptr(buf), buf->mapped_size, &h), comm, "ncclCommRegister");
+    symmem_entry_end(&e);
+    if (st == SYMMEM_OK) *handle = h;
+    return st;
 }
 
 symmem_status_t symmem_nccl_deregister(void *comm, void *handle)
@@ -117,10 +121,13 @@ symmem_status_t symmem_nccl_window_register(symmem_buffer_t buf, void *comm, int
     pthread_once(&nccl_once, load);
     SYMMEM_CHECK(need((void *)nccl.win_reg, "ncclCommWindowRegister"));
     void *w = NULL;
-    SYMMEM_CHECK(nccl_result(nccl.win_reg(comm, symmem_buffer_ptr(buf), buf->mapped_size, &w, win_flags), comm,
-                             "ncclCommWindowRegister"));
-    *window = w;
-    return SYMMEM_OK;
+    symmem_entry_t e;
+    SYMMEM_CHECK(symmem_entry_begin(buf->comm, "symmem_nccl_window_register", &e));
+    symmem_status_t st = nccl_result(nccl.win_reg(comm, symmem_buffer_ptr(buf), buf->mapped_size, &w, win_flags),
+                                     comm, "ncclCommWindowRegister");
+    symmem_entry_end(&e);
+    if (st == SYMMEM_OK) *window = w;
+    return st;
 }
 
 symmem_status_t symmem_nccl_window_deregister(void *comm, void *window)

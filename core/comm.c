@@ -305,8 +305,9 @@ static symmem_status_t agree_on_reachability(symmem_comm_t c)
 /* Free everything the communicator holds. Local; leaves the calling thread's last error alone. */
 static void comm_release(symmem_comm_t c)
 {
-    symmem_buffers_release_all(c);
+    /* The collectives free their own workspace first, so only the caller's leftovers are warned about. */
     if (c->backend == SYMMEM_BACKEND_CUDA) symmem_coll_comm_fini(c);
+    symmem_buffers_release_all(c);
     symmem_boot_destroy(c->boot);
     c->magic = 0;
     pthread_mutex_destroy(&c->lock);

@@ -25,6 +25,13 @@
 extern "C" {
 #endif
 
+/* Marks the exported API: the library is built with hidden visibility, so only these symbols leave it. */
+#if defined(__GNUC__) || defined(__clang__)
+#define SYMMEM_API __attribute__((visibility("default")))
+#else
+#define SYMMEM_API
+#endif
+
 #define SYMMEM_VERSION_MAJOR 0
 #define SYMMEM_VERSION_MINOR 1
 #define SYMMEM_VERSION_PATCH 0
@@ -61,14 +68,14 @@ typedef enum symmem_status {
 } symmem_status_t;
 
 /* "SYMMEM_TIMEOUT" for SYMMEM_TIMEOUT; "SYMMEM_UNKNOWN_STATUS" for values outside the enum. */
-const char *symmem_status_name(symmem_status_t status);
+SYMMEM_API const char *symmem_status_name(symmem_status_t status);
 /* A one-line description of the status class (not of the particular failure: see symmem_last_error()). */
-const char *symmem_status_string(symmem_status_t status);
+SYMMEM_API const char *symmem_status_string(symmem_status_t status);
 /* Detail of the last failure on the calling thread ("" if none). Valid until the thread's next symmem call. */
-const char *symmem_last_error(void);
+SYMMEM_API const char *symmem_last_error(void);
 
 /* Run-time version (SYMMEM_VERSION of the library actually loaded). */
-int symmem_version(void);
+SYMMEM_API int symmem_version(void);
 
 /* ------------------------------------------------------------------------------------------------------
  * Options. Zero-initialise with SYMMEM_OPTIONS_INIT (or symmem_options_init()), then set fields. `size`,
@@ -110,7 +117,7 @@ typedef struct symmem_options {
     }
 
 /* Local. Fills *opts with SYMMEM_OPTIONS_INIT. */
-void symmem_options_init(symmem_options_t *opts);
+SYMMEM_API void symmem_options_init(symmem_options_t *opts);
 
 /* ------------------------------------------------------------------------------------------------------
  * Communicators.
@@ -127,17 +134,17 @@ typedef struct symmem_unique_id {
 #define SYMMEM_UNIQUE_ID_STRLEN (2 * SYMMEM_UNIQUE_ID_BYTES + 1)
 
 /* Local. A new id with a fresh random secret. */
-symmem_status_t symmem_get_unique_id(symmem_unique_id_t *id);
+SYMMEM_API symmem_status_t symmem_get_unique_id(symmem_unique_id_t *id);
 /* Local. Writes 2*SYMMEM_UNIQUE_ID_BYTES hex digits and a NUL into buf (SYMMEM_UNIQUE_ID_STRLEN bytes). */
-symmem_status_t symmem_unique_id_to_string(const symmem_unique_id_t *id, char *buf, size_t buflen);
+SYMMEM_API symmem_status_t symmem_unique_id_to_string(const symmem_unique_id_t *id, char *buf, size_t buflen);
 /* Local. SYMMEM_INVALID_ARGUMENT if `str` is not a valid id string. */
-symmem_status_t symmem_unique_id_from_string(const char *str, symmem_unique_id_t *id);
+SYMMEM_API symmem_status_t symmem_unique_id_from_string(const char *str, symmem_unique_id_t *id);
 
 /* Collective over `nranks` processes (or threads) on one host, each with a distinct `rank` in [0, nranks).
  * Blocks until every rank has arrived or the timeout passes (then SYMMEM_TIMEOUT naming the missing ranks).
  * Ranks meet over Unix domain sockets in the abstract namespace; a connecting process must be of the same
  * user (SO_PEERCRED) and present the id's secret. `opts` may be NULL. */
-symmem_status_t symmem_comm_init(int nranks, int rank, const symmem_unique_id_t *id, const symmem_options_t *opts,
+SYMMEM_API symmem_status_t symmem_comm_init(int nranks, int rank, const symmem_unique_id_t *id, const symmem_options_t *opts,
                                  symmem_comm_t *comm);
 
 /* A user-supplied bootstrap: an allgather and a barrier over the same ranks (e.g. a PyTorch Store, MPI).
@@ -152,25 +159,25 @@ typedef struct symmem_bootstrap {
 } symmem_bootstrap_t;
 
 /* Collective, like symmem_comm_init, with the user's bootstrap instead of a unique id. */
-symmem_status_t symmem_comm_init_bootstrap(int nranks, int rank, const symmem_bootstrap_t *bootstrap,
+SYMMEM_API symmem_status_t symmem_comm_init_bootstrap(int nranks, int rank, const symmem_bootstrap_t *bootstrap,
                                            const symmem_options_t *opts, symmem_comm_t *comm);
 
 /* Local (creates all ranks in the calling process, like ncclCommInitAll). devices[r] is rank r's CUDA
  * device; devices may repeat (several ranks on one GPU, for testing larger rank counts on fewer GPUs);
  * devices == NULL puts rank r on device r. With SYMMEM_BACKEND_HOST devices are ignored. comms[] receives
  * nranks communicators. Collective calls on them from one thread go inside symmem_group_start/end. */
-symmem_status_t symmem_comm_init_all(int nranks, const int *devices, const symmem_options_t *opts,
+SYMMEM_API symmem_status_t symmem_comm_init_all(int nranks, const int *devices, const symmem_options_t *opts,
                                      symmem_comm_t *comms);
 
 /* Local. Releases the communicator; every buffer still allocated on it must have been freed (otherwise
  * they are freed here, with a warning). Not collective, so it never blocks on peers. NULL is a no-op. */
-symmem_status_t symmem_comm_destroy(symmem_comm_t comm);
+SYMMEM_API symmem_status_t symmem_comm_destroy(symmem_comm_t comm);
 
-int symmem_comm_rank(symmem_comm_t comm);
-int symmem_comm_size(symmem_comm_t comm);
+SYMMEM_API int symmem_comm_rank(symmem_comm_t comm);
+SYMMEM_API int symmem_comm_size(symmem_comm_t comm);
 /* CUDA device of the rank, or -1 for the host backend. */
-int symmem_comm_device(symmem_comm_t comm);
-symmem_backend_t symmem_comm_backend(symmem_comm_t comm);
+SYMMEM_API int symmem_comm_device(symmem_comm_t comm);
+SYMMEM_API symmem_backend_t symmem_comm_backend(symmem_comm_t comm);
 
 typedef enum symmem_link {
     SYMMEM_LINK_SELF = 0,     /* the same rank, or another rank on the same GPU */
@@ -181,18 +188,18 @@ typedef enum symmem_link {
 } symmem_link_t;
 
 /* Local. How this rank reaches `peer`: link class and whether the driver reports native P2P atomics. */
-symmem_status_t symmem_comm_peer_link(symmem_comm_t comm, int peer, symmem_link_t *link, int *native_atomics);
+SYMMEM_API symmem_status_t symmem_comm_peer_link(symmem_comm_t comm, int peer, symmem_link_t *link, int *native_atomics);
 
 /* Local. SYMMEM_OK, or the error that put the communicator in its error state (a collective timeout, a peer
  * failure) with the detail in symmem_last_error(). Non-blocking: it reads host-mapped status only. */
-symmem_status_t symmem_comm_get_async_error(symmem_comm_t comm);
+SYMMEM_API symmem_status_t symmem_comm_get_async_error(symmem_comm_t comm);
 
 /* Group calls, so that one thread can drive several ranks of symmem_comm_init_all: collective calls made
  * between symmem_group_start() and symmem_group_end() on the calling thread are recorded and run together
  * (one helper thread per call) at symmem_group_end(), which returns the first failure. Outputs of the
  * recorded calls are written at symmem_group_end(). Stream-ordered calls inside a group run at once. */
-symmem_status_t symmem_group_start(void);
-symmem_status_t symmem_group_end(void);
+SYMMEM_API symmem_status_t symmem_group_start(void);
+SYMMEM_API symmem_status_t symmem_group_end(void);
 
 /* ------------------------------------------------------------------------------------------------------
  * Symmetric memory.
@@ -205,31 +212,31 @@ typedef struct symmem_buffer *symmem_buffer_t;
  * peer. Different sizes on different ranks fail on every rank with SYMMEM_INVALID_ARGUMENT. Memory is
  * cuMem-allocated with POSIX-fd export (and fabric export where supported), so NCCL can register it. */
 #define SYMMEM_SIGNAL_BYTES 65536
-symmem_status_t symmem_alloc(symmem_comm_t comm, size_t size, symmem_buffer_t *buf);
+SYMMEM_API symmem_status_t symmem_alloc(symmem_comm_t comm, size_t size, symmem_buffer_t *buf);
 
 /* Local: frees this rank's handle without waiting for peers (so teardown never hangs on a dead peer).
  * Unmaps every peer, releases handles, frees the address reservation. Each rank's physical memory lives on
  * until the last rank that mapped it has freed its handle, so a peer still reading or writing this rank's
  * part never faults. A handle that is not a live allocation (a double free, a foreign pointer) gives
  * SYMMEM_INVALID_ARGUMENT and touches nothing. NULL is a no-op. */
-symmem_status_t symmem_free(symmem_buffer_t buf);
+SYMMEM_API symmem_status_t symmem_free(symmem_buffer_t buf);
 
 /* Local lookups. Pointers are device pointers for the CUDA backend (host pointers for the host backend and
  * for host-NUMA placement they are host-accessible too). */
-void *symmem_buffer_ptr(symmem_buffer_t buf);                 /* this rank's buffer */
-void *symmem_buffer_peer_ptr(symmem_buffer_t buf, int peer);  /* peer's buffer, mapped here; NULL if out of range */
-size_t symmem_buffer_size(symmem_buffer_t buf);               /* usable size (as requested) */
-size_t symmem_buffer_mapped_size(symmem_buffer_t buf);        /* size after rounding to the granularity */
-void *symmem_buffer_signal_ptr(symmem_buffer_t buf, int peer);/* peer's signal area, mapped here */
-symmem_comm_t symmem_buffer_comm(symmem_buffer_t buf);
-symmem_placement_t symmem_buffer_placement(symmem_buffer_t buf);
+SYMMEM_API void *symmem_buffer_ptr(symmem_buffer_t buf);                 /* this rank's buffer */
+SYMMEM_API void *symmem_buffer_peer_ptr(symmem_buffer_t buf, int peer);  /* peer's buffer, mapped here; NULL if out of range */
+SYMMEM_API size_t symmem_buffer_size(symmem_buffer_t buf);               /* usable size (as requested) */
+SYMMEM_API size_t symmem_buffer_mapped_size(symmem_buffer_t buf);        /* size after rounding to the granularity */
+SYMMEM_API void *symmem_buffer_signal_ptr(symmem_buffer_t buf, int peer);/* peer's signal area, mapped here */
+SYMMEM_API symmem_comm_t symmem_buffer_comm(symmem_buffer_t buf);
+SYMMEM_API symmem_placement_t symmem_buffer_placement(symmem_buffer_t buf);
 /* Device array (in device memory) of SYMMEM_MAX_RANKS pointers: entry r is rank r's buffer as mapped here,
  * for kernels. Host backend: a host array. */
-void *const *symmem_buffer_device_peers(symmem_buffer_t buf);
+SYMMEM_API void *const *symmem_buffer_device_peers(symmem_buffer_t buf);
 /* Same for the signal areas. */
-void *const *symmem_buffer_device_signals(symmem_buffer_t buf);
+SYMMEM_API void *const *symmem_buffer_device_signals(symmem_buffer_t buf);
 /* Local. The live buffer of `comm` that contains `ptr` (any address inside this rank's part), or NULL. */
-symmem_buffer_t symmem_buffer_lookup(symmem_comm_t comm, const void *ptr);
+SYMMEM_API symmem_buffer_t symmem_buffer_lookup(symmem_comm_t comm, const void *ptr);
 
 /* ------------------------------------------------------------------------------------------------------
  * NCCL interoperability (NCCL must run with NCCL_CUMEM_ENABLE=1). `nccl_comm` is an ncclComm_t of the same
@@ -237,12 +244,12 @@ symmem_buffer_t symmem_buffer_lookup(symmem_comm_t comm, const void *ptr);
  * then SYMMEM_NCCL_LIBRARY, then libnccl.so.2.
  * ---------------------------------------------------------------------------------------------------- */
 /* Local for NCCL (ncclCommRegister is local). *handle is what NCCL returned. */
-symmem_status_t symmem_nccl_register(symmem_buffer_t buf, void *nccl_comm, void **handle);
-symmem_status_t symmem_nccl_deregister(void *nccl_comm, void *handle);
+SYMMEM_API symmem_status_t symmem_nccl_register(symmem_buffer_t buf, void *nccl_comm, void **handle);
+SYMMEM_API symmem_status_t symmem_nccl_deregister(void *nccl_comm, void *handle);
 /* Collective in NCCL (ncclCommWindowRegister); SYMMEM_UNSUPPORTED where NCCL < 2.27. win_flags as NCCL's
  * (NCCL_WIN_COLL_SYMMETRIC = 1). */
-symmem_status_t symmem_nccl_window_register(symmem_buffer_t buf, void *nccl_comm, int win_flags, void **window);
-symmem_status_t symmem_nccl_window_deregister(void *nccl_comm, void *window);
+SYMMEM_API symmem_status_t symmem_nccl_window_register(symmem_buffer_t buf, void *nccl_comm, int win_flags, void **window);
+SYMMEM_API symmem_status_t symmem_nccl_window_deregister(void *nccl_comm, void *window);
 
 /* ------------------------------------------------------------------------------------------------------
  * Collectives. All are collective over the communicator and stream-ordered on `stream` (NULL: the legacy
@@ -290,12 +297,12 @@ typedef enum symmem_algo {
     SYMMEM_ALGO_COUNT
 } symmem_algo_t;
 
-size_t symmem_dtype_size(symmem_dtype_t dtype); /* 0 for an invalid dtype */
-const char *symmem_dtype_name(symmem_dtype_t dtype);
-const char *symmem_redop_name(symmem_redop_t op);
-const char *symmem_algo_name(symmem_algo_t algo);
+SYMMEM_API size_t symmem_dtype_size(symmem_dtype_t dtype); /* 0 for an invalid dtype */
+SYMMEM_API const char *symmem_dtype_name(symmem_dtype_t dtype);
+SYMMEM_API const char *symmem_redop_name(symmem_redop_t op);
+SYMMEM_API const char *symmem_algo_name(symmem_algo_t algo);
 /* SYMMEM_INVALID_ARGUMENT for an unknown name. */
-symmem_status_t symmem_algo_from_name(const char *name, symmem_algo_t *algo);
+SYMMEM_API symmem_status_t symmem_algo_from_name(const char *name, symmem_algo_t *algo);
 
 typedef struct CUstream_st *symmem_stream_t; /* == cudaStream_t */
 
@@ -303,21 +310,21 @@ typedef struct CUstream_st *symmem_stream_t; /* == cudaStream_t */
  * Either pointer may be inside a symmetric buffer of `comm` (zero copy) or any device memory (copied into
  * the communicator's workspace inside the same kernel). 16-bit types accumulate in fp32; every rank gets
  * bitwise-identical results. `algo` SYMMEM_ALGO_AUTO picks from the tuning table (SYMMEM_ALGO overrides). */
-symmem_status_t symmem_all_reduce(symmem_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
+SYMMEM_API symmem_status_t symmem_all_reduce(symmem_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
                                   symmem_dtype_t dtype, symmem_redop_t op, symmem_algo_t algo,
                                   symmem_stream_t stream);
 /* recvbuf gets `count` elements: block `rank` of the reduction of every rank's nranks*count elements. */
-symmem_status_t symmem_reduce_scatter(symmem_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
+SYMMEM_API symmem_status_t symmem_reduce_scatter(symmem_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
                                       symmem_dtype_t dtype, symmem_redop_t op, symmem_algo_t algo,
                                       symmem_stream_t stream);
 /* recvbuf gets nranks*`count` elements: rank r's `count` elements of sendbuf at offset r*count. */
-symmem_status_t symmem_all_gather(symmem_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
+SYMMEM_API symmem_status_t symmem_all_gather(symmem_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
                                   symmem_dtype_t dtype, symmem_algo_t algo, symmem_stream_t stream);
 /* Every rank's stream waits until every rank's stream has reached this point. */
-symmem_status_t symmem_barrier(symmem_comm_t comm, symmem_stream_t stream);
+SYMMEM_API symmem_status_t symmem_barrier(symmem_comm_t comm, symmem_stream_t stream);
 
 /* Largest per-rank message (bytes) the collectives handle through the workspace without chunking. */
-size_t symmem_comm_max_message_bytes(symmem_comm_t comm);
+SYMMEM_API size_t symmem_comm_max_message_bytes(symmem_comm_t comm);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,153 @@
+"""symmem: symmetric peer-mapped GPU memory and direct-load collectives (Python binding).
+
+    import symmem
+    uid = symmem.new_unique_id()                     # rank 0; hand the string to the other ranks
+    comm = symmem.Comm(nranks, rank, unique_id=uid, device=local_gpu)
+    buf = comm.alloc(1 << 20)                        # collective
+    buf.ptr, buf.peer_ptr(1)                         # this rank's part, rank 1's part mapped here
+    comm.all_reduce(x_ptr, x_ptr, count, symmem.BFLOAT16, stream=torch.cuda.current_stream().cuda_stream)
+
+The PyTorch integration (a communicator for SGLang / vLLM) is in symmem.torch.
+"""
+import ctypes
+
+from ._lib import (ALGO_AUTO, BACKEND_CUDA, BACKEND_DEFAULT, BACKEND_HOST, BFLOAT16, FLOAT16, FLOAT32, OP_MAX,
+                   OP_MIN, OP_SUM, PLACEMENT_AUTO, PLACEMENT_DEFAULT, PLACEMENT_DEVICE, PLACEMENT_HOST_NUMA,
+                   ALLGATHER_FN, BARRIER_FN, Bootstrap, Options, SymmemError, UniqueId, check, lib, version)
+
+__all__ = ["Comm", "Buffer", "SymmemError", "new_unique_id", "version", "FLOAT32", "FLOAT16", "BFLOAT16",
+           "OP_SUM", "OP_MAX", "OP_MIN", "BACKEND_CUDA", "BACKEND_HOST", "PLACEMENT_AUTO", "PLACEMENT_DEVICE",
+           "PLACEMENT_HOST_NUMA"]
+
+_c = lib()
+
+
+def new_unique_id():
+    """A fresh rendezvous id as a string (it carries a secret: hand it only to this job's ranks)."""
+    uid = UniqueId()
+    check(_c.symmem_get_unique_id(ctypes.byref(uid)))
+    buf = ctypes.create_string_buffer(2 * len(uid.bytes) + 1)
+    check(_c.symmem_unique_id_to_string(ctypes.byref(uid), buf, len(buf)))
+    return buf.value.decode()
+
+
+def _parse_unique_id(text):
+    uid = UniqueId()
+    check(_c.symmem_unique_id_from_string(text.encode(), ctypes.byref(uid)))
+    return uid
+
+
+class Buffer:
+    """A symmetric allocation. free() is local and idempotent; the buffer is also freed with its Comm."""
+
+    def __init__(self, comm, handle):
+        self.comm = comm
+        self._h = handle
+
+    @property
+    def ptr(self):
+        return _c.symmem_buffer_ptr(self._h)
+
+    @property
+    def size(self):
+        return _c.symmem_buffer_size(self._h)
+
+    def peer_ptr(self, peer):
+        return _c.symmem_buffer_peer_ptr(self._h, peer)
+
+    def signal_ptr(self, peer):
+        return _c.symmem_buffer_signal_ptr(self._h, peer)
+
+    def free(self):
+        if self._h:
+            check(_c.symmem_free(self._h))
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+
+
+class Comm:
+    """A communicator. Give either unique_id (a string from new_unique_id) or allgather, a callable that
+    takes this rank's bytes and returns every rank's bytes in rank order (e.g. over a PyTorch Store or a
+    torch.distributed CPU group)."""
+
+    def __init__(self, nranks, rank, unique_id=None, allgather=None, device=-1, backend=BACKEND_DEFAULT,
+                 placement=PLACEMENT_DEFAULT, timeout_ms=0):
+        if (unique_id is None) == (allgather is None):
+            raise ValueError("give exactly one of unique_id and allgather")
+        opts = Options.make(device=device, timeout_ms=timeout_ms, backend=backend, placement=placement)
+        handle = ctypes.c_void_p()
+        if unique_id is not None:
+            uid = _parse_unique_id(unique_id)
+            check(_c.symmem_comm_init(nranks, rank, ctypes.byref(uid), ctypes.byref(opts), ctypes.byref(handle)))
+        else:
+            check(self._init_with_allgather(nranks, rank, allgather, opts, handle))
+        self._h = handle
+        self._buffers = []
+
+    @staticmethod
+    def _init_with_allgather(nranks, rank, allgather, opts, handle):
+        def c_allgather(_ctx, send, recv, nbytes):
+            try:
+                parts = allgather(ctypes.string_at(send, nbytes))
+                if len(parts) != nranks or any(len(p) != nbytes for p in parts):
+                    return 1
+                ctypes.memmove(recv, b"".join(parts), nranks * nbytes)
+                return 0
+            except Exception:  # noqa: BLE001 - a failure is reported to C as nonzero, C names it
+                return 1
+
+        def c_barrier(_ctx):
+            return c_allgather(None, ctypes.c_char_p(b"\0"), ctypes.create_string_buffer(nranks), 1)
+
+        bs = Bootstrap(ALLGATHER_FN(c_allgather), BARRIER_FN(c_barrier), None)
+        return _c.symmem_comm_init_bootstrap(nranks, rank, ctypes.byref(bs), ctypes.byref(opts),
+                                             ctypes.byref(handle))
+
+    @property
+    def rank(self):
+        return _c.symmem_comm_rank(self._h)
+
+    @property
+    def size(self):
+        return _c.symmem_comm_size(self._h)
+
+    @property
+    def device(self):
+        return _c.symmem_comm_device(self._h)
+
+    @property
+    def max_message_bytes(self):
+        return _c.symmem_comm_max_message_bytes(self._h)
+
+    def alloc(self, nbytes):
+        """Collective: every rank passes the same size."""
+        h = ctypes.c_void_p()
+        check(_c.symmem_alloc(self._h, nbytes, ctypes.byref(h)))
+        b = Buffer(self, h)
+        self._buffers.append(b)
+        return b
+
+    def all_reduce(self, send_ptr, recv_ptr, count, dtype, op=OP_SUM, algo=ALGO_AUTO, stream=0):
+        """Stream-ordered, graph-capturable. Pointers and stream are integers (data_ptr(), cuda_stream)."""
+        check(_c.symmem_all_reduce(self._h, send_ptr, recv_ptr, count, dtype, op, algo, stream))
+
+    def check_async_error(self):
+        check(_c.symmem_comm_get_async_error(self._h))
+
+    def destroy(self):
+        if self._h:
+            for b in self._buffers:
+                b.free()
+            check(_c.symmem_comm_destroy(self._h))
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.destroy()

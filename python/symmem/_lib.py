@@ -1,0 +1,128 @@
+"""ctypes binding of libsymmem's C API (include/symmem/symmem.h).
+
+The library is found through SYMMEM_LIBRARY (a path), then next to this package, then the usual build
+folders of a source checkout, then the dynamic loader's search path. Only the standard library is used
+here; the PyTorch integration lives in symmem.torch.
+"""
+import ctypes
+import os
+from pathlib import Path
+
+OK = 0
+STATUS_NAMES = {
+    0: "SYMMEM_OK", 1: "SYMMEM_INVALID_ARGUMENT", 2: "SYMMEM_INVALID_USAGE", 3: "SYMMEM_SYSTEM_ERROR",
+    4: "SYMMEM_CUDA_ERROR", 5: "SYMMEM_OUT_OF_MEMORY", 6: "SYMMEM_TIMEOUT", 7: "SYMMEM_PEER_FAILURE",
+    8: "SYMMEM_UNSUPPORTED", 9: "SYMMEM_NO_DEVICE", 10: "SYMMEM_NCCL_ERROR", 11: "SYMMEM_COMM_ERROR",
+    12: "SYMMEM_INTERNAL_ERROR",
+}
+
+BACKEND_DEFAULT, BACKEND_CUDA, BACKEND_HOST = 0, 1, 2
+PLACEMENT_DEFAULT, PLACEMENT_AUTO, PLACEMENT_DEVICE, PLACEMENT_HOST_NUMA = 0, 1, 2, 3
+FLOAT32, FLOAT16, BFLOAT16 = 0, 1, 2
+OP_SUM, OP_MAX, OP_MIN = 0, 1, 2
+ALGO_AUTO = 0
+UNIQUE_ID_BYTES = 64
+OPTIONS_MAGIC = 0x53594D4D
+OPTIONS_VERSION = 1
+
+
+class SymmemError(RuntimeError):
+    """A failed symmem call: .status is the numeric status, .name its SYMMEM_* name."""
+
+    def __init__(self, status, detail):
+        self.status = status
+        self.name = STATUS_NAMES.get(status, "SYMMEM_UNKNOWN_STATUS")
+        super().__init__(f"{self.name}: {detail}")
+
+
+class Options(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t), ("magic", ctypes.c_uint32), ("version", ctypes.c_uint32),
+        ("device", ctypes.c_int), ("timeout_ms", ctypes.c_int), ("backend", ctypes.c_int),
+        ("placement", ctypes.c_int), ("numa_node", ctypes.c_int),
+    ]
+
+    @classmethod
+    def make(cls, device=-1, timeout_ms=0, backend=BACKEND_DEFAULT, placement=PLACEMENT_DEFAULT, numa_node=-1):
+        return cls(ctypes.sizeof(cls), OPTIONS_MAGIC, OPTIONS_VERSION, device, timeout_ms, backend, placement,
+                   numa_node)
+
+
+class UniqueId(ctypes.Structure):
+    _fields_ = [("bytes", ctypes.c_ubyte * UNIQUE_ID_BYTES)]
+
+
+ALLGATHER_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+BARRIER_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+
+
+class Bootstrap(ctypes.Structure):
+    _fields_ = [("allgather", ALLGATHER_FN), ("barrier", BARRIER_FN), ("ctx", ctypes.c_void_p)]
+
+
+def _candidates():
+    env = os.environ.get("SYMMEM_LIBRARY")
+    if env:
+        yield env
+    here = Path(__file__).resolve().parent
+    yield str(here / "libsymmem.so")
+    root = here.parent.parent
+    for build in sorted(root.glob("build*")):
+        yield str(build / "libsymmem.so")
+    yield "libsymmem.so.0"
+    yield "libsymmem.so"
+
+
+def _load():
+    errors = []
+    for path in _candidates():
+        if os.sep in path and not os.path.exists(path):
+            continue
+        try:
+            return ctypes.CDLL(path)
+        except OSError as e:
+            errors.append(f"{path}: {e}")
+    raise OSError("libsymmem not found; build it (./scripts/run.sh) or set SYMMEM_LIBRARY to its path. Tried: "
+                  + "; ".join(errors or ["nothing found"]))
+
+
+_c = _load()
+_c.symmem_last_error.restype = ctypes.c_char_p
+_c.symmem_status_name.restype = ctypes.c_char_p
+_c.symmem_buffer_ptr.restype = ctypes.c_void_p
+_c.symmem_buffer_ptr.argtypes = [ctypes.c_void_p]
+_c.symmem_buffer_peer_ptr.restype = ctypes.c_void_p
+_c.symmem_buffer_peer_ptr.argtypes = [ctypes.c_void_p, ctypes.c_int]
+_c.symmem_buffer_signal_ptr.restype = ctypes.c_void_p
+_c.symmem_buffer_signal_ptr.argtypes = [ctypes.c_void_p, ctypes.c_int]
+_c.symmem_buffer_size.restype = ctypes.c_size_t
+_c.symmem_buffer_size.argtypes = [ctypes.c_void_p]
+_c.symmem_comm_rank.argtypes = [ctypes.c_void_p]
+_c.symmem_comm_size.argtypes = [ctypes.c_void_p]
+_c.symmem_comm_device.argtypes = [ctypes.c_void_p]
+_c.symmem_comm_destroy.argtypes = [ctypes.c_void_p]
+_c.symmem_free.argtypes = [ctypes.c_void_p]
+_c.symmem_alloc.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]
+_c.symmem_comm_init.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(UniqueId), ctypes.POINTER(Options),
+                                ctypes.POINTER(ctypes.c_void_p)]
+_c.symmem_comm_init_bootstrap.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(Bootstrap),
+                                          ctypes.POINTER(Options), ctypes.POINTER(ctypes.c_void_p)]
+_c.symmem_all_reduce.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                 ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+_c.symmem_comm_get_async_error.argtypes = [ctypes.c_void_p]
+_c.symmem_comm_max_message_bytes.argtypes = [ctypes.c_void_p]
+_c.symmem_comm_max_message_bytes.restype = ctypes.c_size_t
+
+
+def check(status):
+    if status != OK:
+        raise SymmemError(status, _c.symmem_last_error().decode(errors="replace"))
+
+
+def lib():
+    return _c
+
+
+def version():
+    v = _c.symmem_version()
+    return (v // 10000, v // 100 % 100, v % 100)

@@ -1,5 +1,6 @@
 #include "core/bootstrap.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -32,7 +33,7 @@ typedef struct msg_hdr {
     uint32_t has_fd;
     unsigned char secret[SYMMEM_BOOT_SECRET_BYTES]; /* HELLO only */
 } msg_hdr_t;
-_Static_assert(sizeof(msg_hdr_t) == 64, "msg_hdr_t crosses processes: keep its layout fixed");
+static_assert(sizeof(msg_hdr_t) == 64, "msg_hdr_t crosses processes: keep its layout fixed");
 
 struct symmem_boot {
     int rank;

@@ -11,6 +11,7 @@
 #ifndef SYMMEM_CORE_BOOTSTRAP_H
 #define SYMMEM_CORE_BOOTSTRAP_H
 
+#include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,7 +34,7 @@ typedef struct symmem_boot_id {
     int32_t creator_pid;
     uint32_t created_s; /* creation time, seconds (for messages about stale ids) */
 } symmem_boot_id_t;
-_Static_assert(sizeof(symmem_boot_id_t) == SYMMEM_UNIQUE_ID_BYTES, "the boot id is the unique id's payload");
+static_assert(sizeof(symmem_boot_id_t) == SYMMEM_UNIQUE_ID_BYTES, "the boot id is the unique id's payload");
 
 #define SYMMEM_BOOT_ID_MAGIC 0x494d5953u /* "SYMI" */
 #define SYMMEM_BOOT_ID_VERSION 1

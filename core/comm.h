@@ -3,6 +3,7 @@
 #ifndef SYMMEM_CORE_COMM_H
 #define SYMMEM_CORE_COMM_H
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdint.h>
 
@@ -31,7 +32,7 @@ typedef struct symmem_peer_info {
     int32_t placement;     /* placement the rank asked for (options/environment); must agree */
     int32_t reserved[3];
 } symmem_peer_info_t;
-_Static_assert(sizeof(symmem_peer_info_t) == 96, "symmem_peer_info_t crosses processes: keep its layout fixed");
+static_assert(sizeof(symmem_peer_info_t) == 96, "symmem_peer_info_t crosses processes: keep its layout fixed");
 
 #define SYMMEM_COMM_MAGIC 0x434d5953u /* "SYMC"; cleared at destroy */
 

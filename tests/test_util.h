@@ -95,7 +95,8 @@ static inline int test_open_fds(void)
     DIR *d = opendir("/proc/self/fd");
     if (!d) return -1;
     int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
         if (e->d_name[0] != '.') n++;
     closedir(d);
     return n - 1;

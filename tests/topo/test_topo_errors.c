@@ -1,0 +1,141 @@
+/* Broken input must give a clear message (or a graceful skip with a warning), never a crash: the malformed
+ * fixture, roots that are not sysfs trees, malformed gpus.json files, bad options and indices. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "symmem/symmem.h"
+#include "topo/topo_test.h"
+
+static int warned(symmem_topo_t t, const char *needle)
+{
+    for (int i = 0; i < symmem_topo_warning_count(t); i++)
+        if (strstr(symmem_topo_warning(t, i), needle)) return 1;
+    return 0;
+}
+
+static symmem_status_t discover_root(const char *root, symmem_topo_t *t)
+{
+    symmem_topo_options_t o = SYMMEM_TOPO_OPTIONS_INIT;
+    o.sysfs_root = root;
+    return symmem_topo_discover(&o, t);
+}
+
+static void test_malformed_fixture(const char *fixtures)
+{
+    char root[4096];
+    snprintf(root, sizeof root, "%s/malformed", fixtures);
+    symmem_topo_t t = NULL;
+    CHECK(discover_root(root, &t) == SYMMEM_OK);
+    if (!t) return;
+    CHECK(symmem_topo_gpu_count(t) == 2); /* 01:00.0 (bad class), 05:00.0 (dangling), 06:00.0 (no vendor) skipped */
+    CHECK(warned(t, "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/class: expected a hex number like 0x10de, "
+                    "found 'zz-not-hex'; device skipped"));
+    CHECK(warned(t, "numa_node: expected a NUMA node number or -1, found 'banana'"));
+    CHECK(warned(t, "/sys/bus/pci/devices/0000:05:00.0: cannot resolve the device link"));
+    CHECK(warned(t, "0000:06:00.0/vendor: expected a hex number like 0x10de, found ''"));
+    CHECK(warned(t, "ACS state of the PCIe switch ports between GPUs is unknown"));
+    symmem_topo_gpu_info_t g;
+    symmem_topo_pair_info_t p;
+    CHECK(symmem_topo_gpu_info(t, 0, &g) == SYMMEM_OK && g.numa_node == -1 && g.pcie_gen == 0 && g.pcie_max_gen == 5);
+    CHECK(symmem_topo_pair_info(t, 0, 1, &p) == SYMMEM_OK && p.acs_redirect == -1 && p.p2p_access == -1);
+    symmem_topo_destroy(t);
+}
+
+static void write_file(const char *dir, const char *rel, const char *text)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) fputs(text, f), fclose(f);
+}
+
+/* gpus.json variants in a tree with an empty PCI device list: each must fail with the given message. */
+static void test_bad_gpus_json(const char *tmp)
+{
+    static const struct { const char *json, *message; } cases[] = {
+        {"{\"schema\": \"symmem-gpus/1\", \"gpus\": [{\"name\": \"x\" \"bus_id\": \"0000:01:00.0\"}]}",
+         "not valid JSON: line 1 column 51: expected ',' or '}'"},
+        {"{\"schema\": \"symmem-gpus/1\",\n \"gpus\": [{\"name\": \"trunc", "line 2 column 26: unterminated string"},
+        {"{\"schema\": \"symmem-gpus/1\", \"gpus\": [{\"name\": \"x\", \"bus_id\": \"zz\"}]}",
+         "gpus[0].bus_id 'zz' is not a PCI address like 0000:17:00.0"},
+        {"{\"schema\": \"nvidia-smi\", \"gpus\": []}", "\"schema\" is 'nvidia-smi', expected 'symmem-gpus/1'"},
+        {"{\"schema\": \"symmem-gpus/1\", \"gpus\": [{\"bus_id\": \"0000:01:00.0\"}], \"pairs\": [{\"gpu\": 0, "
+         "\"peer\": 3}]}",
+         "pairs[0] names gpu 0 and peer 3"},
+        {"{\"schema\": \"symmem-gpus/1\", \"gpus\": 7}", "\"gpus\" must be an array"},
+        {"", "line 1 column 1: unexpected end of file"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        write_file(tmp, "gpus.json", cases[k].json);
+        symmem_topo_t t = NULL;
+        symmem_status_t st = discover_root(tmp, &t);
+        CHECK(st == SYMMEM_INVALID_ARGUMENT && t == NULL);
+        CHECK_CONTAINS(symmem_last_error(), cases[k].message);
+        CHECK_CONTAINS(symmem_last_error(), "gpus.json");
+    }
+}
+
+static void test_bad_roots(const char *tmp)
+{
+    symmem_topo_t t = NULL;
+    CHECK(discover_root("/nonexistent/symmem-topo-root", &t) == SYMMEM_SYSTEM_ERROR && t == NULL);
+    CHECK_CONTAINS(symmem_last_error(), "sysfs root '/nonexistent/symmem-topo-root' cannot be opened");
+    CHECK(discover_root(tmp, &t) == SYMMEM_SYSTEM_ERROR && t == NULL); /* no sys/bus/pci/devices yet */
+    CHECK_CONTAINS(symmem_last_error(), "cannot list the PCI devices in");
+    CHECK_CONTAINS(symmem_last_error(), "a captured tree needs sys/bus/pci/devices");
+}
+
+static void test_api_misuse(const char *fixtures)
+{
+    symmem_topo_options_t o = SYMMEM_TOPO_OPTIONS_INIT;
+    symmem_topo_t t = NULL;
+    o.magic = 0;
+    CHECK(symmem_topo_discover(&o, &t) == SYMMEM_INVALID_ARGUMENT && t == NULL);
+    CHECK_CONTAINS(symmem_last_error(), "options not initialised");
+    CHECK(symmem_topo_discover(NULL, NULL) == SYMMEM_INVALID_ARGUMENT);
+    symmem_topo_destroy(NULL);
+    char root[4096];
+    snprintf(root, sizeof root, "%s/h200-nvlink-vm", fixtures);
+    CHECK(discover_root(root, &t) == SYMMEM_OK);
+    if (!t) return;
+    symmem_topo_pair_info_t p;
+    memset(&p, 0x5a, sizeof p);
+    CHECK(symmem_topo_pair_info(t, 0, 2, &p) == SYMMEM_INVALID_ARGUMENT);
+    CHECK(p.nvlinks == 0x5a5a5a5a); /* outputs untouched on failure */
+    CHECK_CONTAINS(symmem_last_error(), "GPU 0 / peer 2 out of range (the model has 2 GPUs)");
+    CHECK(symmem_topo_warning(t, 99) == NULL);
+    double r = 0, w = 0, l = 0;
+    int measured = -1;
+    symmem_link_t link;
+    CHECK(symmem_topo_pair_figures(t, 0, 1, &r, &w, &l, &measured) == SYMMEM_OK);
+    CHECK(measured == 0 && r == 360.0 && w == 360.0 && l > 0); /* estimate: 18 NVLink links x 20 GB/s */
+    CHECK(symmem_topo_pair_link(t, 0, 1, &link) == SYMMEM_OK && link == SYMMEM_LINK_NVLINK);
+    CHECK(symmem_topo_pair_link(t, 1, 1, &link) == SYMMEM_OK && link == SYMMEM_LINK_SELF);
+    symmem_topo_destroy(t);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s FIXTURES_DIR\n", argv[0]);
+        return 2;
+    }
+    char tmp[] = "/tmp/symmem-topo-errors-XXXXXX";
+    if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
+    test_malformed_fixture(argv[1]);
+    test_bad_roots(tmp);
+    char dir[4096];
+    const char *parts[] = {"sys", "sys/bus", "sys/bus/pci", "sys/bus/pci/devices"};
+    for (int i = 0; i < 4; i++) snprintf(dir, sizeof dir, "%s/%s", tmp, parts[i]), mkdir(dir, 0755);
+    test_bad_gpus_json(tmp);
+    test_api_misuse(argv[1]);
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    printf("%s: %d failures\n", argv[0], test_failures);
+    return test_failures ? 1 : 0;
+}

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The one script run on the GPU machine after the build: the collective GPU tests, the benchmark (symmem
+# vs NCCL, same run), the in-process correctness runs and the allocation-cost comparison with PyTorch.
+# Logs go to OUTDIR; SUMMARY.txt lists every step with its exit code and time. Total under ~6 minutes on
+# 2x H200: each step has its own time limit, and steps that would start after SYMMEM_RUN_BUDGET_S
+# (330 s) are skipped and listed as such.
+#
+# Usage: bench/run_gpu.sh OUTDIR [BUILD_DIR]
+#   BUILD_DIR: default $SYMMEM_BUILD_DIR, else the first of build build-bench build-* that has bench/symmem-bench.
+set -u
+OUT=${1:?usage: bench/run_gpu.sh OUTDIR [BUILD_DIR]}
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(dirname "$HERE")
+BUILD=${2:-${SYMMEM_BUILD_DIR:-}}
+if [ -z "$BUILD" ]; then
+  for d in "$ROOT"/build "$ROOT"/build-bench "$ROOT"/build-*; do
+    if [ -x "$d/bench/symmem-bench" ]; then BUILD=$d; break; fi
+  done
+fi
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+SUMMARY=$OUT/SUMMARY.txt
+: > "$SUMMARY"
+if [ -z "$BUILD" ] || [ ! -x "$BUILD/bench/symmem-bench" ]; then
+  echo "run_gpu.sh: no build with bench/symmem-bench found (pass BUILD_DIR)" | tee -a "$SUMMARY"
+  exit 1
+fi
+# NVLink multicast stays off everywhere (it can take a shared host's GPUs out of service).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+BENCH=$BUILD/bench/symmem-bench
+FAILED=0
+SKIPPED=0
+DEADLINE=${SYMMEM_RUN_BUDGET_S:-330} # seconds: steps that would start later are skipped
+
+# step NAME LIMIT_S CMD...: run with a time limit, log to OUT/NAME.log, record rc and seconds.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local t0=$SECONDS rc
+  echo "== $name: $*" | tee -a "$SUMMARY"
+  if [ "$SECONDS" -ge "$DEADLINE" ]; then
+    echo "   skipped: past the ${DEADLINE}s budget" | tee -a "$SUMMARY"
+    SKIPPED=$((SKIPPED + 1))
+    return 0
+  fi
+  if [ $((SECONDS + limit)) -gt $((DEADLINE + 30)) ]; then limit=$((DEADLINE + 30 - SECONDS)); fi
+  timeout --kill-after=10 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  rc=$?
+  printf '   rc=%d  %ds  (%s.log)\n' "$rc" $((SECONDS - t0)) "$name" | tee -a "$SUMMARY"
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then FAILED=$((FAILED + 1)); fi
+  return 0
+}
+
+{
+  echo "build: $BUILD"
+  echo "date: $(date -u +%FT%TZ)  host: $(hostname)"
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader 2>&1
+  nvidia-smi topo -m 2>&1
+} > "$OUT/machine.txt"
+
+# 1. GPU tests of the collectives (ctest label coll): ~2-4 minutes.
+step tests_coll 240 ctest --test-dir "$BUILD" -L coll --output-on-failure --timeout 240
+
+# 2. symmem vs NCCL, 2 ranks (one process per GPU), bf16 sum, graph timing.
+step bench_all_algos 60 "$BENCH" -a all -b 1K -e 64M -f 4
+step bench_auto 60 "$BENCH" -b 1K -e 256M -f 2
+step bench_eager 30 "$BENCH" -G 0 -b 1K -e 16M -f 16
+step bench_copyin 40 "$BENCH" -z 0 -a all -b 1K -e 16M -f 16
+step bench_fp32_max 30 "$BENCH" -d float -o max -b 4K -e 4M -f 32
+step bench_reduce_scatter 30 "$BENCH" -t reduce_scatter -b 4K -e 64M -f 16
+step bench_all_gather 30 "$BENCH" -t all_gather -b 4K -e 64M -f 16
+step bench_barrier 20 "$BENCH" -t barrier
+
+# 3. 4 and 8 ranks placed on the available GPUs (threads of one process): correctness, every algorithm.
+step bench_inproc4 40 "$BENCH" --inprocess -N 4 -a all -b 1K -e 4M -f 16 -n 5 -R 3 -w 1
+step bench_inproc8 40 "$BENCH" --inprocess -N 8 -a all -b 1K -e 4M -f 16 -n 5 -R 3 -w 1
+
+# 4. Allocation cost: symmem alloc+map vs torch symm_mem.empty + rendezvous, 2 MiB .. 4 GiB.
+step torch_alloc 100 python3 "$HERE/torch_alloc_bench.py" --nranks 2 --out "$OUT/torch_alloc.json"
+if [ -s "$OUT/torch_alloc.json" ]; then
+  step alloc 60 "$BUILD/bench/symmem-alloc-bench" -N 2 --torch-json "$OUT/torch_alloc.json"
+else
+  step alloc 60 "$BUILD/bench/symmem-alloc-bench" -N 2
+fi
+
+echo "== done: $FAILED step(s) failed, $SKIPPED skipped for time; total ${SECONDS}s" | tee -a "$SUMMARY"
+[ "$FAILED" -eq 0 ]

@@ -1,0 +1,820 @@
+/* symmem-bench: nccl-tests-style benchmark of the symmem collectives, with NCCL measured in the same run,
+ * on the same GPUs, with the same timing method, and a ratio column (symmem time / NCCL time).
+ *
+ * Ranks: by default one process per GPU, launched by the tool itself: the parent never touches CUDA (the
+ * GPU count comes from a forked probe), it makes a symmem unique id and a shared-memory channel (memfd),
+ * and fork+execs itself with SYMMEM_UNIQUE_ID, SYMMEM_BENCH_RANK/NRANKS/SHM_FD; rank r uses device
+ * r % device count. --inprocess runs the ranks in one process (symmem_comm_init_all, one thread driving
+ * every rank), which allows more ranks than GPUs (correctness only: co-located ranks share a GPU).
+ * NCCL's unique id: rank 0 calls ncclGetUniqueId after its CUDA initialisation and hands it to the others
+ * through the same shared-memory channel (an allgather of 128 bytes); NCCL is skipped when ranks share a
+ * GPU (NCCL refuses duplicate devices).
+ *
+ * Timing (METHOD): per size and algorithm, -n operations are captured into one CUDA graph per rank
+ * (rotating among several buffer sets while they fit in ~3x L2, so the cache is not what is measured),
+ * warmed up (-w eager operations plus one replay), then replayed -R times; each replay is timed with CUDA
+ * events on each rank's stream after a host barrier; per-op time = elapsed / n; a rank's time is the
+ * median over replays; the reported time is the largest over ranks. -G 0 times eager launches the same way.
+ * Check (-c 1): fresh random data per rank and size (never zeros), float64 host reference, #wrong = wrong
+ * elements summed over ranks plus the number of ranks whose output differs bitwise from rank 0's
+ * (all-reduce, all-gather). The exit status is 1 if any #wrong is nonzero.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "coll_common.h"
+
+#ifdef SYMMEM_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+enum { T_AR, T_RS, T_AG, T_BARRIER };
+static const char *const t_names[] = {"all_reduce", "reduce_scatter", "all_gather", "barrier"};
+
+typedef struct opts {
+    size_t minb, maxb;
+    double factor;
+    int iters, warmup, replays, check, graph, zero_copy, nranks, inprocess, nccl, tune;
+    symmem_dtype_t dt;
+    symmem_redop_t op;
+    int coll;
+    int algos[SYMMEM_ALGO_COUNT];
+    int nalgos;
+} opts_t;
+
+typedef struct bench {
+    opts_t o;
+    cc_ctx_t ctx;
+    size_t slot_bytes; /* per buffer set: send region then recv region */
+    int max_sets;
+    symmem_buffer_t sym[CC_MAX_RANKS];
+    unsigned char *dev[CC_MAX_RANKS];  /* copy-in buffers (-z 0) */
+    unsigned char *ndev[CC_MAX_RANKS]; /* NCCL's buffers */
+    size_t l2;
+    int have_nccl;
+#ifdef SYMMEM_HAVE_NCCL
+    ncclComm_t nccl[CC_MAX_RANKS];
+#endif
+} bench_t;
+
+/* One measured configuration. */
+typedef struct result {
+    double us;
+    uint64_t wrong;
+    int ok; /* 0: not run (unsupported or failed to enqueue) */
+} result_t;
+
+/* ---- options ---------------------------------------------------------------------------------------- */
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v < 0) return -1;
+    switch (*end) {
+    case 'k': case 'K': v *= 1024; break;
+    case 'm': case 'M': v *= 1024 * 1024; break;
+    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
+    case 0: break;
+    default: return -1;
+    }
+    *out = (size_t)v;
+    return 0;
+}
+
+static void usage(void)
+{
+    printf("usage: symmem-bench [options]\n"
+           "  -b SIZE     min bytes (default 1K; K/M/G suffixes)\n"
+           "  -e SIZE     max bytes (default 256M)\n"
+           "  -f FACTOR   size multiplier (default 2)\n"
+           "  -n N        operations per timed graph / eager batch (default 20)\n"
+           "  -w N        warm-up operations (default 5)\n"
+           "  -R N        timed replays, median reported (default 10)\n"
+           "  -c 0|1      check results (default 1)\n"
+           "  -d TYPE     bfloat16 (default), half, float\n"
+           "  -o OP       sum (default), max, min\n"
+           "  -a ALGO     auto (default), oneshot_pull, oneshot_push, twoshot_pull, twoshot_push, staged, all\n"
+           "  -t COLL     all_reduce (default), reduce_scatter, all_gather, barrier\n"
+           "  -g          time CUDA-graph replays (default);  -G 0 eager launches, -G 1 graphs\n"
+           "  -z 0|1      input/output in a symmetric buffer (1, default: zero copy) or cudaMalloc memory (0)\n"
+           "  -N N        ranks (default: number of GPUs); one process per rank\n"
+           "  --inprocess ranks as one process (symmem_comm_init_all); N may exceed the GPU count\n"
+           "  --nccl 0|1  NCCL baseline in the same run (default 1 when built with NCCL)\n"
+           "  --tune      (not available: symmem.h exposes no tuning API yet)\n"
+           "Size is the largest buffer of the operation (nccl-tests convention): the all-reduce input, the\n"
+           "reduce-scatter input, the all-gather output. busbw = algbw * 2(n-1)/n (all-reduce), (n-1)/n (others).\n");
+}
+
+static int parse_args(int argc, char **argv, opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->minb = 1024;
+    o->maxb = (size_t)256 << 20;
+    o->factor = 2;
+    o->iters = 20;
+    o->warmup = 5;
+    o->replays = 10;
+    o->check = 1;
+    o->graph = 1;
+    o->zero_copy = 1;
+    o->nranks = 0;
+#ifdef SYMMEM_HAVE_NCCL
+    o->nccl = 1;
+#endif
+    o->dt = SYMMEM_BFLOAT16;
+    o->op = SYMMEM_OP_SUM;
+    o->coll = T_AR;
+    o->algos[0] = SYMMEM_ALGO_AUTO;
+    o->nalgos = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_ARG                                                                                           \
+    if (!v) {                                                                                              \
+        fprintf(stderr, "symmem-bench: %s needs a value\n", a);                                            \
+        return -1;                                                                                         \
+    }                                                                                                      \
+    i++
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage();
+            exit(0);
+        } else if (!strcmp(a, "-g")) {
+            o->graph = 1;
+        } else if (!strcmp(a, "--inprocess")) {
+            o->inprocess = 1;
+        } else if (!strcmp(a, "--tune")) {
+            o->tune = 1;
+        } else if (!strcmp(a, "-b") || !strcmp(a, "-e")) {
+            NEED_ARG;
+            if (parse_size(v, !strcmp(a, "-b") ? &o->minb : &o->maxb) != 0) {
+                fprintf(stderr, "symmem-bench: bad size %s\n", v);
+                return -1;
+            }
+        } else if (!strcmp(a, "-f")) {
+            NEED_ARG;
+            o->factor = atof(v);
+        } else if (!strcmp(a, "-n")) {
+            NEED_ARG;
+            o->iters = atoi(v);
+        } else if (!strcmp(a, "-w")) {
+            NEED_ARG;
+            o->warmup = atoi(v);
+        } else if (!strcmp(a, "-R")) {
+            NEED_ARG;
+            o->replays = atoi(v);
+        } else if (!strcmp(a, "-c")) {
+            NEED_ARG;
+            o->check = atoi(v);
+        } else if (!strcmp(a, "-G")) {
+            NEED_ARG;
+            o->graph = atoi(v) != 0;
+        } else if (!strcmp(a, "-z")) {
+            NEED_ARG;
+            o->zero_copy = atoi(v) != 0;
+        } else if (!strcmp(a, "-N")) {
+            NEED_ARG;
+            o->nranks = atoi(v);
+        } else if (!strcmp(a, "--nccl")) {
+            NEED_ARG;
+            o->nccl = atoi(v) != 0;
+        } else if (!strcmp(a, "-d")) {
+            NEED_ARG;
+            if (!strcasecmp(v, "bfloat16") || !strcasecmp(v, "bf16")) o->dt = SYMMEM_BFLOAT16;
+            else if (!strcasecmp(v, "half") || !strcasecmp(v, "float16") || !strcasecmp(v, "fp16")) o->dt = SYMMEM_FLOAT16;
+            else if (!strcasecmp(v, "float") || !strcasecmp(v, "float32") || !strcasecmp(v, "fp32")) o->dt = SYMMEM_FLOAT32;
+            else {
+                fprintf(stderr, "symmem-bench: unknown dtype %s\n", v);
+                return -1;
+            }
+        } else if (!strcmp(a, "-o")) {
+            NEED_ARG;
+            if (!strcasecmp(v, "sum")) o->op = SYMMEM_OP_SUM;
+            else if (!strcasecmp(v, "max")) o->op = SYMMEM_OP_MAX;
+            else if (!strcasecmp(v, "min")) o->op = SYMMEM_OP_MIN;
+            else {
+                fprintf(stderr, "symmem-bench: unknown op %s\n", v);
+                return -1;
+            }
+        } else if (!strcmp(a, "-t")) {
+            NEED_ARG;
+            int found = -1;
+            for (int t = 0; t < 4; t++)
+                if (!strcasecmp(v, t_names[t])) found = t;
+            if (found < 0) {
+                fprintf(stderr, "symmem-bench: unknown collective %s\n", v);
+                return -1;
+            }
+            o->coll = found;
+        } else if (!strcmp(a, "-a")) {
+            NEED_ARG;
+            if (!strcasecmp(v, "all")) {
+                o->nalgos = SYMMEM_ALGO_COUNT;
+                for (int k = 0; k < SYMMEM_ALGO_COUNT; k++) o->algos[k] = k;
+            } else {
+                symmem_algo_t al;
+                if (symmem_algo_from_name(v, &al) != SYMMEM_OK) {
+                    fprintf(stderr, "symmem-bench: unknown algorithm %s\n", v);
+                    return -1;
+                }
+                o->algos[0] = (int)al;
+                o->nalgos = 1;
+            }
+        } else {
+            fprintf(stderr, "symmem-bench: unknown option %s (-h for help)\n", a);
+            return -1;
+        }
+#undef NEED_ARG
+    }
+    if (o->iters < 1 || o->replays < 1 || o->factor <= 1.0 || o->minb > o->maxb || o->minb == 0) {
+        fprintf(stderr, "symmem-bench: inconsistent options (-n/-R >= 1, -f > 1, 0 < -b <= -e)\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- geometry of one size --------------------------------------------------------------------------- */
+typedef struct geom {
+    size_t count;        /* argument to the call: per-rank count for RS/AG */
+    size_t total;        /* elements of the largest buffer (the "count" column) */
+    size_t sbytes, rbytes;
+    size_t bytes;        /* the "size" column */
+    int sets;            /* buffer sets rotated through */
+} geom_t;
+
+static size_t align4k(size_t x) { return (x + 4095) & ~(size_t)4095; }
+
+static int geometry(const bench_t *b, size_t size, geom_t *g)
+{
+    const size_t es = symmem_dtype_size(b->o.dt);
+    const size_t n = (size_t)b->ctx.nranks;
+    memset(g, 0, sizeof *g);
+    if (b->o.coll == T_BARRIER) {
+        g->sets = 1;
+        return 0;
+    }
+    if (b->o.coll == T_AR) {
+        g->count = size / es;
+        g->total = g->count;
+        g->sbytes = g->rbytes = g->count * es;
+    } else {
+        g->count = size / es / n;
+        g->total = g->count * n;
+        g->sbytes = b->o.coll == T_RS ? g->total * es : g->count * es;
+        g->rbytes = b->o.coll == T_RS ? g->count * es : g->total * es;
+    }
+    if (g->count == 0) return -1;
+    g->bytes = g->total * es;
+    size_t per = align4k(g->sbytes) + align4k(g->rbytes);
+    size_t fit = 3 * b->l2 / per;
+    g->sets = fit < 1 ? 1 : fit > 8 ? 8 : (int)fit;
+    if (g->sets > b->max_sets) g->sets = b->max_sets;
+    return 0;
+}
+
+static void set_ptrs(const bench_t *b, int i, const geom_t *g, int set, int nccl, void **sp, void **rp)
+{
+    unsigned char *base = nccl ? b->ndev[i] : b->o.zero_copy ? symmem_buffer_ptr(b->sym[i]) : b->dev[i];
+    size_t off = (size_t)set * (align4k(g->sbytes) + align4k(g->rbytes));
+    *sp = base + off;
+    *rp = base + off + align4k(g->sbytes);
+}
+
+/* ---- enqueue one operation on local rank i ---------------------------------------------------------- */
+static int enqueue(bench_t *b, int i, const geom_t *g, int set, int algo, int nccl)
+{
+    cc_rank_t *R = &b->ctx.r[i];
+    void *sp, *rp;
+    set_ptrs(b, i, g, set, nccl, &sp, &rp);
+    if (nccl) {
+#ifdef SYMMEM_HAVE_NCCL
+        ncclDataType_t t = b->o.dt == SYMMEM_FLOAT32 ? ncclFloat32 : b->o.dt == SYMMEM_FLOAT16 ? ncclFloat16 : ncclBfloat16;
+        ncclRedOp_t op = b->o.op == SYMMEM_OP_SUM ? ncclSum : b->o.op == SYMMEM_OP_MAX ? ncclMax : ncclMin;
+        ncclResult_t r;
+        switch (b->o.coll) {
+        case T_AR: r = ncclAllReduce(sp, rp, g->count, t, op, b->nccl[i], R->stream); break;
+        case T_RS: r = ncclReduceScatter(sp, rp, g->count, t, op, b->nccl[i], R->stream); break;
+        case T_AG: r = ncclAllGather(sp, rp, g->count, t, b->nccl[i], R->stream); break;
+        default: r = ncclAllReduce(sp, rp, 1, ncclFloat32, ncclSum, b->nccl[i], R->stream); break; /* "barrier" */
+        }
+        if (r != ncclSuccess) {
+            cc_log(&b->ctx, "NCCL error: %s", ncclGetErrorString(r));
+            return -1;
+        }
+        return 0;
+#else
+        return -1;
+#endif
+    }
+    symmem_status_t st;
+    switch (b->o.coll) {
+    case T_AR: st = symmem_all_reduce(R->comm, sp, rp, g->count, b->o.dt, b->o.op, (symmem_algo_t)algo, R->stream); break;
+    case T_RS: st = symmem_reduce_scatter(R->comm, sp, rp, g->count, b->o.dt, b->o.op, (symmem_algo_t)algo, R->stream); break;
+    case T_AG: st = symmem_all_gather(R->comm, sp, rp, g->count, b->o.dt, (symmem_algo_t)algo, R->stream); break;
+    default: st = symmem_barrier(R->comm, R->stream); break;
+    }
+    if (st == SYMMEM_UNSUPPORTED) return 1;
+    if (st != SYMMEM_OK) {
+        cc_log(&b->ctx, "symmem %s (%s): %s: %s", t_names[b->o.coll], symmem_algo_name((symmem_algo_t)algo),
+               symmem_status_name(st), symmem_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+/* Enqueue one op on every local rank (in a group for NCCL when one thread drives several ranks).
+ * Returns 0, 1 (unsupported on every rank) or -1, agreed across processes. */
+static int enqueue_all(bench_t *b, const geom_t *g, int set, int algo, int nccl)
+{
+    int worst = 0;
+#ifdef SYMMEM_HAVE_NCCL
+    if (nccl && b->ctx.nlocal > 1) ncclGroupStart();
+#endif
+    for (int i = 0; i < b->ctx.nlocal; i++) {
+        cudaSetDevice(b->ctx.r[i].device);
+        int r = enqueue(b, i, g, set, algo, nccl);
+        if (r < 0 || (r > worst && worst >= 0)) worst = r;
+    }
+#ifdef SYMMEM_HAVE_NCCL
+    if (nccl && b->ctx.nlocal > 1 && ncclGroupEnd() != ncclSuccess) worst = -1;
+#endif
+    return worst;
+}
+
+/* ---- correctness ------------------------------------------------------------------------------------ */
+static int check(bench_t *b, const geom_t *g, int algo, int nccl, uint64_t seed, uint64_t *wrong_out)
+{
+    cc_ctx_t *ctx = &b->ctx;
+    const int n = ctx->nranks;
+    size_t maxb = g->sbytes > g->rbytes ? g->sbytes : g->rbytes;
+    unsigned char *h = malloc(maxb ? maxb : 1);
+    if (!h) return -1;
+    for (int i = 0; i < ctx->nlocal; i++) {
+        void *sp, *rp;
+        cudaSetDevice(ctx->r[i].device);
+        set_ptrs(b, i, g, 0, nccl, &sp, &rp);
+        if (b->o.coll != T_BARRIER) {
+            cc_fill(h, b->o.dt, g->sbytes / symmem_dtype_size(b->o.dt), seed, ctx->r[i].rank, 0);
+            cudaMemcpy(sp, h, g->sbytes, cudaMemcpyHostToDevice);
+            cudaMemset(rp, 0xFF, g->rbytes);
+        }
+    }
+    cc_sync(ctx);
+    if (cc_barrier(ctx) != 0) {
+        free(h);
+        return -1;
+    }
+    int r = enqueue_all(b, g, 0, algo, nccl);
+    uint64_t st_l[CC_MAX_RANKS] = {0}, st_a[CC_MAX_RANKS];
+    for (int i = 0; i < ctx->nlocal; i++) st_l[i] = (uint64_t)(int64_t)r;
+    if (cc_allgather_u64(ctx, st_l, st_a) != 0) {
+        free(h);
+        return -1;
+    }
+    int agreed = (int)(int64_t)st_a[0];
+    for (int k = 1; k < n; k++)
+        if ((int)(int64_t)st_a[k] != agreed) agreed = -1;
+    if (agreed != 0) {
+        if (agreed < 0) cc_sync(ctx);
+        free(h);
+        return agreed;
+    }
+    if (cc_sync(ctx) != cudaSuccess || (!nccl && cc_async_error(ctx) != SYMMEM_OK)) {
+        free(h);
+        return -1;
+    }
+    uint64_t wrong = 0, hl[CC_MAX_RANKS], ha[CC_MAX_RANKS];
+    for (int i = 0; i < ctx->nlocal; i++) {
+        void *sp, *rp;
+        cudaSetDevice(ctx->r[i].device);
+        set_ptrs(b, i, g, 0, nccl, &sp, &rp);
+        hl[i] = 0;
+        if (b->o.coll == T_BARRIER) continue;
+        cudaMemcpy(h, rp, g->rbytes, cudaMemcpyDeviceToHost);
+        hl[i] = cc_hash(h, g->rbytes);
+        if (b->o.coll == T_AR && i == 0)
+            wrong += cc_check_reduce(h, b->o.dt, b->o.op, g->count, 0, n, seed, NULL);
+        else if (b->o.coll == T_RS)
+            wrong += cc_check_reduce(h, b->o.dt, b->o.op, g->count, (uint64_t)ctx->r[i].rank * g->count, n, seed, NULL);
+        else if (b->o.coll == T_AG && i == 0)
+            wrong += cc_check_gather(h, b->o.dt, g->count, n, seed, NULL);
+    }
+    free(h);
+    if (cc_allgather_u64(ctx, hl, ha) != 0) return -1;
+    if (b->o.coll == T_AR || b->o.coll == T_AG)
+        for (int k = 1; k < n; k++) wrong += ha[k] != ha[0];
+    *wrong_out = cc_sum_u64(ctx, wrong);
+    return 0;
+}
+
+/* ---- timing ----------------------------------------------------------------------------------------- */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int timing(bench_t *b, const geom_t *g, int algo, int nccl, double *us_out)
+{
+    cc_ctx_t *ctx = &b->ctx;
+    const opts_t *o = &b->o;
+    cudaGraphExec_t exec[CC_MAX_RANKS] = {0};
+    cudaEvent_t ev0[CC_MAX_RANKS], ev1[CC_MAX_RANKS];
+    int rc = 0, set = 0;
+    for (int i = 0; i < ctx->nlocal; i++) {
+        cudaSetDevice(ctx->r[i].device);
+        cudaEventCreate(&ev0[i]);
+        cudaEventCreate(&ev1[i]);
+    }
+    /* Warm-up, eager. */
+    for (int k = 0; k < o->warmup && rc == 0; k++) rc = enqueue_all(b, g, set++ % g->sets, algo, nccl);
+    if (rc == 0 && o->graph) {
+        for (int i = 0; i < ctx->nlocal; i++) {
+            cudaSetDevice(ctx->r[i].device);
+            if (cudaStreamBeginCapture(ctx->r[i].stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) rc = -1;
+        }
+        for (int k = 0; k < o->iters && rc == 0; k++) rc = enqueue_all(b, g, k % g->sets, algo, nccl);
+        for (int i = 0; i < ctx->nlocal; i++) {
+            cudaGraph_t graph = NULL;
+            cudaSetDevice(ctx->r[i].device);
+            cudaError_t e = cudaStreamEndCapture(ctx->r[i].stream, &graph);
+            if (rc == 0 && e == cudaSuccess) e = cudaGraphInstantiate(&exec[i], graph, 0);
+            if (graph) cudaGraphDestroy(graph);
+            if (rc == 0 && e != cudaSuccess) {
+                cc_log(ctx, "graph capture/instantiate: %s", cudaGetErrorString(e));
+                rc = -1;
+            }
+        }
+        for (int i = 0; i < ctx->nlocal && rc == 0; i++) {
+            cudaSetDevice(ctx->r[i].device);
+            cudaGraphLaunch(exec[i], ctx->r[i].stream);
+        }
+    }
+    if (cc_sync(ctx) != cudaSuccess) rc = -1;
+    double *t = calloc((size_t)o->replays * CC_MAX_RANKS, sizeof(double));
+    for (int rep = 0; rep < o->replays && rc == 0; rep++) {
+        if (cc_barrier(ctx) != 0) {
+            rc = -1;
+            break;
+        }
+        for (int i = 0; i < ctx->nlocal; i++) {
+            cudaSetDevice(ctx->r[i].device);
+            cudaEventRecord(ev0[i], ctx->r[i].stream);
+        }
+        if (o->graph) {
+            for (int i = 0; i < ctx->nlocal; i++) {
+                cudaSetDevice(ctx->r[i].device);
+                cudaGraphLaunch(exec[i], ctx->r[i].stream);
+            }
+        } else {
+            for (int k = 0; k < o->iters && rc == 0; k++) rc = enqueue_all(b, g, k % g->sets, algo, nccl);
+        }
+        for (int i = 0; i < ctx->nlocal; i++) {
+            cudaSetDevice(ctx->r[i].device);
+            cudaEventRecord(ev1[i], ctx->r[i].stream);
+        }
+        if (cc_sync(ctx) != cudaSuccess) rc = -1;
+        for (int i = 0; i < ctx->nlocal && rc == 0; i++) {
+            float ms = 0;
+            cudaEventElapsedTime(&ms, ev0[i], ev1[i]);
+            t[(size_t)i * o->replays + rep] = 1000.0 * ms / o->iters;
+        }
+    }
+    if (rc == 0 && !nccl && cc_async_error(ctx) != SYMMEM_OK) rc = -1;
+    /* Median per rank, then the slowest rank. */
+    uint64_t ml[CC_MAX_RANKS], ma[CC_MAX_RANKS];
+    for (int i = 0; i < ctx->nlocal; i++) {
+        double *ti = t + (size_t)i * o->replays;
+        qsort(ti, (size_t)o->replays, sizeof(double), cmp_double);
+        double med = o->replays % 2 ? ti[o->replays / 2] : 0.5 * (ti[o->replays / 2 - 1] + ti[o->replays / 2]);
+        memcpy(&ml[i], &med, sizeof med);
+    }
+    free(t);
+    for (int i = 0; i < ctx->nlocal; i++) {
+        cudaSetDevice(ctx->r[i].device);
+        if (exec[i]) cudaGraphExecDestroy(exec[i]);
+        cudaEventDestroy(ev0[i]);
+        cudaEventDestroy(ev1[i]);
+    }
+    if (cc_sum_u64(ctx, rc != 0) != 0) return -1;
+    if (cc_allgather_u64(ctx, ml, ma) != 0) return -1;
+    double worst = 0;
+    for (int k = 0; k < ctx->nranks; k++) {
+        double v;
+        memcpy(&v, &ma[k], sizeof v);
+        if (v > worst) worst = v;
+    }
+    *us_out = worst;
+    return 0;
+}
+
+static result_t measure(bench_t *b, const geom_t *g, int algo, int nccl, uint64_t seed)
+{
+    result_t r = {0, 0, 0};
+    if (b->o.check) {
+        int c = check(b, g, algo, nccl, seed, &r.wrong);
+        if (c != 0) {
+            if (c < 0) r.wrong = 1; /* a failure to run counts as wrong */
+            return r;
+        }
+    }
+    if (timing(b, g, algo, nccl, &r.us) != 0) {
+        r.wrong += 1;
+        return r;
+    }
+    r.ok = 1;
+    return r;
+}
+
+/* ---- setup ------------------------------------------------------------------------------------------ */
+static int setup(bench_t *b, int child_rank)
+{
+    cc_ctx_t *ctx = &b->ctx;
+    const opts_t *o = &b->o;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->name = "symmem-bench";
+    ctx->timeout_s = 600;
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev <= 0) {
+        fprintf(stderr, "symmem-bench: no CUDA device\n");
+        return CC_EXIT_SKIP;
+    }
+    ctx->ngpus = ndev;
+    ctx->nranks = o->nranks;
+    symmem_options_t so = SYMMEM_OPTIONS_INIT;
+    if (!o->inprocess) {
+        ctx->multiproc = 1;
+        ctx->nprocs = o->nranks;
+        ctx->proc = child_rank;
+        ctx->nlocal = 1;
+        ctx->shm = cc_shm_attach("SYMMEM_BENCH");
+        cc_rank_t *R = &ctx->r[0];
+        R->rank = child_rank;
+        R->device = child_rank % ndev;
+        if (!ctx->shm || cudaSetDevice(R->device) != cudaSuccess || cudaFree(NULL) != cudaSuccess ||
+            cudaStreamCreateWithFlags(&R->stream, cudaStreamNonBlocking) != cudaSuccess) {
+            fprintf(stderr, "symmem-bench rank %d: CUDA/channel init failed\n", child_rank);
+            cc_shm_abort(ctx->shm);
+            return 1;
+        }
+        if (cc_barrier(ctx) != 0) return 1;
+        symmem_unique_id_t id;
+        const char *ids = getenv("SYMMEM_UNIQUE_ID");
+        symmem_status_t st = ids ? symmem_unique_id_from_string(ids, &id) : SYMMEM_INVALID_ARGUMENT;
+        so.device = R->device;
+        if (st == SYMMEM_OK) st = symmem_comm_init(o->nranks, child_rank, &id, &so, &R->comm);
+        if (st != SYMMEM_OK) {
+            fprintf(stderr, "symmem-bench rank %d: symmem_comm_init: %s: %s\n", child_rank, symmem_status_name(st),
+                    symmem_last_error());
+            cc_shm_abort(ctx->shm);
+            return 1;
+        }
+    } else {
+        ctx->nprocs = 1;
+        ctx->nlocal = o->nranks;
+        int devices[CC_MAX_RANKS];
+        symmem_comm_t comms[CC_MAX_RANKS];
+        for (int r = 0; r < o->nranks; r++) {
+            devices[r] = r % ndev;
+            ctx->r[r].rank = r;
+            ctx->r[r].device = devices[r];
+            cudaSetDevice(devices[r]);
+            if (cudaStreamCreateWithFlags(&ctx->r[r].stream, cudaStreamNonBlocking) != cudaSuccess) return 1;
+        }
+        symmem_status_t st = symmem_comm_init_all(o->nranks, devices, &so, comms);
+        if (st != SYMMEM_OK) {
+            fprintf(stderr, "symmem-bench: symmem_comm_init_all: %s: %s\n", symmem_status_name(st), symmem_last_error());
+            return 1;
+        }
+        for (int r = 0; r < o->nranks; r++) ctx->r[r].comm = comms[r];
+    }
+    struct cudaDeviceProp prop;
+    cudaGetDeviceProperties(&prop, ctx->r[0].device);
+    b->l2 = (size_t)prop.l2CacheSize;
+
+    /* Buffers: enough for the largest size, and for the rotation at smaller sizes. */
+    geom_t g;
+    size_t need = 0;
+    b->max_sets = 8;
+    for (double s = (double)o->minb; s <= (double)o->maxb * 1.0000001; s *= o->factor) {
+        if (geometry(b, (size_t)s, &g) != 0) continue;
+        size_t bytes = (size_t)g.sets * (align4k(g.sbytes) + align4k(g.rbytes));
+        if (bytes > need) need = bytes;
+    }
+    if (need == 0) need = 4096;
+    b->slot_bytes = need;
+    if (o->zero_copy && cc_alloc(ctx, need, b->sym) != SYMMEM_OK) return 1;
+    for (int i = 0; i < ctx->nlocal; i++) {
+        cudaSetDevice(ctx->r[i].device);
+        if (!o->zero_copy && cudaMalloc((void **)&b->dev[i], need) != cudaSuccess) return 1;
+        /* Defined contents for the buffer sets that the check does not fill (timing only). */
+        if (cudaMemset(o->zero_copy ? symmem_buffer_ptr(b->sym[i]) : b->dev[i], 0, need) != cudaSuccess) return 1;
+    }
+
+    /* NCCL on the same GPUs (not when ranks share a GPU). */
+    b->have_nccl = 0;
+#ifdef SYMMEM_HAVE_NCCL
+    if (o->nccl && o->nranks <= ndev) {
+        ncclResult_t nr = ncclSuccess;
+        if (!o->inprocess) {
+            ncclUniqueId nid;
+            memset(&nid, 0, sizeof nid);
+            if (child_rank == 0) nr = ncclGetUniqueId(&nid);
+            unsigned char all[CC_MAX_RANKS * sizeof(ncclUniqueId)];
+            if (cc_shm_allgather(ctx->shm, ctx->proc, ctx->nprocs, &nid, sizeof nid, all) != 0) return 1;
+            memcpy(&nid, all, sizeof nid); /* rank 0's */
+            if (nr == ncclSuccess) nr = ncclCommInitRank(&b->nccl[0], o->nranks, nid, child_rank);
+        } else {
+            int devices[CC_MAX_RANKS];
+            for (int r = 0; r < o->nranks; r++) devices[r] = r % ndev;
+            nr = ncclCommInitAll(b->nccl, o->nranks, devices);
+        }
+        if (nr != ncclSuccess) {
+            fprintf(stderr, "symmem-bench: NCCL init failed: %s (continuing without the baseline)\n", ncclGetErrorString(nr));
+        }
+        b->have_nccl = cc_sum_u64(ctx, nr != ncclSuccess) == 0;
+        for (int i = 0; i < ctx->nlocal && b->have_nccl; i++) {
+            cudaSetDevice(ctx->r[i].device);
+            if (cudaMalloc((void **)&b->ndev[i], need) != cudaSuccess || cudaMemset(b->ndev[i], 0, need) != cudaSuccess)
+                return 1;
+        }
+    }
+#endif
+    return 0;
+}
+
+static void teardown(bench_t *b)
+{
+    cc_ctx_t *ctx = &b->ctx;
+    cc_barrier(ctx);
+    for (int i = 0; i < ctx->nlocal; i++) {
+        cudaSetDevice(ctx->r[i].device);
+#ifdef SYMMEM_HAVE_NCCL
+        if (b->have_nccl) ncclCommDestroy(b->nccl[i]);
+#endif
+        cudaFree(b->dev[i]);
+        cudaFree(b->ndev[i]);
+    }
+    if (b->o.zero_copy) cc_free(ctx, b->sym);
+    cc_finish(ctx);
+}
+
+/* ---- output ----------------------------------------------------------------------------------------- */
+static void fmt_result(char *buf, size_t len, const result_t *r, double bytes, double busf, int check)
+{
+    char wrong[32];
+    if (check)
+        snprintf(wrong, sizeof wrong, "%llu", (unsigned long long)r->wrong);
+    else
+        snprintf(wrong, sizeof wrong, "N/A");
+    if (!r->ok && r->wrong == 0) {
+        snprintf(buf, len, "%10s %7s %7s %7s", "unsupp", "-", "-", "-");
+        return;
+    }
+    if (!r->ok) {
+        snprintf(buf, len, "%10s %7s %7s %7s", "error", "-", "-", wrong);
+        return;
+    }
+    double algbw = r->us > 0 ? bytes / (r->us * 1e3) : 0;
+    snprintf(buf, len, "%10.2f %7.2f %7.2f %7s", r->us, algbw, algbw * busf, wrong);
+}
+
+static int run(bench_t *b)
+{
+    cc_ctx_t *ctx = &b->ctx;
+    const opts_t *o = &b->o;
+    const int n = ctx->nranks, root = cc_is_root(ctx);
+    const double busf = o->coll == T_AR ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
+    if (root) {
+        printf("# symmem-bench %d.%d.%d: %s, %d ranks (%s) on %d GPU(s), %s %s\n", SYMMEM_VERSION_MAJOR,
+               SYMMEM_VERSION_MINOR, SYMMEM_VERSION_PATCH, t_names[o->coll], n,
+               o->inprocess ? "threads of one process" : "one process each", ctx->ngpus,
+               symmem_dtype_name(o->dt), o->coll == T_AG || o->coll == T_BARRIER ? "" : symmem_redop_name(o->op));
+        printf("# timing: %s, %d ops per %s, median of %d, slowest rank; warm-up %d; check %s; symmem buffers: %s\n",
+               o->graph ? "CUDA-graph replays" : "eager launches", o->iters, o->graph ? "graph" : "batch", o->replays,
+               o->warmup, o->check ? "on" : "off", o->zero_copy ? "symmetric (zero copy)" : "cudaMalloc (copy-in)");
+        printf("# NCCL baseline: %s%s\n", b->have_nccl ? "on (cudaMalloc buffers, same timing)" : "off",
+               o->coll == T_BARRIER && b->have_nccl ? "; NCCL has no barrier: a 1-element all-reduce stands in" : "");
+        if (o->tune) printf("# --tune: not available, symmem.h exposes no tuning API; nothing written\n");
+        if (o->inprocess && ctx->ngpus < n) printf("# ranks share GPUs: times are not meaningful, check the #wrong column\n");
+        printf("#%11s %12s %9s %6s %13s | %10s %7s %7s %7s | %10s %7s %7s %7s | %6s\n", "size", "count", "type",
+               "redop", "algo", "time", "algbw", "busbw", "#wrong", "nccl time", "algbw", "busbw", "#wrong", "ratio");
+        printf("#%11s %12s %9s %6s %13s | %10s %7s %7s %7s | %10s %7s %7s %7s | %6s\n", "(B)", "(elements)", "", "",
+               "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "");
+    }
+    typedef struct best {
+        size_t bytes;
+        int algo;
+        double us, nccl_us;
+    } best_t;
+    best_t bests[128];
+    int nbest = 0;
+    uint64_t wrong_total = 0;
+    size_t last = (size_t)-1;
+    for (double s = (double)o->minb; s <= (double)o->maxb * 1.0000001; s *= o->factor) {
+        geom_t g;
+        if (geometry(b, (size_t)s, &g) != 0 || g.bytes == last) continue;
+        last = g.bytes;
+        uint64_t seed = cc_mix64(0xbe4c8ull ^ g.bytes);
+        result_t nr = {0, 0, 0};
+        if (b->have_nccl) nr = measure(b, &g, SYMMEM_ALGO_AUTO, 1, seed);
+        wrong_total += nr.wrong;
+        best_t bb = {g.bytes, -1, 0, nr.ok ? nr.us : 0};
+        for (int a = 0; a < o->nalgos; a++) {
+            result_t sr = measure(b, &g, o->algos[a], 0, cc_mix64(seed + (uint64_t)a + 1));
+            wrong_total += sr.wrong;
+            if (sr.ok && sr.wrong == 0 && (bb.algo < 0 || sr.us < bb.us)) {
+                bb.algo = o->algos[a];
+                bb.us = sr.us;
+            }
+            if (root) {
+                char s1[96], s2[96], ratio[16];
+                fmt_result(s1, sizeof s1, &sr, (double)g.bytes, busf, o->check);
+                if (b->have_nccl)
+                    fmt_result(s2, sizeof s2, &nr, (double)g.bytes, busf, o->check);
+                else
+                    snprintf(s2, sizeof s2, "%10s %7s %7s %7s", "-", "-", "-", "-");
+                if (sr.ok && nr.ok && nr.us > 0)
+                    snprintf(ratio, sizeof ratio, "%6.2f", sr.us / nr.us);
+                else
+                    snprintf(ratio, sizeof ratio, "%6s", "-");
+                printf(" %11zu %12zu %9s %6s %13s | %s | %s | %s\n", g.bytes, g.total, symmem_dtype_name(o->dt),
+                       o->coll == T_AG || o->coll == T_BARRIER ? "none" : symmem_redop_name(o->op),
+                       symmem_algo_name((symmem_algo_t)o->algos[a]), s1, s2, ratio);
+                fflush(stdout);
+            }
+        }
+        if (nbest < 128) bests[nbest++] = bb;
+        if (o->coll == T_BARRIER) break;
+    }
+    if (root) {
+        printf("#\n# best symmem algorithm per size vs NCCL (ratio = symmem time / NCCL time; < 1: symmem faster)\n");
+        printf("#%11s %13s %10s %10s %7s\n", "size", "best algo", "time(us)", "nccl(us)", "ratio");
+        double geo = 0;
+        int ngeo = 0;
+        for (int k = 0; k < nbest; k++) {
+            const best_t *x = &bests[k];
+            char r[16] = "-";
+            if (x->algo >= 0 && x->nccl_us > 0) {
+                snprintf(r, sizeof r, "%.2f", x->us / x->nccl_us);
+                geo += log(x->us / x->nccl_us);
+                ngeo++;
+            }
+            printf(" %11zu %13s %10.2f %10.2f %7s\n", x->bytes, x->algo >= 0 ? symmem_algo_name((symmem_algo_t)x->algo) : "-",
+                   x->us, x->nccl_us, r);
+        }
+        if (ngeo) printf("# geometric mean ratio: %.3f over %d sizes\n", exp(geo / ngeo), ngeo);
+        printf("# out of bounds values: %llu %s\n", (unsigned long long)wrong_total, wrong_total ? "FAILED" : "OK");
+    }
+    return wrong_total ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    bench_t b;
+    memset(&b, 0, sizeof b);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (parse_args(argc, argv, &b.o) != 0) return 2;
+    int child = cc_child_rank("SYMMEM_BENCH");
+    if (child < 0 && !b.o.inprocess) {
+        /* Parent: no CUDA here. The GPU count comes from a forked probe. */
+        int ngpu = cc_probe_gpu_count();
+        if (ngpu <= 0) {
+            printf("symmem-bench: no CUDA device; nothing to measure\n");
+            return CC_EXIT_SKIP;
+        }
+        if (b.o.nranks <= 0) b.o.nranks = ngpu < 2 ? 2 : ngpu; /* one GPU: two ranks on it */
+        if (b.o.nranks > CC_MAX_RANKS) b.o.nranks = CC_MAX_RANKS;
+        char nbuf[16];
+        snprintf(nbuf, sizeof nbuf, "%d", b.o.nranks);
+        /* Children get the resolved rank count. */
+        char *cargv[256];
+        int k = 0;
+        for (int i = 0; i < argc && k < 250; i++) cargv[k++] = argv[i];
+        cargv[k++] = "-N";
+        cargv[k++] = nbuf;
+        cargv[k] = NULL;
+        return cc_launch("SYMMEM_BENCH", b.o.nranks, cargv, NULL, 0);
+    }
+    if (b.o.inprocess && b.o.nranks <= 0) {
+        int ndev = 0;
+        if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev <= 0) {
+            printf("symmem-bench: no CUDA device; nothing to measure\n");
+            return CC_EXIT_SKIP;
+        }
+        b.o.nranks = ndev < 2 ? 2 : ndev;
+    }
+    if (b.o.nranks < 1 || b.o.nranks > CC_MAX_RANKS) {
+        fprintf(stderr, "symmem-bench: -N %d out of range\n", b.o.nranks);
+        return 2;
+    }
+    int rc = setup(&b, child < 0 ? 0 : child);
+    if (rc != 0) {
+        cc_shm_abort(b.ctx.shm);
+        return rc;
+    }
+    rc = run(&b);
+    teardown(&b);
+    return rc;
+}

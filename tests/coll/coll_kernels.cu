@@ -1,0 +1,115 @@
+/* Device helpers for the collective tests and symmem-bench (declared in coll_common.h). */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "coll_common.h"
+
+namespace {
+
+__device__ __forceinline__ void store_value(void *dst, int dt, size_t k, float v)
+{
+    if (dt == SYMMEM_FLOAT32)
+        static_cast<float *>(dst)[k] = v;
+    else if (dt == SYMMEM_FLOAT16)
+        static_cast<__half *>(dst)[k] = __float2half_rn(v);
+    else
+        static_cast<__nv_bfloat16 *>(dst)[k] = __float2bfloat16_rn(v);
+}
+
+__global__ void fill_kernel(void *dst, int dt, size_t count, uint64_t seed, const uint32_t *iter, int rank,
+                            uint64_t index0)
+{
+    uint64_t s = iter ? cc_iter_seed(seed, *iter) : seed;
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < count; k += (size_t)gridDim.x * blockDim.x)
+        store_value(dst, dt, k, cc_value(s, rank, index0 + k, dt));
+}
+
+__global__ void record_kernel(unsigned char *hist, const unsigned char *src, size_t bytes, const uint32_t *iter)
+{
+    unsigned char *dst = hist + (size_t)(*iter) * bytes;
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < bytes; k += (size_t)gridDim.x * blockDim.x)
+        dst[k] = src[k];
+}
+
+__global__ void incr_kernel(uint32_t *iter) { *iter += 1; }
+
+__global__ void spin_kernel(uint64_t ns, const uint32_t *iter, int modulo, int rank)
+{
+    if (iter && (int)(*iter % (uint32_t)modulo) != rank) return;
+    uint64_t t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+
+struct peer_ptrs {
+    const uint64_t *p[CC_MAX_RANKS];
+};
+
+__global__ void read_peers_kernel(uint64_t *dst, peer_ptrs peers, int nranks, size_t slot)
+{
+    int p = threadIdx.x;
+    if (p < nranks) {
+        /* volatile: read the peer's memory now, not a cached copy */
+        dst[p] = *(const volatile uint64_t *)(peers.p[p] + slot);
+    }
+}
+
+__global__ void write_u64_kernel(uint64_t *p, size_t slot, uint64_t v)
+{
+    *(volatile uint64_t *)(p + slot) = v;
+    __threadfence_system();
+}
+
+unsigned grid_for(size_t n)
+{
+    size_t g = (n + 255) / 256;
+    return (unsigned)(g < 1 ? 1 : g > 1024 ? 1024 : g);
+}
+
+} // namespace
+
+extern "C" cudaError_t cc_dev_fill(void *dst, symmem_dtype_t dt, size_t count, uint64_t seed, const uint32_t *iter,
+                                   int rank, uint64_t index0, cudaStream_t stream)
+{
+    if (count == 0) return cudaSuccess;
+    fill_kernel<<<grid_for(count), 256, 0, stream>>>(dst, (int)dt, count, seed, iter, rank, index0);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cc_dev_record(void *hist, const void *src, size_t bytes, const uint32_t *iter,
+                                     cudaStream_t stream)
+{
+    record_kernel<<<grid_for(bytes), 256, 0, stream>>>(static_cast<unsigned char *>(hist),
+                                                        static_cast<const unsigned char *>(src), bytes, iter);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cc_dev_incr(uint32_t *iter, cudaStream_t stream)
+{
+    incr_kernel<<<1, 1, 0, stream>>>(iter);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cc_dev_spin(uint64_t ns, const uint32_t *iter, int modulo, int rank, cudaStream_t stream)
+{
+    spin_kernel<<<1, 1, 0, stream>>>(ns, iter, modulo < 1 ? 1 : modulo, rank);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cc_dev_read_peers(uint64_t *dst, void *const *peer_ptrs_host, int nranks, size_t slot,
+                                         cudaStream_t stream)
+{
+    peer_ptrs pp;
+    for (int p = 0; p < CC_MAX_RANKS; p++)
+        pp.p[p] = p < nranks ? static_cast<const uint64_t *>(peer_ptrs_host[p]) : nullptr;
+    read_peers_kernel<<<1, 32, 0, stream>>>(dst, pp, nranks, slot);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cc_dev_write_u64(void *p, size_t slot, uint64_t v, cudaStream_t stream)
+{
+    write_u64_kernel<<<1, 1, 0, stream>>>(static_cast<uint64_t *>(p), slot, v);
+    return cudaGetLastError();
+}

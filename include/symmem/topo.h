@@ -46,7 +46,7 @@ typedef enum symmem_topo_class {
 } symmem_topo_class_t;
 
 /* "X", "NV", "PIX", ... ; "?" for values outside the enum. */
-const char *symmem_topo_class_name(symmem_topo_class_t cls);
+SYMMEM_API const char *symmem_topo_class_name(symmem_topo_class_t cls);
 
 typedef enum symmem_topo_gpu_source {
     SYMMEM_TOPO_GPUS_AUTO = 0, /* live root ("/"): CUDA; captured root: its gpus.json, else PCI tree only */
@@ -79,7 +79,7 @@ typedef struct symmem_topo_options {
     }
 
 /* Local. Fills *opts with SYMMEM_TOPO_OPTIONS_INIT. */
-void symmem_topo_options_init(symmem_topo_options_t *opts);
+SYMMEM_API void symmem_topo_options_init(symmem_topo_options_t *opts);
 
 typedef struct symmem_topo *symmem_topo_t;
 
@@ -93,25 +93,25 @@ typedef struct symmem_topo *symmem_topo_t;
  * reported in the pair's `data_check_failed` and a warning. Measuring enables peer access between the GPUs for its duration and
  * restores the calling thread's current device. Thread-safe against other topo calls on other handles;
  * do not measure while other work runs on the GPUs if the figures are to mean anything. */
-symmem_status_t symmem_topo_discover(const symmem_topo_options_t *opts, symmem_topo_t *topo);
+SYMMEM_API symmem_status_t symmem_topo_discover(const symmem_topo_options_t *opts, symmem_topo_t *topo);
 
 /* Local. NULL is a no-op. */
-void symmem_topo_destroy(symmem_topo_t topo);
+SYMMEM_API void symmem_topo_destroy(symmem_topo_t topo);
 
 /* Getters. Local, thread-safe (the model is immutable after discover). */
-int symmem_topo_gpu_count(symmem_topo_t topo);
+SYMMEM_API int symmem_topo_gpu_count(symmem_topo_t topo);
 /* 1 when figures were measured now or loaded from the cache / gpus.json. */
-int symmem_topo_measured(symmem_topo_t topo);
+SYMMEM_API int symmem_topo_measured(symmem_topo_t topo);
 /* 16 hex digits: a hash of the driver version, the GPU names and bus ids, every pair's path class and
  * NVLink count, the IOMMU mode and the ACS state of the bridges on GPU paths. Measured figures are cached
  * under it: a change to any of those invalidates the cache. Owned by topo. */
-const char *symmem_topo_fingerprint(symmem_topo_t topo);
+SYMMEM_API const char *symmem_topo_fingerprint(symmem_topo_t topo);
 /* Multi-line, plain-language: what symmem will use on this box and why. Owned by topo. */
-const char *symmem_topo_recommendation(symmem_topo_t topo);
+SYMMEM_API const char *symmem_topo_recommendation(symmem_topo_t topo);
 /* Number of warnings (ACS redirection, IOMMU translation, unreadable or malformed sysfs files, failed
  * data checks) and each one's text (owned by topo; NULL out of range). */
-int symmem_topo_warning_count(symmem_topo_t topo);
-const char *symmem_topo_warning(symmem_topo_t topo, int index);
+SYMMEM_API int symmem_topo_warning_count(symmem_topo_t topo);
+SYMMEM_API const char *symmem_topo_warning(symmem_topo_t topo, int index);
 
 typedef struct symmem_topo_gpu_info {
     int index;             /* CUDA device index (PCI order when no CUDA facts) */
@@ -151,16 +151,16 @@ typedef struct symmem_topo_pair_info {
 } symmem_topo_pair_info_t;
 
 /* Local. SYMMEM_INVALID_ARGUMENT when an index is out of range. */
-symmem_status_t symmem_topo_gpu_info(symmem_topo_t topo, int gpu, symmem_topo_gpu_info_t *info);
-symmem_status_t symmem_topo_pair_info(symmem_topo_t topo, int gpu, int peer, symmem_topo_pair_info_t *info);
+SYMMEM_API symmem_status_t symmem_topo_gpu_info(symmem_topo_t topo, int gpu, symmem_topo_gpu_info_t *info);
+SYMMEM_API symmem_status_t symmem_topo_pair_info(symmem_topo_t topo, int gpu, int peer, symmem_topo_pair_info_t *info);
 
 /* For the runtime's algorithm choice: the best figures known for gpu -> peer. Measured ones when present,
  * else estimates from the path class (docs/topology.md lists them). *measured is 1 for measured figures.
  * Any output pointer may be NULL. Local. */
-symmem_status_t symmem_topo_pair_figures(symmem_topo_t topo, int gpu, int peer, double *read_gbs,
+SYMMEM_API symmem_status_t symmem_topo_pair_figures(symmem_topo_t topo, int gpu, int peer, double *read_gbs,
                                          double *write_gbs, double *latency_us, int *measured);
 /* How `gpu` reaches `peer`: SELF, NVLINK, PCIE (P2P access reported and not failed), else HOST. */
-symmem_status_t symmem_topo_pair_link(symmem_topo_t topo, int gpu, int peer, symmem_link_t *link);
+SYMMEM_API symmem_status_t symmem_topo_pair_link(symmem_topo_t topo, int gpu, int peer, symmem_link_t *link);
 
 typedef enum symmem_topo_direction {
     SYMMEM_TOPO_PULL = 0, /* each GPU loads its peers' data (peer reads) */
@@ -176,20 +176,20 @@ typedef struct symmem_topo_advice {
 } symmem_topo_advice_t;
 
 /* Local. The recommendation as data (symmem_topo_recommendation gives it in words). */
-symmem_status_t symmem_topo_get_advice(symmem_topo_t topo, symmem_topo_advice_t *advice);
+SYMMEM_API symmem_status_t symmem_topo_get_advice(symmem_topo_t topo, symmem_topo_advice_t *advice);
 
 /* Text report (the `symmem-topo` output): GPUs, the path matrix, P2P attributes, platform, measured
  * matrices when measured, warnings, recommendation, fingerprint. JSON report: schema "symmem-topo/1",
  * docs/topology.md. Neither contains the root's path, so captured trees give stable golden files.
  * SYMMEM_SYSTEM_ERROR when writing fails. */
-symmem_status_t symmem_topo_write_text(symmem_topo_t topo, FILE *out);
-symmem_status_t symmem_topo_write_json(symmem_topo_t topo, FILE *out);
+SYMMEM_API symmem_status_t symmem_topo_write_text(symmem_topo_t topo, FILE *out);
+SYMMEM_API symmem_status_t symmem_topo_write_json(symmem_topo_t topo, FILE *out);
 
 /* Local, blocking. Discovers with `opts` (may be NULL) while recording every sysfs/procfs file read, then
  * copies those files (and the device symlinks) into `dir` (created if absent; existing files are replaced)
  * and writes `dir`/gpus.json with the GPU facts (and measured figures when opts->measure). The result
  * replays with `symmem-topo --sysfs-root dir`. */
-symmem_status_t symmem_topo_capture(const symmem_topo_options_t *opts, const char *dir);
+SYMMEM_API symmem_status_t symmem_topo_capture(const symmem_topo_options_t *opts, const char *dir);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/param.h"
 #include "core/status.h"
+#include "topology/topo_internal.h"
 
 void symmem_options_init(symmem_options_t *opts)
 {
@@ -203,9 +204,24 @@ static symmem_status_t gpu_facts(int device, symmem_peer_info_t *info)
     return SYMMEM_OK;
 }
 
+/* NVLink links between my GPU and each rank's, from NVML (0 where NVML is absent or says none). */
+static void nvlink_row(symmem_comm_t c, int *row)
+{
+    const char *ids[SYMMEM_MAX_RANKS];
+    int links[SYMMEM_MAX_RANKS * SYMMEM_MAX_RANKS];
+    for (int j = 0; j < c->nranks; j++) ids[j] = c->peers[j].pci_bus_id;
+    if (!topo_nvml_links_by_bus(ids, c->nranks, links)) {
+        SYMMEM_INFO(SYMMEM_SUBSYS_TOPO, "NVML unavailable: GPU pairs with P2P are classed PCIe");
+        memset(links, 0, sizeof links);
+    }
+    for (int j = 0; j < c->nranks; j++) row[j] = links[c->rank * c->nranks + j];
+}
+
 /* My row of the reachability matrix: can my GPU map rank j's memory, and how. */
 static void p2p_row(symmem_comm_t c, int *row)
 {
+    int nvlinks[SYMMEM_MAX_RANKS] = {0};
+    if (c->backend == SYMMEM_BACKEND_CUDA) nvlink_row(c, nvlinks);
     for (int j = 0; j < c->nranks; j++) {
         const symmem_peer_info_t *p = &c->peers[j];
         c->native_atomics[j] = 1;
@@ -235,7 +251,7 @@ static void p2p_row(symmem_comm_t c, int *row)
         }
         row[j] = can;
         c->native_atomics[j] = atomics;
-        c->link[j] = !can ? SYMMEM_LINK_HOST : symmem_link_between(c->peers[c->rank].pci_bus_id, p->pci_bus_id);
+        c->link[j] = !can ? SYMMEM_LINK_HOST : nvlinks[j] > 0 ? SYMMEM_LINK_NVLINK : SYMMEM_LINK_PCIE;
     }
 }
 
@@ -302,6 +318,27 @@ static symmem_status_t agree_on_reachability(symmem_comm_t c)
 
 /* ---- creation and destruction ----------------------------------------------------------------------- */
 
+/* SYMMEM_TOPO_DUMP_FILE: rank 0 writes the topology model it sees (facts, no measurement) as JSON, like
+ * NCCL_TOPO_DUMP_FILE. A failure is a warning: the communicator works without it. */
+static void dump_topology(symmem_comm_t c)
+{
+    const char *path = symmem_param_str(SYMMEM_PARAM_TOPO_DUMP_FILE);
+    if (!*path || c->rank != 0) return;
+    symmem_topo_options_t o;
+    symmem_topo_options_init(&o);
+    o.measure = 0;
+    symmem_topo_t t = NULL;
+    FILE *f = NULL;
+    if (symmem_topo_discover(&o, &t) == SYMMEM_OK && (f = fopen(path, "w")) != NULL &&
+        symmem_topo_write_json(t, f) == SYMMEM_OK)
+        SYMMEM_INFO(SYMMEM_SUBSYS_TOPO, "topology written to %s", path);
+    else
+        SYMMEM_WARN(SYMMEM_SUBSYS_TOPO, "SYMMEM_TOPO_DUMP_FILE=%s: could not write the topology", path);
+    if (f) fclose(f);
+    symmem_topo_destroy(t);
+    symmem_clear_error();
+}
+
 /* Free everything the communicator holds. Local; leaves the calling thread's last error alone. */
 static void comm_release(symmem_comm_t c)
 {
@@ -345,6 +382,7 @@ static symmem_status_t comm_create(const symmem_boot_id_t *id, int nranks, int r
     SYMMEM_CHECK_GOTO(agree_on_facts(c, &o), st, fail);
     SYMMEM_CHECK_GOTO(agree_on_reachability(c), st, fail);
     if (c->backend == SYMMEM_BACKEND_CUDA) SYMMEM_CHECK_GOTO(symmem_coll_comm_init(c), st, fail);
+    dump_topology(c);
     SYMMEM_INFO(SYMMEM_SUBSYS_CORE, "communicator ready: %d ranks, device %d (%s), placement %d, %d blocks/kernel",
                 nranks, c->device, c->peers[rank].pci_bus_id, (int)c->placement, c->max_blocks);
     symmem_log_set_rank(prev_rank);

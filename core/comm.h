@@ -87,9 +87,6 @@ symmem_status_t symmem_comm_barrier(symmem_comm_t comm);
  * (fds_out[rank] = a dup of my_fd). `tag` (same on all ranks) guards against crossed exchanges. */
 symmem_status_t symmem_comm_exchange_fds(symmem_comm_t comm, int my_fd, uint64_t tag, int *fds_out);
 
-/* Link class between the GPUs with these PCI bus ids (core/link.c; NVML when available). */
-symmem_link_t symmem_link_between(const char *bus_a, const char *bus_b);
-
 /* Group calls (core/group.c). A collective entry point calls symmem_group_defer() first: when it returns 1
  * the call was recorded and will run at symmem_group_end() on its own thread; the entry point returns OK. */
 typedef symmem_status_t (*symmem_group_fn)(void *args);

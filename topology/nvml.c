@@ -3,6 +3,7 @@
  * declared here (their layout is part of NVML's stable ABI). Links to an NVSwitch count for every pair of
  * GPUs on switches (as nvidia-smi shows NV18 on an HGX board): min(links of i, links of j). */
 #include <dlfcn.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -106,5 +107,21 @@ int topo_nvml_nvlinks(topo_gpu_facts_t *f)
     }
     api.shutdown();
     dlclose(api.lib);
+    return ok;
+}
+
+int topo_nvml_links_by_bus(const char *const *bus_ids, int n, int *links)
+{
+    if (n < 1 || n > TOPO_MAX_GPUS) return 0;
+    /* topo_gpu_facts_t is large; only the bus ids and the link matrix are used here. */
+    topo_gpu_facts_t *f = calloc(1, sizeof *f);
+    if (!f) return 0;
+    f->ngpus = n;
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) ok = topo_bdf_normalise(bus_ids[i], f->gpus[i].bus_id) == 0;
+    ok = ok && topo_nvml_nvlinks(f);
+    for (int i = 0; ok && i < n; i++)
+        for (int j = 0; j < n; j++) links[i * n + j] = f->nvlinks[i][j];
+    free(f);
     return ok;
 }

@@ -166,6 +166,9 @@ symmem_status_t topo_gpu_query(topo_gpu_facts_t *facts);
 /* NVLink link counts per pair through NVML loaded with dlopen; leaves -1 when NVML is absent. Returns 1
  * when NVML answered. */
 int topo_nvml_nvlinks(topo_gpu_facts_t *facts);
+/* NVLink counts between GPUs named by PCI bus id (no CUDA needed; GPUs may be hidden from this process):
+ * links[i * n + j]. Returns 1 if NVML answered, 0 otherwise (links untouched). Used by communicator init. */
+int topo_nvml_links_by_bus(const char *const *bus_ids, int n, int *links);
 /* Measure every figure (quick: latency only); numa_nodes[i] is GPU i's NUMA node (-1 unknown) for the
  * pinned host buffers. SYMMEM_CUDA_ERROR when something fails to run or never completes. */
 symmem_status_t topo_measure_run(const topo_gpu_facts_t *facts, const int *numa_nodes, const char *const *cpulists,

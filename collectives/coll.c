@@ -1,0 +1,614 @@
+/* Collectives, host side: per-communicator setup (workspace, device state, error record), argument checks,
+ * algorithm choice, geometry (shards, rounds, grid) and launch. The kernels are in kernels.cu, the
+ * algorithm table in tune.c, the protocol in docs/collectives.md. */
+#include <ctype.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "collectives/coll_internal.h"
+#include "core/comm.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/status.h"
+
+/* One-shot pull (and reduce-scatter / all-gather pull) read the sender's buffer directly only from this
+ * size on: zero copy costs one more sync at the end of the call (~1-2 us), a local copy of a small message
+ * costs less. Two-shot all-reduce needs no extra sync and reads symmetric inputs directly at any size. */
+#define ZC_MIN_BYTES ((size_t)256 << 10)
+
+/* ---- names, generated from the public lists ------------------------------------------------------------ */
+size_t symmem_dtype_size(symmem_dtype_t dtype)
+{
+    switch (dtype) {
+#define DT_SIZE_(name, value, ctype, bytes)                                                                \
+    case SYMMEM_##name: return bytes;
+        SYMMEM_DTYPE_LIST(DT_SIZE_)
+#undef DT_SIZE_
+    default: return 0;
+    }
+}
+
+const char *symmem_dtype_name(symmem_dtype_t dtype)
+{
+    switch (dtype) {
+#define DT_NAME_(name, value, ctype, bytes)                                                                \
+    case SYMMEM_##name: return #ctype;
+        SYMMEM_DTYPE_LIST(DT_NAME_)
+#undef DT_NAME_
+    default: return "invalid_dtype";
+    }
+}
+
+/* Lower-case names ("sum", as nccl-tests prints them), made once from SYMMEM_REDOP_LIST. */
+static char redop_names[SYMMEM_REDOP_COUNT][16];
+static pthread_once_t redop_names_once = PTHREAD_ONCE_INIT;
+static void redop_names_init(void)
+{
+    static const char *const upper[SYMMEM_REDOP_COUNT] = {
+#define OP_NAME_(name, value) [value] = #name,
+        SYMMEM_REDOP_LIST(OP_NAME_)
+#undef OP_NAME_
+    };
+    for (int i = 0; i < SYMMEM_REDOP_COUNT; i++)
+        for (size_t k = 0; upper[i][k] && k + 1 < sizeof redop_names[i]; k++)
+            redop_names[i][k] = (char)tolower((unsigned char)upper[i][k]);
+}
+
+const char *symmem_redop_name(symmem_redop_t op)
+{
+    if ((int)op < 0 || op >= SYMMEM_REDOP_COUNT) return "invalid_redop";
+    pthread_once(&redop_names_once, redop_names_init);
+    return redop_names[op];
+}
+
+const char *symmem_algo_name(symmem_algo_t algo)
+{
+    switch (algo) {
+#define ALGO_NAME_(name, value, text)                                                                      \
+    case SYMMEM_ALGO_##name: return text;
+        SYMMEM_ALGO_LIST(ALGO_NAME_)
+#undef ALGO_NAME_
+    default: return "invalid_algo";
+    }
+}
+
+symmem_status_t symmem_algo_from_name(const char *name, symmem_algo_t *algo)
+{
+    if (name) {
+#define ALGO_FROM_(n, value, text)                                                                         \
+    if (strcasecmp(name, text) == 0) {                                                                     \
+        if (algo) *algo = SYMMEM_ALGO_##n;                                                                 \
+        return SYMMEM_OK;                                                                                  \
+    }
+        SYMMEM_ALGO_LIST(ALGO_FROM_)
+#undef ALGO_FROM_
+    }
+    char known[256] = "";
+#define ALGO_LIST_(n, value, text) snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", value ? ", " : "", text);
+    SYMMEM_ALGO_LIST(ALGO_LIST_)
+#undef ALGO_LIST_
+    return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "unknown algorithm \"%s\" (known: %s)", name ? name : "(null)",
+                            known);
+}
+
+const char *symmem_coll_kind_name(symmem_coll_kind_t kind)
+{
+    switch (kind) {
+#define KIND_NAME_(name, value, text)                                                                      \
+    case SYMMEM_COLL_##name: return text;
+        SYMMEM_COLL_KIND_LIST(KIND_NAME_)
+#undef KIND_NAME_
+    default: return "invalid_kind";
+    }
+}
+
+/* ---- setup and teardown --------------------------------------------------------------------------------- */
+static symmem_status_t cuda_fail(cudaError_t e, const char *what)
+{
+    return symmem_set_error(SYMMEM_CUDA_ERROR, "collectives: %s failed: %s (%s)", what, cudaGetErrorName(e),
+                            cudaGetErrorString(e));
+}
+
+static size_t align_down(size_t v, size_t a) { return v / a * a; }
+static size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+/* Carve the workspace: flags, three Lamport buffers (a quarter of the workspace), two data halves. */
+static symmem_status_t plan_workspace(symmem_comm_t comm, struct symmem_coll *co)
+{
+    size_t ws = symmem_param_size(SYMMEM_PARAM_WORKSPACE_BYTES);
+    const size_t min_ws = (size_t)4 << 20;
+    if (ws < min_ws) {
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_WORKSPACE_BYTES=%zu is below the minimum; using %zu", ws, min_ws);
+        ws = min_ws;
+    }
+    co->ws_bytes = ws;
+    co->lam_off = SYMMEM_COLL_FLAG_BYTES;
+    co->lam_buf_bytes = align_down(ws / 4 / 3, 4096);
+    co->data_off = align_up(co->lam_off + 3 * co->lam_buf_bytes, 4096);
+    co->half_bytes = align_down((ws - co->data_off) / 2, 4096);
+    (void)comm;
+    return SYMMEM_OK;
+}
+
+/* Facts every rank must agree on, exchanged once at init. */
+typedef struct agree {
+    int32_t max_grid;
+    int32_t env_algo;
+    uint64_t table_hash;
+} agree_t;
+
+static symmem_status_t agree_across_ranks(symmem_comm_t comm, struct symmem_coll *co)
+{
+    agree_t me = {co->max_grid, (int32_t)co->env_algo, symmem_coll_table_hash(&co->table)}, all[SYMMEM_MAX_RANKS];
+    SYMMEM_CHECK(symmem_comm_allgather(comm, &me, all, sizeof me));
+    int table_differs = 0;
+    for (int r = 0; r < comm->nranks; r++) {
+        if (all[r].max_grid < co->max_grid) co->max_grid = all[r].max_grid;
+        if (all[r].env_algo != me.env_algo)
+            return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                                    "SYMMEM_ALGO differs between ranks (rank %d: %s, this rank: %s): every rank must "
+                                    "use the same algorithm",
+                                    r, symmem_algo_name((symmem_algo_t)all[r].env_algo), symmem_algo_name(co->env_algo));
+        if (all[r].table_hash != me.table_hash) table_differs = 1;
+    }
+    if (table_differs) {
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "ranks loaded different algorithm tables (SYMMEM_TUNE_FILE differs between "
+                                        "ranks?); every rank uses the built-in table");
+        co->table.nrules = 0;
+    }
+    return SYMMEM_OK;
+}
+
+symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
+{
+    if (!comm || comm->backend != SYMMEM_BACKEND_CUDA) return SYMMEM_OK;
+    struct symmem_coll *co = calloc(1, sizeof *co);
+    if (!co) return symmem_set_error(SYMMEM_OUT_OF_MEMORY, "collectives: out of host memory");
+    comm->coll = co;
+    symmem_status_t st = SYMMEM_OK;
+    cudaError_t e;
+    cudaStream_t s = NULL;
+
+    co->max_grid = comm->max_blocks < SYMMEM_COLL_MAX_GRID ? comm->max_blocks : SYMMEM_COLL_MAX_GRID;
+    if (co->max_grid < 1) co->max_grid = 1;
+    co->env_algo = SYMMEM_ALGO_AUTO;
+    const char *env = symmem_param_str(SYMMEM_PARAM_ALGO);
+    if (env[0] && symmem_algo_from_name(env, &co->env_algo) != SYMMEM_OK) {
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_ALGO=%s is not an algorithm; using auto", env);
+        symmem_clear_error();
+        co->env_algo = SYMMEM_ALGO_AUTO;
+    }
+    SYMMEM_CHECK_GOTO(symmem_coll_make_fingerprint(comm), st, fail);
+    symmem_coll_table_defaults(comm, &co->defaults);
+    const char *tune = symmem_param_str(SYMMEM_PARAM_TUNE_FILE);
+    if (tune[0] && symmem_coll_tune_load(comm, tune) != SYMMEM_OK) {
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_TUNE_FILE=%s ignored: %s", tune, symmem_last_error());
+        symmem_clear_error();
+        co->table.nrules = 0;
+    }
+    SYMMEM_CHECK_GOTO(agree_across_ranks(comm, co), st, fail);
+    SYMMEM_CHECK_GOTO(plan_workspace(comm, co), st, fail);
+    SYMMEM_CHECK_GOTO(symmem_alloc(comm, co->ws_bytes, &co->ws), st, fail);
+    for (int r = 0; r < comm->nranks; r++) co->ws_peers[r] = symmem_buffer_peer_ptr(co->ws, r);
+
+    if ((e = cudaMalloc((void **)&co->dev_state, sizeof *co->dev_state)) != cudaSuccess) {
+        st = cuda_fail(e, "cudaMalloc of the collective state");
+        goto fail;
+    }
+    if ((e = cudaHostAlloc((void **)&co->err, sizeof *co->err, cudaHostAllocMapped | cudaHostAllocPortable)) !=
+        cudaSuccess) {
+        co->err = NULL;
+        st = cuda_fail(e, "cudaHostAlloc of the error record");
+        goto fail;
+    }
+    memset(co->err, 0, sizeof *co->err);
+    if ((e = cudaHostGetDevicePointer((void **)&co->err_dev, co->err, 0)) != cudaSuccess) {
+        st = cuda_fail(e, "cudaHostGetDevicePointer of the error record");
+        goto fail;
+    }
+    /* Zero the flags and the state, fill the Lamport buffers with the empty word, and wait: no peer may push
+     * before every rank's buffers are ready, hence the host barrier after the synchronize. */
+    if ((e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) != cudaSuccess) {
+        st = cuda_fail(e, "cudaStreamCreateWithFlags");
+        goto fail;
+    }
+    char *mine = co->ws_peers[comm->rank];
+    if ((e = cudaMemsetAsync(mine, 0, SYMMEM_COLL_FLAG_BYTES, s)) != cudaSuccess ||
+        (e = cudaMemsetAsync(co->dev_state, 0, sizeof *co->dev_state, s)) != cudaSuccess ||
+        (e = (cudaError_t)symmem_coll_launch_fill_empty(mine + co->lam_off, 3 * co->lam_buf_bytes, s)) != cudaSuccess ||
+        (e = cudaStreamSynchronize(s)) != cudaSuccess) {
+        st = cuda_fail(e, "initialising the collective workspace");
+        goto fail;
+    }
+    cudaStreamDestroy(s);
+    s = NULL;
+    SYMMEM_CHECK_GOTO(symmem_comm_barrier(comm), st, fail);
+    SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
+                "collectives ready: workspace %zu bytes (Lamport 3 x %zu, data 2 x %zu), %d blocks/kernel, links %s, "
+                "fingerprint %s, table %s",
+                co->ws_bytes, co->lam_buf_bytes, co->half_bytes, co->max_grid,
+                co->link_class == SYMMEM_LINK_NVLINK ? "nvlink" : co->link_class == SYMMEM_LINK_PCIE ? "pcie" : "host",
+                co->fingerprint, co->table.nrules ? "from SYMMEM_TUNE_FILE" : "built-in");
+    return SYMMEM_OK;
+fail:
+    if (s) cudaStreamDestroy(s);
+    symmem_coll_comm_fini(comm);
+    return st;
+}
+
+void symmem_coll_comm_fini(symmem_comm_t comm)
+{
+    if (!comm || !comm->coll) return;
+    struct symmem_coll *co = comm->coll;
+    /* cudaFree waits for the device, so no kernel of ours still uses the workspace when it is unmapped (a
+     * kernel waiting on a dead peer ends at its timeout). */
+    if (co->dev_state) cudaFree(co->dev_state);
+    /* Free the workspace only if it is still live (destroy may already have released every buffer). */
+    if (co->ws && co->ws_peers[comm->rank] && symmem_buffer_lookup(comm, co->ws_peers[comm->rank]) == co->ws)
+        symmem_free(co->ws);
+    if (co->err) cudaFreeHost(co->err);
+    (void)cudaGetLastError();
+    free(co);
+    comm->coll = NULL;
+}
+
+/* ---- errors ------------------------------------------------------------------------------------------------ */
+symmem_status_t symmem_coll_poll_error(symmem_comm_t comm)
+{
+    if (!comm || !comm->coll || !comm->coll->err) return SYMMEM_OK;
+    struct symmem_coll *co = comm->coll;
+    volatile symmem_coll_error_record_t *rec = co->err;
+    const uint32_t status = rec->status;
+    if (status == 0) return SYMMEM_OK;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    const symmem_coll_kind_t kind = (symmem_coll_kind_t)rec->kind;
+    const char *op = symmem_coll_kind_name(kind);
+    const char *algo = kind == SYMMEM_COLL_BARRIER ? "barrier" : symmem_algo_name((symmem_algo_t)rec->algo);
+    char msg[512];
+    switch (rec->reason) {
+    case SYMMEM_COLL_ERR_TIMEOUT:
+        if (rec->algo == SYMMEM_ALGO_ONESHOT_PUSH && kind != SYMMEM_COLL_ALL_GATHER)
+            snprintf(msg, sizeof msg,
+                     "rank %d: %s (%s) sequence number %" PRIu64 " timed out after %d ms waiting for the data of rank "
+                     "%d (Lamport round %" PRIu64 ", block %u): rank %d did not make the same call, exited or is "
+                     "stuck. The communicator is unusable; destroy it (SYMMEM_TIMEOUT_MS sets the timeout)",
+                     rec->rank, op, algo, rec->call, comm->timeout_ms, rec->peer, rec->epoch, rec->block, rec->peer);
+        else
+            snprintf(msg, sizeof msg,
+                     "rank %d: %s (%s) sequence number %" PRIu64 " timed out after %d ms waiting for rank %d (block %u, "
+                     "epoch %" PRIu64 ", its flag showed epoch %" PRIu64 "): rank %d did not make the same call, exited "
+                     "or is stuck. The communicator is unusable; destroy it (SYMMEM_TIMEOUT_MS sets the timeout)",
+                     rec->rank, op, algo, rec->call, comm->timeout_ms, rec->peer, rec->block, rec->epoch,
+                     rec->seen >> 16, rec->peer);
+        break;
+    case SYMMEM_COLL_ERR_MISMATCH:
+        snprintf(msg, sizeof msg,
+                 "rank %d: %s (%s) sequence number %" PRIu64 ": rank %d reached the same point with different "
+                 "arguments (tag %04" PRIx64 ", ours %04x): every rank must pass the same count, dtype, op and "
+                 "algorithm, and either all plain device buffers or the same symmetric buffer at the same offset",
+                 rec->rank, op, algo, rec->call, rec->peer, rec->seen & 0xffffu, rec->tag);
+        break;
+    case SYMMEM_COLL_ERR_CONCURRENT:
+        snprintf(msg, sizeof msg,
+                 "rank %d: %s (%s) sequence number %" PRIu64 " ran at the same time as another operation of the same "
+                 "communicator (used from two streams without ordering them?); results are undefined. Use one "
+                 "communicator per stream",
+                 rec->rank, op, algo, rec->call);
+        break;
+    default:
+        snprintf(msg, sizeof msg, "rank %d: %s (%s) sequence number %" PRIu64 " failed (reason %u)", rec->rank, op,
+                 algo, rec->call, rec->reason);
+        break;
+    }
+    symmem_comm_set_error(comm, (symmem_status_t)status, msg);
+    if (!co->error_reported) {
+        co->error_reported = 1;
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "%s", msg);
+    }
+    int prev = symmem_log_set_rank(-1); /* the message names the rank */
+    symmem_status_t r = symmem_set_error((symmem_status_t)status, "%s", msg);
+    symmem_log_set_rank(prev);
+    return r;
+}
+
+/* Every call starts here: the communicator must be usable. */
+static symmem_status_t check_usable(symmem_comm_t comm, const char *call)
+{
+    if (comm->backend != SYMMEM_BACKEND_CUDA)
+        return symmem_set_error(SYMMEM_UNSUPPORTED,
+                                "%s: collectives need the CUDA backend (this communicator uses the host backend, "
+                                "which has no GPU kernels)",
+                                call);
+    if (!comm->coll)
+        return symmem_set_error(SYMMEM_INVALID_USAGE, "%s: the communicator's collectives are not initialised", call);
+    SYMMEM_CHECK(symmem_coll_poll_error(comm));
+    pthread_mutex_lock(&comm->lock);
+    symmem_status_t st = comm->async_error;
+    char msg[sizeof comm->async_error_msg];
+    memcpy(msg, comm->async_error_msg, sizeof msg);
+    pthread_mutex_unlock(&comm->lock);
+    if (st != SYMMEM_OK)
+        return symmem_set_error(st, "%s: the communicator is in an error state after an earlier failure: %s", call, msg);
+    return SYMMEM_OK;
+}
+
+/* ---- geometry ------------------------------------------------------------------------------------------- */
+static int family_of(symmem_coll_kind_t kind, symmem_algo_t algo)
+{
+    switch (algo) {
+    case SYMMEM_ALGO_ONESHOT_PULL:
+    case SYMMEM_ALGO_TWOSHOT_PULL: return SYMMEM_COLL_FAM_PULL;
+    case SYMMEM_ALGO_ONESHOT_PUSH: return kind == SYMMEM_COLL_ALL_GATHER ? SYMMEM_COLL_FAM_PUSH : SYMMEM_COLL_FAM_LAMPORT;
+    default: return SYMMEM_COLL_FAM_PUSH;
+    }
+}
+
+/* 16-byte units per shard-pack in one half (one Lamport buffer for the Lamport family). */
+static uint64_t units_of(symmem_coll_kind_t kind, symmem_algo_t algo, int fam, int n)
+{
+    const uint64_t un = (uint64_t)n;
+    if (fam == SYMMEM_COLL_FAM_LAMPORT) return kind == SYMMEM_COLL_ALL_REDUCE ? un * un : un;
+    if (fam == SYMMEM_COLL_FAM_PULL) {
+        if (kind == SYMMEM_COLL_ALL_GATHER) return 1;
+        return (kind == SYMMEM_COLL_ALL_REDUCE && algo == SYMMEM_ALGO_TWOSHOT_PULL) ? un + 1 : un;
+    }
+    return kind == SYMMEM_COLL_ALL_REDUCE ? 2 * un : un;
+}
+
+size_t symmem_coll_message_bytes(symmem_comm_t comm, symmem_coll_kind_t kind, size_t count, symmem_dtype_t dtype)
+{
+    size_t b = count * symmem_dtype_size(dtype);
+    return kind == SYMMEM_COLL_ALL_REDUCE ? b : b * (size_t)comm->nranks;
+}
+
+symmem_algo_t symmem_coll_choose(symmem_comm_t comm, symmem_coll_kind_t kind, size_t bytes)
+{
+    struct symmem_coll *co = comm->coll;
+    if (!co) return SYMMEM_ALGO_TWOSHOT_PUSH;
+    if (co->env_algo != SYMMEM_ALGO_AUTO) return co->env_algo;
+    symmem_algo_t a = symmem_coll_table_lookup(&co->table, kind, bytes);
+    if (a == SYMMEM_ALGO_AUTO) a = symmem_coll_table_lookup(&co->defaults, kind, bytes);
+    return a == SYMMEM_ALGO_AUTO ? SYMMEM_ALGO_TWOSHOT_PUSH : a;
+}
+
+size_t symmem_comm_max_message_bytes(symmem_comm_t comm)
+{
+    if (!comm || !comm->coll) return 0;
+    const struct symmem_coll *co = comm->coll;
+    const uint64_t u = units_of(SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PULL, SYMMEM_COLL_FAM_PULL, comm->nranks);
+    return (size_t)(co->half_bytes / (16 * u) * 16 * (uint64_t)comm->nranks);
+}
+
+static uint32_t hash_mix(uint32_t h, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) h = (h ^ (uint32_t)((v >> (8 * i)) & 0xffu)) * 16777619u; /* FNV-1a */
+    return h;
+}
+
+static int ranges_overlap(const char *a, size_t na, const char *b, size_t nb) { return a < b + nb && b < a + na; }
+
+typedef struct coll_call {
+    symmem_coll_kind_t kind;
+    const void *send;
+    void *recv;
+    size_t count;
+    symmem_dtype_t dtype;
+    symmem_redop_t op;
+    symmem_algo_t algo;
+    symmem_stream_t stream;
+    const char *name;
+} coll_call_t;
+
+static symmem_status_t check_args(symmem_comm_t comm, const coll_call_t *c, size_t *in_bytes, size_t *out_bytes)
+{
+    const size_t es = symmem_dtype_size(c->dtype);
+    const size_t n = (size_t)comm->nranks;
+    if (es == 0) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: invalid dtype %d", c->name, (int)c->dtype);
+    if (c->kind != SYMMEM_COLL_ALL_GATHER && ((int)c->op < 0 || c->op >= SYMMEM_REDOP_COUNT))
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: invalid reduction op %d", c->name, (int)c->op);
+    if ((int)c->algo < 0 || c->algo >= SYMMEM_ALGO_COUNT)
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: invalid algorithm %d", c->name, (int)c->algo);
+    if (c->count > (SIZE_MAX / 2) / es / n)
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: count %zu is too large", c->name, c->count);
+    if (!c->send || !c->recv)
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: %s is NULL", c->name, !c->send ? "sendbuf" : "recvbuf");
+    if ((uintptr_t)c->send % es || (uintptr_t)c->recv % es)
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                                "%s: sendbuf %p / recvbuf %p is not aligned to the %zu-byte element size of %s (any "
+                                "element-aligned pointer works; 16-byte alignment is fastest)",
+                                c->name, c->send, c->recv, es, symmem_dtype_name(c->dtype));
+    const size_t b = c->count * es;
+    *in_bytes = c->kind == SYMMEM_COLL_REDUCE_SCATTER ? b * n : b;
+    *out_bytes = c->kind == SYMMEM_COLL_ALL_GATHER ? b * n : b;
+    /* In place only in the exact forms (as NCCL): all-reduce send == recv, reduce-scatter recv = send +
+     * rank*count, all-gather send = recv + rank*count; any other overlap would race. */
+    const char *s = c->send, *r = c->recv;
+    const size_t mine = (size_t)comm->rank * b;
+    int ok_in_place = 0;
+    if (c->kind == SYMMEM_COLL_ALL_REDUCE) ok_in_place = s == r;
+    else if (c->kind == SYMMEM_COLL_REDUCE_SCATTER) ok_in_place = r == s + mine;
+    else ok_in_place = s == r + mine;
+    if (!ok_in_place && ranges_overlap(s, *in_bytes, r, *out_bytes))
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                                "%s: sendbuf %p (%zu bytes) and recvbuf %p (%zu bytes) overlap, and not in the in-place "
+                                "form (all_reduce: send == recv; reduce_scatter: recv == send + rank*count; all_gather: "
+                                "send == recv + rank*count)",
+                                c->name, c->send, *in_bytes, c->recv, *out_bytes);
+    return SYMMEM_OK;
+}
+
+/* Pull algorithms may read the sender's buffer in place when it lies in a symmetric buffer of this comm. */
+static int zero_copy(symmem_comm_t comm, const coll_call_t *c, size_t in_bytes, size_t out_bytes, int two,
+                     symmem_coll_params_t *p, uint32_t *h)
+{
+    symmem_buffer_t buf = symmem_buffer_lookup(comm, c->send);
+    if (!buf) return 0;
+    const char *base = symmem_buffer_ptr(buf);
+    const size_t off = (size_t)((const char *)c->send - base);
+    if (off + in_bytes > symmem_buffer_size(buf)) return 0;
+    if (!two) {
+        if (in_bytes < ZC_MIN_BYTES) return 0;
+        /* one-shot all-reduce in place: peers would read my input while I overwrite it */
+        if (c->kind == SYMMEM_COLL_ALL_REDUCE && ranges_overlap(c->send, in_bytes, c->recv, out_bytes)) return 0;
+    }
+    for (int q = 0; q < comm->nranks; q++) p->zc[q] = (const char *)symmem_buffer_peer_ptr(buf, q) + off;
+    *h = hash_mix(*h, off);
+    *h = hash_mix(*h, symmem_buffer_mapped_size(buf));
+    return 1;
+}
+
+static symmem_status_t run_collective(symmem_comm_t comm, const coll_call_t *c)
+{
+    struct symmem_coll *co = comm->coll;
+    size_t in_bytes = 0, out_bytes = 0;
+    SYMMEM_CHECK(check_args(comm, c, &in_bytes, &out_bytes));
+    if (c->count == 0) return SYMMEM_OK;
+    const int n = comm->nranks;
+    const size_t es = symmem_dtype_size(c->dtype);
+    const uint64_t V = 16 / es;
+    const size_t bytes = symmem_coll_message_bytes(comm, c->kind, c->count, c->dtype);
+    const symmem_algo_t algo = c->algo != SYMMEM_ALGO_AUTO ? c->algo : symmem_coll_choose(comm, c->kind, bytes);
+    const int fam = family_of(c->kind, algo);
+
+    symmem_coll_params_t p;
+    memset(&p, 0, sizeof p);
+    p.send = c->send;
+    p.recv = c->recv;
+    for (int q = 0; q < n; q++) p.ws[q] = co->ws_peers[q];
+    p.st = co->dev_state;
+    p.err = co->err_dev;
+    p.rank = comm->rank;
+    p.nranks = n;
+    p.kind = c->kind;
+    p.algo = algo;
+    p.dtype = c->dtype;
+    p.op = c->kind == SYMMEM_COLL_ALL_GATHER ? SYMMEM_OP_SUM : c->op;
+    p.data_off = co->data_off;
+    p.half_bytes = co->half_bytes;
+    p.lam_off = co->lam_off;
+    p.lam_buf_bytes = co->lam_buf_bytes;
+    p.timeout_ns = comm->timeout_ms > 0 ? (uint64_t)comm->timeout_ms * 1000000u : 0;
+    if (c->kind == SYMMEM_COLL_ALL_REDUCE) {
+        p.stride = (c->count + (uint64_t)n - 1) / (uint64_t)n;
+        p.stride = (p.stride + V - 1) / V * V;
+        p.total = c->count;
+    } else {
+        p.stride = c->count;
+        p.total = (uint64_t)c->count * (uint64_t)n;
+    }
+    p.aligned = ((uintptr_t)c->send % 16 == 0 && (uintptr_t)c->recv % 16 == 0 &&
+                 (c->kind == SYMMEM_COLL_ALL_REDUCE || (c->count * es) % 16 == 0));
+    p.in_place = c->kind == SYMMEM_COLL_ALL_REDUCE ? c->send == c->recv
+               : c->kind == SYMMEM_COLL_ALL_GATHER ? (const char *)c->send == (const char *)c->recv + (size_t)comm->rank * c->count * es
+                                                   : 0;
+
+    const uint64_t units = units_of(c->kind, algo, fam, n);
+    const uint64_t cap = fam == SYMMEM_COLL_FAM_LAMPORT ? co->lam_buf_bytes : co->half_bytes;
+    const uint64_t segp_cap = cap / (16 * units);
+    if (segp_cap == 0)
+        return symmem_set_error(SYMMEM_INVALID_USAGE,
+                                "%s: the workspace (%zu bytes) is too small for %s with %d ranks; raise "
+                                "SYMMEM_WORKSPACE_BYTES",
+                                c->name, co->ws_bytes, symmem_algo_name(algo), n);
+    const uint64_t needp = (p.stride + V - 1) / V;
+    p.segp = needp < segp_cap ? needp : segp_cap;
+    const uint64_t rounds = (needp + p.segp - 1) / p.segp;
+    if (rounds > UINT32_MAX) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: message too large", c->name);
+    p.rounds = (uint32_t)rounds;
+    /* Grid: a deterministic function of (algorithm, size, ranks, max_grid), so every rank launches the same. */
+    const uint64_t positions = (fam == SYMMEM_COLL_FAM_LAMPORT && c->kind == SYMMEM_COLL_ALL_REDUCE) ? (uint64_t)n * p.segp : p.segp;
+    uint64_t grid = (positions + SYMMEM_COLL_THREADS - 1) / SYMMEM_COLL_THREADS;
+    if (grid > (uint64_t)co->max_grid) grid = (uint64_t)co->max_grid;
+    if (grid < 1) grid = 1;
+
+    uint32_t h = 2166136261u;
+    h = hash_mix(h, (uint64_t)c->kind);
+    h = hash_mix(h, (uint64_t)algo);
+    h = hash_mix(h, (uint64_t)c->dtype);
+    h = hash_mix(h, (uint64_t)p.op);
+    h = hash_mix(h, c->count);
+    h = hash_mix(h, grid);
+    h = hash_mix(h, p.segp);
+    if (fam == SYMMEM_COLL_FAM_PULL) {
+        const int two = c->kind == SYMMEM_COLL_ALL_REDUCE && algo == SYMMEM_ALGO_TWOSHOT_PULL;
+        p.zc_on = zero_copy(comm, c, in_bytes, out_bytes, two, &p, &h);
+    }
+    h = hash_mix(h, (uint64_t)p.zc_on);
+    p.tag = (h ^ (h >> 16)) & 0xffffu;
+
+    SYMMEM_TRACE(SYMMEM_SUBSYS_COLL, "%s count %zu %s %s algo %s grid %" PRIu64 " rounds %u segp %" PRIu64 " zc %d",
+                 c->name, c->count, symmem_dtype_name(c->dtype), symmem_redop_name(p.op), symmem_algo_name(algo), grid,
+                 p.rounds, p.segp, p.zc_on);
+    const cudaError_t e = (cudaError_t)symmem_coll_launch(&p, fam, (int)grid, c->stream);
+    if (e != cudaSuccess)
+        return symmem_set_error(SYMMEM_CUDA_ERROR, "%s (%s): kernel launch failed: %s (%s)", c->name,
+                                symmem_algo_name(algo), cudaGetErrorName(e), cudaGetErrorString(e));
+    return SYMMEM_OK;
+}
+
+static symmem_status_t entry(symmem_comm_t comm, const coll_call_t *c)
+{
+    symmem_entry_t e;
+    SYMMEM_CHECK(symmem_entry_begin(comm, c->name, &e));
+    symmem_status_t st = check_usable(comm, c->name);
+    if (st == SYMMEM_OK) st = run_collective(comm, c);
+    symmem_entry_end(&e);
+    return st;
+}
+
+symmem_status_t symmem_all_reduce(symmem_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
+                                  symmem_dtype_t dtype, symmem_redop_t op, symmem_algo_t algo, symmem_stream_t stream)
+{
+    const coll_call_t c = {SYMMEM_COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, algo, stream, "symmem_all_reduce"};
+    return entry(comm, &c);
+}
+
+symmem_status_t symmem_reduce_scatter(symmem_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
+                                      symmem_dtype_t dtype, symmem_redop_t op, symmem_algo_t algo,
+                                      symmem_stream_t stream)
+{
+    const coll_call_t c = {SYMMEM_COLL_REDUCE_SCATTER, sendbuf, recvbuf, count, dtype, op, algo, stream,
+                           "symmem_reduce_scatter"};
+    return entry(comm, &c);
+}
+
+symmem_status_t symmem_all_gather(symmem_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
+                                  symmem_dtype_t dtype, symmem_algo_t algo, symmem_stream_t stream)
+{
+    const coll_call_t c = {SYMMEM_COLL_ALL_GATHER, sendbuf, recvbuf, count, dtype, SYMMEM_OP_SUM, algo, stream,
+                           "symmem_all_gather"};
+    return entry(comm, &c);
+}
+
+symmem_status_t symmem_barrier(symmem_comm_t comm, symmem_stream_t stream)
+{
+    symmem_entry_t e;
+    SYMMEM_CHECK(symmem_entry_begin(comm, "symmem_barrier", &e));
+    symmem_status_t st = check_usable(comm, "symmem_barrier");
+    if (st == SYMMEM_OK) {
+        struct symmem_coll *co = comm->coll;
+        symmem_coll_params_t p;
+        memset(&p, 0, sizeof p);
+        for (int q = 0; q < comm->nranks; q++) p.ws[q] = co->ws_peers[q];
+        p.st = co->dev_state;
+        p.err = co->err_dev;
+        p.rank = comm->rank;
+        p.nranks = comm->nranks;
+        p.kind = SYMMEM_COLL_BARRIER;
+        p.algo = SYMMEM_ALGO_AUTO;
+        p.timeout_ns = comm->timeout_ms > 0 ? (uint64_t)comm->timeout_ms * 1000000u : 0;
+        uint32_t h = hash_mix(2166136261u, SYMMEM_COLL_BARRIER);
+        p.tag = (h ^ (h >> 16)) & 0xffffu;
+        const cudaError_t ce = (cudaError_t)symmem_coll_launch_barrier(&p, stream);
+        if (ce != cudaSuccess)
+            st = symmem_set_error(SYMMEM_CUDA_ERROR, "symmem_barrier: kernel launch failed: %s (%s)", cudaGetErrorName(ce),
+                                  cudaGetErrorString(ce));
+    }
+    symmem_entry_end(&e);
+    return st;
+}

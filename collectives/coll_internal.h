@@ -1,0 +1,159 @@
+/* Collectives internals shared by the host side (coll.c, tune.c) and the kernels (kernels.cu).
+ * Everything here is plain C so the same structs describe both sides; structs that cross the host/device
+ * boundary carry static asserts on their layout. See docs/collectives.md for the protocol. */
+#ifndef SYMMEM_COLLECTIVES_COLL_INTERNAL_H
+#define SYMMEM_COLLECTIVES_COLL_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collectives/coll.h"
+#include "symmem/symmem.h"
+
+#ifdef __cplusplus
+#define SYMMEM_STATIC_ASSERT static_assert
+extern "C" {
+#else
+#define SYMMEM_STATIC_ASSERT _Static_assert
+#endif
+
+/* Threads per block of every data kernel. */
+#define SYMMEM_COLL_THREADS 512
+/* Flag slots exist for this many blocks; grids never exceed it. */
+#define SYMMEM_COLL_MAX_GRID 256
+
+/* Workspace layout (each rank's part of the symmetric workspace buffer; offsets are the same everywhere):
+ *   [0, FLAG_BYTES)                    flags[block][src]: uint64, written only by rank `src` (remote
+ *                                      st.release.sys), polled only by the owner. Value = epoch << 16 | tag.
+ *   [FLAG_BYTES, +3*lam_buf_bytes)     Lamport buffers 0,1,2: payload or the sentinel word 0x80000000, never
+ *                                      flags (a stale payload word must never end a flag poll or vice versa).
+ *   [data_off, +2*half_bytes)          staging/result/slot data, two halves used by alternate rounds. */
+#define SYMMEM_COLL_FLAG_BYTES ((size_t)SYMMEM_COLL_MAX_GRID * SYMMEM_MAX_RANKS * 8)
+#define SYMMEM_COLL_LAMPORT_EMPTY 0x80000000u
+
+/* Kernel families. ALGO -> family: pull (oneshot_pull, twoshot_pull), push (twoshot_push, staged, and
+ * all-gather's oneshot_push), lamport (oneshot_push of all-reduce and reduce-scatter). */
+typedef enum {
+    SYMMEM_COLL_FAM_PULL = 0,
+    SYMMEM_COLL_FAM_PUSH = 1,
+    SYMMEM_COLL_FAM_LAMPORT = 2,
+    SYMMEM_COLL_FAM_COUNT
+} symmem_coll_family_t;
+
+/* Per-communicator device state, in this rank's local device memory (never remote). Read by every block
+ * at kernel start; written only by the last block of a kernel to finish (see the "done" protocol in
+ * kernels.cu), so the values advance on the device and CUDA-graph replays stay correct. */
+typedef struct symmem_coll_dev_state {
+    uint64_t epoch; /* sync epochs used so far (always even: every round consumes two) */
+    uint64_t calls; /* kernels completed on this communicator (the "sequence number" in error messages) */
+    uint64_t lseq;  /* Lamport rounds so far: round j uses Lamport buffer j % 3 */
+    uint32_t done;  /* blocks of the running kernel that finished */
+    uint32_t abort; /* nonzero once any kernel of this communicator failed: every kernel exits at once */
+} symmem_coll_dev_state_t;
+SYMMEM_STATIC_ASSERT(sizeof(symmem_coll_dev_state_t) == 32, "device state layout is shared with kernels");
+
+/* Error record in host-mapped pinned memory, written by the one block that wins the abort flag. `status`
+ * is written last (after a system fence), so a host that sees it nonzero sees the other fields. */
+typedef struct symmem_coll_error_record {
+    uint32_t status;      /* symmem_status_t; 0: no error */
+    uint32_t reason;      /* SYMMEM_COLL_ERR_* */
+    int32_t kind;         /* symmem_coll_kind_t of the failed operation */
+    int32_t algo;         /* symmem_algo_t */
+    int32_t rank;         /* the rank that recorded it */
+    int32_t peer;         /* the rank it waited for, -1 if none */
+    uint64_t call;        /* sequence number of the failed operation on this communicator */
+    uint64_t epoch;       /* the epoch (or Lamport round) it waited for */
+    uint64_t seen;        /* what it last saw in the flag (epoch << 16 | tag) */
+    uint32_t block;       /* block index */
+    uint32_t tag;         /* the tag this rank expected */
+} symmem_coll_error_record_t;
+SYMMEM_STATIC_ASSERT(sizeof(symmem_coll_error_record_t) == 56, "error record layout is shared with kernels");
+
+enum {
+    SYMMEM_COLL_ERR_TIMEOUT = 1,    /* a peer's flag or payload did not arrive in time */
+    SYMMEM_COLL_ERR_MISMATCH = 2,   /* a peer arrived at the same epoch with different arguments */
+    SYMMEM_COLL_ERR_CONCURRENT = 3, /* two kernels of one communicator ran at the same time */
+};
+
+/* Kernel arguments (passed by value as a __grid_constant__ parameter). All sizes in elements unless named
+ * *_bytes. "Shard" s is the s-th of nranks pieces of the message as laid out in the user's buffers:
+ *   all-reduce: shard s = elements [s*stride, min((s+1)*stride, total)), stride = ceil(count/n/pack)*pack
+ *   reduce-scatter: input shard s = [s*count, (s+1)*count), stride = count, output = my shard only
+ *   all-gather: output shard s = [s*count, (s+1)*count), stride = count, input = my shard only
+ * A round moves elements [round*seg, round*seg + seg) of every shard (seg = segp packs). */
+typedef struct symmem_coll_params {
+    const void *send;
+    void *recv;
+    char *ws[SYMMEM_MAX_RANKS];       /* every rank's workspace, mapped here */
+    const char *zc[SYMMEM_MAX_RANKS]; /* pull zero copy: every rank's send buffer mapped here */
+    symmem_coll_dev_state_t *st;      /* this rank's device state */
+    symmem_coll_error_record_t *err;  /* host-mapped error record */
+    uint64_t stride;                  /* elements between shards in the user's buffers */
+    uint64_t total;                   /* valid elements of the sharded user buffer */
+    uint64_t segp;                    /* packs (16 bytes) per shard per round */
+    uint64_t data_off;                /* workspace offset of the two data halves */
+    uint64_t half_bytes;              /* bytes of one half */
+    uint64_t lam_off;                 /* workspace offset of Lamport buffer 0 */
+    uint64_t lam_buf_bytes;           /* bytes of one Lamport buffer */
+    uint64_t timeout_ns;              /* 0: wait forever */
+    uint32_t rounds;
+    int32_t rank, nranks;
+    int32_t kind, algo, dtype, op;
+    int32_t aligned; /* user pointers and shard starts are 16-byte aligned: vector loads of user memory */
+    int32_t zc_on;   /* pull: peers read my send buffer directly */
+    int32_t in_place;/* the output of my own shard is my input (skip copying it onto itself) */
+    uint32_t tag;    /* 16-bit hash of the arguments every rank must agree on */
+    int32_t pad_;
+} symmem_coll_params_t;
+
+/* Launch one collective kernel (kernels.cu). `family`, `dtype`, `op` select the instantiation;
+ * returns the cudaError_t of the launch. */
+int symmem_coll_launch(const symmem_coll_params_t *p, int family, int grid, void *stream);
+/* The barrier kernel: one block, one sync. */
+int symmem_coll_launch_barrier(const symmem_coll_params_t *p, void *stream);
+/* Fill `bytes` at `ptr` (16-byte multiple, aligned) with the Lamport empty word, on `stream`. */
+int symmem_coll_launch_fill_empty(void *ptr, size_t bytes, void *stream);
+
+/* ---- tuning table (tune.c) ---------------------------------------------------------------------------- */
+#define SYMMEM_COLL_MAX_RULES 64
+typedef struct symmem_coll_rule {
+    int kind;         /* symmem_coll_kind_t */
+    size_t max_bytes; /* the rule covers messages of at most this many bytes (SIZE_MAX: no limit) */
+    symmem_algo_t algo;
+} symmem_coll_rule_t;
+
+typedef struct symmem_coll_table {
+    int nrules;
+    symmem_coll_rule_t rules[SYMMEM_COLL_MAX_RULES]; /* sorted by kind, then max_bytes */
+} symmem_coll_table_t;
+
+/* The collectives' per-communicator state (comm->coll). */
+struct symmem_coll {
+    symmem_buffer_t ws;                /* symmetric workspace */
+    char *ws_peers[SYMMEM_MAX_RANKS];  /* every rank's workspace, mapped here */
+    size_t ws_bytes;
+    size_t lam_off, lam_buf_bytes, data_off, half_bytes;
+    symmem_coll_dev_state_t *dev_state;    /* device memory */
+    symmem_coll_error_record_t *err;       /* host-mapped pinned memory, host address */
+    symmem_coll_error_record_t *err_dev;   /* the same record, device address */
+    int max_grid;                          /* blocks per kernel: min(comm->max_blocks, MAX_GRID) */
+    symmem_link_t link_class;              /* worst link between any two ranks (the same on every rank) */
+    symmem_algo_t env_algo;                /* SYMMEM_ALGO, AUTO if unset */
+    char fingerprint[128];
+    symmem_coll_table_t table;             /* active rules (from the tuning file or symmem_coll_tune_set) */
+    symmem_coll_table_t defaults;          /* built-in rules; used for a kind the active table lacks */
+    int error_reported;                    /* the kernel error record was turned into comm->async_error */
+};
+
+/* Built-in defaults for this communicator's link class and rank count. */
+void symmem_coll_table_defaults(symmem_comm_t comm, symmem_coll_table_t *t);
+/* The algorithm the table gives for `bytes` (see symmem_coll_message_bytes). */
+symmem_algo_t symmem_coll_table_lookup(const symmem_coll_table_t *t, symmem_coll_kind_t kind, size_t bytes);
+/* Fill comm->coll->fingerprint from the link matrix (collective: allgathers every rank's link row). */
+symmem_status_t symmem_coll_make_fingerprint(symmem_comm_t comm);
+uint64_t symmem_coll_table_hash(const symmem_coll_table_t *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

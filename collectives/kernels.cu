@@ -1,0 +1,535 @@
+/* The collective kernels: pull (one-shot and two-shot), push (two-shot and staged) and Lamport (one-shot
+ * push without flags), plus the barrier. One template per family, instantiated for every dtype x redop of
+ * the public X-macro lists; all-gather runs in the SUM instantiation of its dtype.
+ *
+ * Synchronisation (docs/collectives.md has the long form):
+ *  - sync point: block b of rank r stores (epoch << 16 | tag) with st.release.sys into flags[b][r] of every
+ *    peer, then polls its own flags[b][src] with ld.acquire.sys until each reaches the epoch. Only threads
+ *    0..n-1 touch flags; __syncthreads() before (so the whole block's data precedes the release) and after
+ *    (so the whole block's reads follow the acquire).
+ *  - epochs are 64-bit and monotonic: the device state holds the last one used, every block reads it at
+ *    kernel start, the last block to finish writes the new value. Each round of any algorithm consumes two
+ *    epochs (sync A = e+1, optional sync B = e+2), so the state stays even and round k of a call uses data
+ *    half ((e_k / 2) & 1): consecutive rounds, also across calls, alternate halves.
+ *  - reuse argument (why a fast rank never overwrites data a slow rank still reads): in every algorithm a
+ *    round's data is written either before the round's first sync (into half h) or after a sync the
+ *    readers have passed, and read before the readers' next sync signal. A rank writes half h again only
+ *    two rounds later, after passing the intermediate round's sync A, which every peer signals only after
+ *    finishing its reads of half h (each block waits for every peer's same-numbered block, and block b
+ *    handles the same positions on every rank and in every round of a kernel; across kernels, the previous
+ *    kernel on this stream has completed entirely). Reads after a round's last sync are the only ones that
+ *    can still run when the next round (or call) starts writing, and those are in the other half.
+ *  - zero copy (pull, send buffer symmetric): peers read my user buffer, so the call ends with one more
+ *    sync (each peer finished reading) unless a later sync of the call already implies it (two-shot AR).
+ *  - timeouts: every poll loop checks %globaltimer every 64 spins and the local abort flag; on timeout the
+ *    first failing block records the error in host-mapped memory, raises abort, and all blocks return. */
+#include <cuda_runtime.h>
+
+#include "collectives/coll_internal.h"
+#include "collectives/device.cuh"
+
+namespace symmem_k {
+
+typedef symmem_coll_params_t P;
+
+struct Ctx {
+    uint64_t epoch; /* epoch at kernel start (even) */
+    uint64_t call;  /* sequence number of this operation */
+    uint64_t lseq;  /* Lamport round at kernel start */
+};
+
+__device__ __forceinline__ uint64_t *flag_slot(char *ws, int block, int src)
+{
+    return reinterpret_cast<uint64_t *>(ws) + (size_t)block * SYMMEM_MAX_RANKS + src;
+}
+
+__device__ __forceinline__ bool aborted(const P &p) { return *reinterpret_cast<volatile uint32_t *>(&p.st->abort) != 0; }
+
+/* Record an error (first caller wins) and raise the abort flag. */
+__device__ __noinline__ void report(const P &p, const Ctx &c, uint32_t status, uint32_t reason, int peer,
+                                    uint64_t epoch, uint64_t seen)
+{
+    if (atomicCAS(&p.st->abort, 0u, 1u) != 0u) return;
+    volatile symmem_coll_error_record_t *r = p.err;
+    r->reason = reason;
+    r->kind = p.kind;
+    r->algo = p.algo;
+    r->rank = p.rank;
+    r->peer = peer;
+    r->call = c.call;
+    r->epoch = epoch;
+    r->seen = seen;
+    r->block = blockIdx.x;
+    r->tag = p.tag;
+    __threadfence_system();
+    r->status = status;
+    __threadfence_system();
+}
+
+/* Poll my flag from `peer` until it reaches epoch e. A flag at exactly e must carry my tag (same
+ * arguments); a later epoch means the peer is already past this point (its tag is another call's). */
+__device__ __forceinline__ bool wait_flag(const P &p, const Ctx &c, const uint64_t *f, uint64_t e, int peer)
+{
+    const uint64_t want = e << 16;
+    uint64_t start = 0, v;
+    for (uint32_t spin = 0;; spin++) {
+        v = symmem_ld_acquire_u64(f);
+        if ((int64_t)((v & ~(uint64_t)0xffff) - want) >= 0) break;
+        if ((spin & 63u) == 63u) {
+            if (aborted(p)) return false;
+            const uint64_t now = symmem_globaltimer_ns();
+            if (start == 0) {
+                start = now;
+            } else if (p.timeout_ns && now - start > p.timeout_ns) {
+                report(p, c, SYMMEM_TIMEOUT, SYMMEM_COLL_ERR_TIMEOUT, peer, e, v);
+                return false;
+            }
+        }
+    }
+    if ((v >> 16) == e && (uint32_t)(v & 0xffffu) != p.tag) {
+        report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_MISMATCH, peer, e, v);
+        return false;
+    }
+    return true;
+}
+
+/* Sync point with epoch e among the same-numbered blocks of all ranks. False: abort (return at once). */
+__device__ __forceinline__ bool sync_peers(const P &p, const Ctx &c, uint64_t e)
+{
+    __syncthreads();
+    bool ok = true;
+    const int t = threadIdx.x;
+    if (t < p.nranks && t != p.rank) {
+        symmem_st_release_u64(flag_slot(p.ws[t], blockIdx.x, p.rank), (e << 16) | p.tag);
+        ok = wait_flag(p, c, flag_slot(p.ws[p.rank], blockIdx.x, t), e, t);
+    }
+    return __syncthreads_and(ok) != 0;
+}
+
+/* Read the device state. False: the communicator is aborted. */
+__device__ __forceinline__ bool prologue(const P &p, Ctx &c)
+{
+    __shared__ uint64_t sh[3];
+    __shared__ uint32_t sh_abort;
+    if (threadIdx.x == 0) {
+        volatile symmem_coll_dev_state_t *st = p.st;
+        sh_abort = st->abort;
+        sh[0] = st->epoch;
+        sh[1] = st->calls;
+        sh[2] = st->lseq;
+    }
+    __syncthreads();
+    c.epoch = sh[0];
+    c.call = sh[1];
+    c.lseq = sh[2];
+    return sh_abort == 0;
+}
+
+/* The "done" protocol: the last block to finish advances the state. Every block read the state before
+ * its atomicAdd on `done`, so the last block's writes cannot race with any block's read; the next kernel
+ * on the stream starts after this one completed. A second kernel of the same communicator running at
+ * the same time (two streams) shows up as `calls` changing under us or `done` overflowing. */
+__device__ __forceinline__ void finish(const P &p, const Ctx &c, uint64_t epoch_end, uint64_t lseq_end)
+{
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    volatile symmem_coll_dev_state_t *st = p.st;
+    if (st->calls != c.call) {
+        report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, c.epoch, st->calls);
+        return;
+    }
+    __threadfence();
+    /* a single-block kernel is its own last block: skip the atomic (the small-message latency path) */
+    const uint32_t old = gridDim.x == 1 ? 0u : atomicAdd(&p.st->done, 1u);
+    if (old == gridDim.x - 1) {
+        __threadfence();
+        st->epoch = epoch_end;
+        st->lseq = lseq_end;
+        st->calls = c.call + 1;
+        st->done = 0;
+        __threadfence();
+    } else if (old >= gridDim.x) {
+        report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, c.epoch, old);
+    }
+}
+
+/* Valid elements (0..V) of shard s starting at element i of the shard. */
+template <int V> __device__ __forceinline__ int shard_valid(const P &p, int s, uint64_t i)
+{
+    const uint64_t start = (uint64_t)s * p.stride;
+    if (start >= p.total) return 0;
+    const uint64_t len = min(p.stride, p.total - start);
+    return i >= len ? 0 : (int)min((uint64_t)V, len - i);
+}
+
+/* ---- pull: one-shot (every rank reduces every shard) and two-shot (reduce own shard, gather) ---------- */
+/* Half layout: staging[s][segp] packs (my input, shard-major; all-gather: my shard only), then for
+ * two-shot all-reduce result[segp] (my reduced shard). */
+template <typename T, int OP> __device__ __forceinline__ bool run_pull(const P &p, Ctx &c)
+{
+    constexpr int V = Pack<T>::V;
+    const int n = p.nranks, r = p.rank;
+    const bool ag = p.kind == SYMMEM_COLL_ALL_GATHER, rs = p.kind == SYMMEM_COLL_REDUCE_SCATTER;
+    const bool two = p.kind == SYMMEM_COLL_ALL_REDUCE && p.algo == SYMMEM_ALGO_TWOSHOT_PULL;
+    const bool al = p.aligned != 0, zc = p.zc_on != 0;
+    const uint64_t segp = p.segp, t0 = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x,
+                   nt = (uint64_t)gridDim.x * blockDim.x;
+    const char *send = static_cast<const char *>(p.send);
+    char *recv = static_cast<char *>(p.recv);
+    uint64_t e = c.epoch;
+    for (uint32_t rd = 0; rd < p.rounds; rd++, e += 2) {
+        const uint64_t off = (uint64_t)rd * segp * V;
+        const uint64_t hoff = p.data_off + (((e >> 1) & 1) ? p.half_bytes : 0);
+        char *mine = p.ws[r] + hoff;
+        if (!zc) { /* copy-in, fused: my input into my staging */
+            for (uint64_t pk = t0; pk < segp; pk += nt) {
+                const uint64_t i = off + pk * V;
+                if (ag) {
+                    const int nv = shard_valid<V>(p, r, i);
+                    if (nv > 0) st16(mine + pk * 16, load_user<T>(send, i, nv, al, false));
+                } else {
+                    for (int s = 0; s < n; s++) {
+                        const int nv = shard_valid<V>(p, s, i);
+                        if (nv > 0) st16(mine + (s * segp + pk) * 16, load_user<T>(send, s * p.stride + i, nv, al, false));
+                    }
+                }
+            }
+        }
+        if (!sync_peers(p, c, e + 1)) return false;
+        if (ag) {
+            for (uint64_t pk = t0; pk < segp; pk += nt) {
+                const uint64_t i = off + pk * V;
+                const int nv = shard_valid<V>(p, r, i);
+                if (nv <= 0) continue;
+                for (int s = 0; s < n; s++) {
+                    if (s == r && p.in_place) continue;
+                    uint4 v;
+                    if (s == r) v = load_user<T>(send, i, nv, al, false);
+                    else if (zc) v = load_user<T>(p.zc[s], i, nv, al, true);
+                    else v = ld_cg16(p.ws[s] + hoff + pk * 16);
+                    store_user<T>(recv, s * p.stride + i, v, nv, al);
+                }
+            }
+            continue;
+        }
+        const int s_lo = (two || rs) ? r : 0, s_hi = (two || rs) ? r + 1 : n;
+        for (uint64_t pk = t0; pk < segp; pk += nt) {
+            const uint64_t i = off + pk * V;
+            for (int s = s_lo; s < s_hi; s++) {
+                const int nv = shard_valid<V>(p, s, i);
+                if (nv <= 0) continue;
+                const uint64_t ue = s * p.stride + i, so = (s * segp + pk) * 16;
+                const uint4 out = reduce_ranks<T, OP>(n, [&](int src) {
+                    return zc ? load_user<T>(p.zc[src], ue, nv, al, src != r) : ld_cg16(p.ws[src] + hoff + so);
+                });
+                store_user<T>(recv, rs ? i : ue, out, nv, al);
+                if (two) st16(mine + (n * segp + pk) * 16, out);
+            }
+        }
+        if (!two) continue;
+        if (!sync_peers(p, c, e + 2)) return false;
+        for (uint64_t pk = t0; pk < segp; pk += nt) {
+            const uint64_t i = off + pk * V;
+            for (int k = 1; k < n; k++) {
+                const int s = (r + k) % n;
+                const int nv = shard_valid<V>(p, s, i);
+                if (nv > 0) store_user<T>(recv, s * p.stride + i, ld_cg16(p.ws[s] + hoff + (n * segp + pk) * 16), nv, al);
+            }
+        }
+    }
+    if (zc && !two) { /* peers read my send buffer: they must be done before my kernel ends */
+        if (!sync_peers(p, c, e + 1)) return false;
+        e += 2;
+    }
+    c.epoch = e;
+    return true;
+}
+
+/* ---- push: two-shot (stores to every peer interleaved) and staged (pass q: only to rank (r+1+q) mod n) */
+/* Half layout: slots[src][segp] (reduce-scatter input pushed by src; not for all-gather), then
+ * gather[s][segp] (reduced shard s pushed by its owner; all-reduce and all-gather). */
+template <typename T, int OP> __device__ __forceinline__ bool run_push(const P &p, Ctx &c)
+{
+    constexpr int V = Pack<T>::V;
+    const int n = p.nranks, r = p.rank;
+    const bool ag = p.kind == SYMMEM_COLL_ALL_GATHER, rs = p.kind == SYMMEM_COLL_REDUCE_SCATTER;
+    const bool staged = p.algo == SYMMEM_ALGO_STAGED, al = p.aligned != 0;
+    const uint64_t segp = p.segp, t0 = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x,
+                   nt = (uint64_t)gridDim.x * blockDim.x;
+    const uint64_t gat = ag ? 0 : (uint64_t)n * segp * 16; /* offset of gather[] in a half */
+    const char *send = static_cast<const char *>(p.send);
+    char *recv = static_cast<char *>(p.recv);
+    uint64_t e = c.epoch;
+    for (uint32_t rd = 0; rd < p.rounds; rd++, e += 2) {
+        const uint64_t off = (uint64_t)rd * segp * V;
+        const uint64_t hoff = p.data_off + (((e >> 1) & 1) ? p.half_bytes : 0);
+        char *mine = p.ws[r] + hoff;
+        if (ag) {
+            /* my shard to every peer's gather[r] (and to my own output) */
+            if (staged) {
+                for (int q = 0; q < n - 1; q++) {
+                    const int d = (r + 1 + q) % n;
+                    for (uint64_t pk = t0; pk < segp; pk += nt) {
+                        const uint64_t i = off + pk * V;
+                        const int nv = shard_valid<V>(p, r, i);
+                        if (nv > 0) st16(p.ws[d] + hoff + gat + (r * segp + pk) * 16, load_user<T>(send, i, nv, al, false));
+                    }
+                }
+            }
+            for (uint64_t pk = t0; pk < segp; pk += nt) {
+                const uint64_t i = off + pk * V;
+                const int nv = shard_valid<V>(p, r, i);
+                if (nv <= 0) continue;
+                const uint4 v = load_user<T>(send, i, nv, al, false);
+                if (!staged)
+                    for (int k = 1; k < n; k++) st16(p.ws[(r + k) % n] + hoff + gat + (r * segp + pk) * 16, v);
+                if (!p.in_place) store_user<T>(recv, r * p.stride + i, v, nv, al);
+            }
+        } else {
+            /* reduce-scatter push: shard d of my input into slot r of rank d */
+            if (staged) {
+                for (int q = 0; q < n - 1; q++) {
+                    const int d = (r + 1 + q) % n;
+                    for (uint64_t pk = t0; pk < segp; pk += nt) {
+                        const uint64_t i = off + pk * V;
+                        const int nv = shard_valid<V>(p, d, i);
+                        if (nv > 0) st16(p.ws[d] + hoff + (r * segp + pk) * 16, load_user<T>(send, d * p.stride + i, nv, al, false));
+                    }
+                }
+            } else {
+                for (uint64_t pk = t0; pk < segp; pk += nt) {
+                    const uint64_t i = off + pk * V;
+                    uint4 v[4];
+                    for (int k0 = 1; k0 < n; k0 += 4) { /* four loads in flight, then four stores */
+#pragma unroll
+                        for (int j = 0; j < 4; j++) {
+                            const int d = (r + k0 + j) % n;
+                            const int nv = k0 + j < n ? shard_valid<V>(p, d, i) : 0;
+                            v[j] = nv > 0 ? load_user<T>(send, d * p.stride + i, nv, al, false) : zero4();
+                        }
+#pragma unroll
+                        for (int j = 0; j < 4; j++) {
+                            const int d = (r + k0 + j) % n;
+                            if (k0 + j < n && shard_valid<V>(p, d, i) > 0) st16(p.ws[d] + hoff + (r * segp + pk) * 16, v[j]);
+                        }
+                    }
+                }
+            }
+        }
+        if (!sync_peers(p, c, e + 1)) return false;
+        if (!ag) {
+            /* reduce my shard: my own input and the slots the peers pushed, in rank order */
+            for (uint64_t pk = t0; pk < segp; pk += nt) {
+                const uint64_t i = off + pk * V;
+                const int nv = shard_valid<V>(p, r, i);
+                if (nv <= 0) continue;
+                const uint64_t ue = r * p.stride + i;
+                const uint4 out = reduce_ranks<T, OP>(n, [&](int src) {
+                    return src == r ? load_user<T>(send, ue, nv, al, false) : ld_cg16(mine + (src * segp + pk) * 16);
+                });
+                store_user<T>(recv, rs ? i : ue, out, nv, al);
+                if (rs) continue;
+                if (staged) st16(mine + gat + (r * segp + pk) * 16, out); /* pushed pass by pass below */
+                else
+                    for (int k = 1; k < n; k++) st16(p.ws[(r + k) % n] + hoff + gat + (r * segp + pk) * 16, out);
+            }
+            if (rs) continue;
+            if (staged) {
+                for (int q = 0; q < n - 1; q++) {
+                    const int d = (r + 1 + q) % n;
+                    for (uint64_t pk = t0; pk < segp; pk += nt) {
+                        const uint64_t i = off + pk * V;
+                        if (shard_valid<V>(p, r, i) > 0) {
+                            const uint64_t o = gat + (r * segp + pk) * 16;
+                            st16(p.ws[d] + hoff + o, ld_cg16(mine + o)); /* same thread wrote it above */
+                        }
+                    }
+                }
+            }
+            if (!sync_peers(p, c, e + 2)) return false;
+        }
+        /* gather: the shards the peers pushed into my memory */
+        for (uint64_t pk = t0; pk < segp; pk += nt) {
+            const uint64_t i = off + pk * V;
+            for (int k = 1; k < n; k++) {
+                const int s = (r + k) % n;
+                const int nv = shard_valid<V>(p, s, i);
+                if (nv > 0) store_user<T>(recv, s * p.stride + i, ld_cg16(mine + gat + (s * segp + pk) * 16), nv, al);
+            }
+        }
+    }
+    c.epoch = e;
+    return true;
+}
+
+/* ---- Lamport one-shot push (all-reduce, reduce-scatter): no flags, no barrier ----------------------------
+ * Round j writes into Lamport buffer j % 3 of every peer, slot r: all-reduce the whole round (n shards),
+ * reduce-scatter shard d for rank d. The reader polls its own slots until no word is the sentinel, then
+ * rewrites the sentinel in place (the reading thread clears what it read), so buffers are empty again
+ * without any barrier. Triple buffering: a peer writes buffer j % 3 again in round j + 3, which it reaches
+ * only after reading my pushes of rounds j+1 and j+2, which this block makes after it finished (and
+ * cleared) round j; __syncthreads() between rounds orders the block's clears before its next pushes. */
+template <typename T, int OP> __device__ __forceinline__ bool run_lamport(const P &p, Ctx &c)
+{
+    constexpr int V = Pack<T>::V;
+    const int n = p.nranks, r = p.rank;
+    const bool rs = p.kind == SYMMEM_COLL_REDUCE_SCATTER, al = p.aligned != 0;
+    const uint64_t segp = p.segp, t0 = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x,
+                   nt = (uint64_t)gridDim.x * blockDim.x;
+    const uint64_t npos = rs ? segp : (uint64_t)n * segp, slot = npos * 16;
+    const char *send = static_cast<const char *>(p.send);
+    char *recv = static_cast<char *>(p.recv);
+    uint64_t j = c.lseq;
+    for (uint32_t rd = 0; rd < p.rounds; rd++, j++) {
+        const uint64_t off = (uint64_t)rd * segp * V;
+        const uint64_t boff = p.lam_off + (j % 3) * p.lam_buf_bytes;
+        for (uint64_t q = t0; q < npos; q += nt) {
+            if (rs) {
+                const uint64_t i = off + q * V;
+                for (int k = 1; k < n; k++) {
+                    const int d = (r + k) % n;
+                    const int nv = shard_valid<V>(p, d, i);
+                    if (nv > 0) st16(p.ws[d] + boff + r * slot + q * 16, fix_pack<T>(load_user<T>(send, d * p.stride + i, nv, al, false)));
+                }
+            } else {
+                const int s = (int)(q / segp);
+                const uint64_t i = off + (q % segp) * V;
+                const int nv = shard_valid<V>(p, s, i);
+                if (nv <= 0) continue;
+                const uint4 v = fix_pack<T>(load_user<T>(send, s * p.stride + i, nv, al, false));
+                for (int k = 1; k < n; k++) st16(p.ws[(r + k) % n] + boff + r * slot + q * 16, v);
+            }
+        }
+        bool fail = false;
+        char *mine = p.ws[r] + boff;
+        for (uint64_t q = t0; q < npos && !fail; q += nt) {
+            const int s = rs ? r : (int)(q / segp);
+            const uint64_t i = off + (rs ? q : q % segp) * V;
+            const int nv = shard_valid<V>(p, s, i);
+            if (nv <= 0) continue;
+            const uint64_t ue = s * p.stride + i;
+            const uint4 out = reduce_ranks<T, OP>(n, [&](int src) -> uint4 {
+                if (src == r) return fix_pack<T>(load_user<T>(send, ue, nv, al, false));
+                char *a = mine + src * slot + q * 16;
+                uint64_t start = 0;
+                for (uint32_t spin = 0;; spin++) {
+                    const uint4 v = ld_volatile16(a);
+                    if (lamport_full(v)) {
+                        st16(a, lamport_empty4());
+                        return v;
+                    }
+                    if (fail) return zero4();
+                    if ((spin & 63u) == 63u) {
+                        if (aborted(p)) {
+                            fail = true;
+                            return zero4();
+                        }
+                        const uint64_t now = symmem_globaltimer_ns();
+                        if (start == 0) {
+                            start = now;
+                        } else if (p.timeout_ns && now - start > p.timeout_ns) {
+                            report(p, c, SYMMEM_TIMEOUT, SYMMEM_COLL_ERR_TIMEOUT, src, j, ((uint64_t)v.x << 32) | v.y);
+                            fail = true;
+                            return zero4();
+                        }
+                    }
+                }
+            });
+            if (!fail) store_user<T>(recv, rs ? i : ue, out, nv, al);
+        }
+        if (__syncthreads_or(fail)) return false;
+    }
+    c.lseq = j;
+    return true;
+}
+
+template <typename T, int OP, int FAM>
+__global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) coll_kernel(const __grid_constant__ symmem_coll_params_t p)
+{
+    Ctx c;
+    if (!prologue(p, c)) return;
+    bool ok;
+    if (FAM == SYMMEM_COLL_FAM_PULL) ok = run_pull<T, OP>(p, c);
+    else if (FAM == SYMMEM_COLL_FAM_PUSH) ok = run_push<T, OP>(p, c);
+    else ok = run_lamport<T, OP>(p, c);
+    if (ok) finish(p, c, c.epoch, c.lseq);
+}
+
+__global__ void barrier_kernel(const __grid_constant__ symmem_coll_params_t p)
+{
+    Ctx c;
+    if (!prologue(p, c)) return;
+    if (!sync_peers(p, c, c.epoch + 1)) return;
+    finish(p, c, c.epoch + 2, c.lseq);
+}
+
+__global__ void fill_empty_kernel(uint4 *p, size_t n16)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += (size_t)gridDim.x * blockDim.x)
+        p[i] = lamport_empty4();
+}
+
+/* Instantiation tables, generated from the public lists (never a second list kept by hand). */
+#define SYMMEM_K_DTYPE_CHECK_(name, value, ctype, bytes)                                                   \
+    static_assert(sizeof(ctype) == (bytes), "SYMMEM_DTYPE_LIST size of " #name);
+SYMMEM_DTYPE_LIST(SYMMEM_K_DTYPE_CHECK_)
+#undef SYMMEM_K_DTYPE_CHECK_
+
+template <typename T, int FAM> const void *kernel_for_op(int op)
+{
+    switch (op) {
+#define SYMMEM_K_OP_(name, value)                                                                          \
+    case value: return reinterpret_cast<const void *>(&coll_kernel<T, value, FAM>);
+        SYMMEM_REDOP_LIST(SYMMEM_K_OP_)
+#undef SYMMEM_K_OP_
+    default: return nullptr;
+    }
+}
+
+template <int FAM> const void *kernel_for(int dtype, int op)
+{
+    switch (dtype) {
+#define SYMMEM_K_DTYPE_(name, value, ctype, bytes)                                                         \
+    case value: return kernel_for_op<ctype, FAM>(op);
+        SYMMEM_DTYPE_LIST(SYMMEM_K_DTYPE_)
+#undef SYMMEM_K_DTYPE_
+    default: return nullptr;
+    }
+}
+
+} // namespace symmem_k
+
+extern "C" int symmem_coll_launch(const symmem_coll_params_t *p, int family, int grid, void *stream)
+{
+    using namespace symmem_k;
+    /* all-gather moves bytes: it runs in the SUM instantiation of its dtype */
+    const int op = p->kind == SYMMEM_COLL_ALL_GATHER ? (int)SYMMEM_OP_SUM : p->op;
+    const void *fn = nullptr;
+    switch (family) {
+    case SYMMEM_COLL_FAM_PULL: fn = kernel_for<SYMMEM_COLL_FAM_PULL>(p->dtype, op); break;
+    case SYMMEM_COLL_FAM_PUSH: fn = kernel_for<SYMMEM_COLL_FAM_PUSH>(p->dtype, op); break;
+    case SYMMEM_COLL_FAM_LAMPORT: fn = kernel_for<SYMMEM_COLL_FAM_LAMPORT>(p->dtype, op); break;
+    default: break;
+    }
+    if (!fn) return (int)cudaErrorInvalidValue;
+    void *args[] = {const_cast<symmem_coll_params_t *>(p)};
+    return (int)cudaLaunchKernel(fn, dim3((unsigned)grid), dim3(SYMMEM_COLL_THREADS), args, 0,
+                                 static_cast<cudaStream_t>(stream));
+}
+
+extern "C" int symmem_coll_launch_barrier(const symmem_coll_params_t *p, void *stream)
+{
+    void *args[] = {const_cast<symmem_coll_params_t *>(p)};
+    /* one block; the flag threads are 0..n-1 */
+    return (int)cudaLaunchKernel(reinterpret_cast<const void *>(&symmem_k::barrier_kernel), dim3(1),
+                                 dim3(32 * ((SYMMEM_MAX_RANKS + 31) / 32)), args, 0, static_cast<cudaStream_t>(stream));
+}
+
+extern "C" int symmem_coll_launch_fill_empty(void *ptr, size_t bytes, void *stream)
+{
+    const size_t n16 = bytes / 16;
+    if (n16 == 0) return 0;
+    symmem_k::fill_empty_kernel<<<(unsigned)((n16 + 255) / 256 < 1024 ? (n16 + 255) / 256 : 1024), 256, 0,
+                                  static_cast<cudaStream_t>(stream)>>>(static_cast<uint4 *>(ptr), n16);
+    return (int)cudaGetLastError();
+}

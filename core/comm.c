@@ -371,12 +371,6 @@ static symmem_status_t comm_create(const symmem_boot_id_t *id, int nranks, int r
     c->timeout_ms = o.timeout_ms;
     pthread_mutex_init(&c->lock, NULL);
     int prev_rank = symmem_log_set_rank(rank);
-    /* Leave the caller's current device as it was (gpu_facts makes the rank's device current). */
-    int prev_device = -1;
-    if (o.backend == SYMMEM_BACKEND_CUDA && cudaGetDevice(&prev_device) != cudaSuccess) {
-        prev_device = -1;
-        (void)cudaGetLastError();
-    }
     symmem_status_t st;
     SYMMEM_CHECK_GOTO(symmem_boot_create(id, nranks, rank, o.timeout_ms, &c->boot), st, fail);
     SYMMEM_CHECK_GOTO(agree_on_facts(c, &o), st, fail);
@@ -386,7 +380,6 @@ static symmem_status_t comm_create(const symmem_boot_id_t *id, int nranks, int r
     SYMMEM_INFO(SYMMEM_SUBSYS_CORE, "communicator ready: %d ranks, device %d (%s), placement %d, %d blocks/kernel",
                 nranks, c->device, c->peers[rank].pci_bus_id, (int)c->placement, c->max_blocks);
     symmem_log_set_rank(prev_rank);
-    if (prev_device >= 0 && prev_device != c->device) cudaSetDevice(prev_device);
     *out = c;
     return SYMMEM_OK;
 fail:
@@ -394,7 +387,6 @@ fail:
      * wait for the timeout. comm_release keeps this thread's error message. */
     comm_release(c);
     symmem_log_set_rank(prev_rank);
-    if (prev_device >= 0) cudaSetDevice(prev_device);
     return st;
 }
 

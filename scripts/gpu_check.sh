@@ -20,7 +20,7 @@ cmake --build "$build" -j "$(nproc)" > "$OUTDIR/build.log" 2>&1 || { grep -E "er
 echo "build: $((SECONDS - t0)) s"
 sel=(-L gpu)
 [ -n "${2:-}" ] && sel=(-R "$2")
-(cd "$build" && ctest "${sel[@]}" --output-on-failure --timeout "${SYMMEM_CTEST_TIMEOUT:-420}") > "$OUTDIR/ctest_gpu.log" 2>&1
+(cd "$build" && ctest "${sel[@]}" --output-on-failure --timeout "${CTEST_TIMEOUT_S:-420}") > "$OUTDIR/ctest_gpu.log" 2>&1
 rc=$?
 grep -E "Test +#|tests passed|Skipped|Failed|\*\*\*" "$OUTDIR/ctest_gpu.log" | tail -40
 echo "ctest rc=$rc after $((SECONDS - t0)) s"

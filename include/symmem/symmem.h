@@ -143,7 +143,9 @@ SYMMEM_API symmem_status_t symmem_unique_id_from_string(const char *str, symmem_
 /* Collective over `nranks` processes (or threads) on one host, each with a distinct `rank` in [0, nranks).
  * Blocks until every rank has arrived or the timeout passes (then SYMMEM_TIMEOUT naming the missing ranks).
  * Ranks meet over Unix domain sockets in the abstract namespace; a connecting process must be of the same
- * user (SO_PEERCRED) and present the id's secret. `opts` may be NULL. */
+ * user (SO_PEERCRED) and present the id's secret. `opts` may be NULL. On return (success or not) the rank's
+ * device (opts->device, or the current one) is the calling thread's current device, as after cudaSetDevice:
+ * switching back would create a context on the old device in processes that never used it. */
 SYMMEM_API symmem_status_t symmem_comm_init(int nranks, int rank, const symmem_unique_id_t *id, const symmem_options_t *opts,
                                  symmem_comm_t *comm);
 

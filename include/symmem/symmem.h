@@ -308,10 +308,25 @@ SYMMEM_API symmem_status_t symmem_algo_from_name(const char *name, symmem_algo_t
 
 typedef struct CUstream_st *symmem_stream_t; /* == cudaStream_t */
 
-/* All-reduce `count` elements from `sendbuf` into `recvbuf` on every rank. sendbuf == recvbuf is in place.
- * Either pointer may be inside a symmetric buffer of `comm` (zero copy) or any device memory (copied into
- * the communicator's workspace inside the same kernel). 16-bit types accumulate in fp32; every rank gets
- * bitwise-identical results. `algo` SYMMEM_ALGO_AUTO picks from the tuning table (SYMMEM_ALGO overrides). */
+/* Rules shared by the three data collectives below:
+ *  - Pointers: any device memory, copied into the communicator's workspace inside the same kernel; or a
+ *    range of a symmetric buffer of `comm`, read in place (zero copy) by the pull algorithms. With zero copy
+ *    every rank must pass the same symmetric buffer at the same offset (a mismatch is detected and fails
+ *    with SYMMEM_INVALID_USAGE, it is never silently misread).
+ *  - Alignment: any pointer aligned to the element size works; 16-byte alignment is the fast path. A
+ *    pointer not aligned to its element size fails with SYMMEM_INVALID_ARGUMENT. Any count, odd included.
+ *  - In place: the NCCL forms only (all-reduce send == recv; reduce-scatter recv == send + rank*count;
+ *    all-gather send == recv + rank*count); any other overlap fails with SYMMEM_INVALID_ARGUMENT.
+ *  - Results: 16-bit types accumulate in fp32, each element is reduced in rank order 0..n-1, so every rank
+ *    gets bitwise-identical results; sum follows IEEE (Inf - Inf = NaN), max/min return NaN if any input
+ *    is NaN. SYMMEM_ALGO_ONESHOT_PUSH marks empty slots with -0.0, so it returns +0.0 where the exact
+ *    result is -0.0 (every rank alike).
+ *  - `algo` SYMMEM_ALGO_AUTO picks from the tuning table; SYMMEM_ALGO (environment) overrides AUTO.
+ *  - count == 0 is a no-op. A kernel that waits longer than the timeout for a peer exits and puts the
+ *    communicator in its error state: symmem_comm_get_async_error and every later call report the missing
+ *    rank and the operation's sequence number. */
+
+/* All-reduce `count` elements from `sendbuf` into `recvbuf` on every rank. */
 SYMMEM_API symmem_status_t symmem_all_reduce(symmem_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
                                   symmem_dtype_t dtype, symmem_redop_t op, symmem_algo_t algo,
                                   symmem_stream_t stream);

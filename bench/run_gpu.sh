@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one script run on the GPU machine after the build: the collective GPU tests, the benchmark (symmem
-# vs NCCL, same run), the in-process correctness runs and the allocation-cost comparison with PyTorch.
+# vs NCCL, same run), the in-process correctness runs, the allocation-cost comparison with PyTorch and,
+# last, an algorithm-table tuning pass (symmem-bench --tune; the table lands in OUTDIR/symmem-tune.txt).
 # Logs go to OUTDIR; SUMMARY.txt lists every step with its exit code and time. Total under ~6 minutes on
 # 2x H200: each step has its own time limit, and steps that would start after SYMMEM_RUN_BUDGET_S
 # (330 s) are skipped and listed as such.
@@ -81,6 +82,14 @@ if [ -s "$OUT/torch_alloc.json" ]; then
   step alloc 60 "$BUILD/bench/symmem-alloc-bench" -N 2 --torch-json "$OUT/torch_alloc.json"
 else
   step alloc 60 "$BUILD/bench/symmem-alloc-bench" -N 2
+fi
+
+# 5. Tuning (bench/NOTES.md, "Tuning"): all-reduce bf16 sum 1 KiB..64 MiB, every algorithm per size, the
+#    table written to OUT, auto re-measured with it; then a plain run that loads it at init. Last, so the
+#    steps above keep their time; raise SYMMEM_RUN_BUDGET_S (e.g. 480) when they are skipped for time.
+step bench_tune 120 "$BENCH" --tune "$OUT/symmem-tune.txt" -b 1K -e 64M -f 2
+if [ -s "$OUT/symmem-tune.txt" ]; then
+  step bench_tuned 60 env SYMMEM_TUNE_FILE="$OUT/symmem-tune.txt" "$BENCH" -b 1K -e 256M -f 4
 fi
 
 echo "== done: $FAILED step(s) failed, $SKIPPED skipped for time; total ${SECONDS}s" | tee -a "$SUMMARY"

@@ -18,14 +18,26 @@
  * Check (-c 1): fresh random data per rank and size (never zeros), float64 host reference, #wrong = wrong
  * elements summed over ranks plus the number of ranks whose output differs bitwise from rank 0's
  * (all-reduce, all-gather). The exit status is 1 if any #wrong is nonzero.
+ *
+ * auto: the algorithm column shows what SYMMEM_ALGO_AUTO resolved to ("auto:twoshot_pull"), asked of the
+ * library's own table (symmem_coll_choose) with the same byte count the library looks it up by.
+ * --tune [FILE]: every concrete algorithm per size; rank 0 picks the fastest correct one per size from the
+ * slowest-rank times and broadcasts the choice over the shared-memory channel; every rank replaces the
+ * table of this op with contiguous size ranges (symmem_coll_tune_clear/_set), rank 0 writes it to FILE
+ * (symmem_coll_tune_save), and auto is measured again with the new table. See bench/NOTES.md.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "coll_common.h"
+/* The collectives' internal tuning API (hidden symbols of symmem_static, callable from this binary). The
+ * relative path keeps the include path of the other bench/test targets unchanged. */
+#include "collectives/coll.h"
 
 #ifdef SYMMEM_HAVE_NCCL
 #include <nccl.h>
@@ -38,12 +50,17 @@ typedef struct opts {
     size_t minb, maxb;
     double factor;
     int iters, warmup, replays, check, graph, zero_copy, nranks, inprocess, nccl, tune;
+    const char *tune_file; /* --tune FILE; NULL: $SYMMEM_TUNE_FILE, else symmem-tune.txt */
+    int algo_given;        /* -a was on the command line (--tune ignores it) */
     symmem_dtype_t dt;
     symmem_redop_t op;
     int coll;
     int algos[SYMMEM_ALGO_COUNT];
     int nalgos;
 } opts_t;
+
+/* Sizes kept for the summaries; --tune refuses a size list longer than this. */
+#define BENCH_MAX_SIZES 256
 
 typedef struct bench {
     opts_t o;
@@ -96,14 +113,20 @@ static void usage(void)
            "  -c 0|1      check results (default 1)\n"
            "  -d TYPE     bfloat16 (default), half, float\n"
            "  -o OP       sum (default), max, min\n"
-           "  -a ALGO     auto (default), oneshot_pull, oneshot_push, twoshot_pull, twoshot_push, staged, all\n"
+           "  -a ALGO     auto (default), oneshot_pull, oneshot_push, twoshot_pull, twoshot_push, staged, all;\n"
+           "              auto rows show the algorithm the table chose, e.g. auto:twoshot_pull\n"
            "  -t COLL     all_reduce (default), reduce_scatter, all_gather, barrier\n"
            "  -g          time CUDA-graph replays (default);  -G 0 eager launches, -G 1 graphs\n"
            "  -z 0|1      input/output in a symmetric buffer (1, default: zero copy) or cudaMalloc memory (0)\n"
            "  -N N        ranks (default: number of GPUs); one process per rank\n"
            "  --inprocess ranks as one process (symmem_comm_init_all); N may exceed the GPU count\n"
            "  --nccl 0|1  NCCL baseline in the same run (default 1 when built with NCCL)\n"
-           "  --tune      (not available: symmem.h exposes no tuning API yet)\n"
+           "  --tune [FILE]  tune the algorithm table for -t/-d/-o over the -b..-e sizes: time every algorithm\n"
+           "              (-a is ignored), take per size the fastest with #wrong 0 (slowest-rank time), set it on\n"
+           "              every rank as contiguous size ranges, write the table to FILE (default\n"
+           "              $SYMMEM_TUNE_FILE, else ./symmem-tune.txt; the section of this topology, this op's rules\n"
+           "              replaced, other ops and sections kept), print it, and re-run auto with it vs NCCL.\n"
+           "              Use it: SYMMEM_TUNE_FILE=FILE for later runs. Also --tune=FILE\n"
            "Size is the largest buffer of the operation (nccl-tests convention): the all-reduce input, the\n"
            "reduce-scatter input, the all-gather output. busbw = algbw * 2(n-1)/n (all-reduce), (n-1)/n (others).\n");
 }
@@ -146,6 +169,13 @@ static int parse_args(int argc, char **argv, opts_t *o)
             o->inprocess = 1;
         } else if (!strcmp(a, "--tune")) {
             o->tune = 1;
+            if (v && v[0] != '-') { /* optional FILE */
+                o->tune_file = v;
+                i++;
+            }
+        } else if (!strncmp(a, "--tune=", 7)) {
+            o->tune = 1;
+            o->tune_file = a + 7;
         } else if (!strcmp(a, "-b") || !strcmp(a, "-e")) {
             NEED_ARG;
             if (parse_size(v, !strcmp(a, "-b") ? &o->minb : &o->maxb) != 0) {
@@ -209,6 +239,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
             o->coll = found;
         } else if (!strcmp(a, "-a")) {
             NEED_ARG;
+            o->algo_given = 1;
             if (!strcasecmp(v, "all")) {
                 o->nalgos = SYMMEM_ALGO_COUNT;
                 for (int k = 0; k < SYMMEM_ALGO_COUNT; k++) o->algos[k] = k;
@@ -230,6 +261,27 @@ static int parse_args(int argc, char **argv, opts_t *o)
     if (o->iters < 1 || o->replays < 1 || o->factor <= 1.0 || o->minb > o->maxb || o->minb == 0) {
         fprintf(stderr, "symmem-bench: inconsistent options (-n/-R >= 1, -f > 1, 0 < -b <= -e)\n");
         return -1;
+    }
+    if (o->tune) {
+        if (o->coll == T_BARRIER) {
+            fprintf(stderr, "symmem-bench: --tune needs -t all_reduce, reduce_scatter or all_gather\n");
+            return -1;
+        }
+        if (o->tune_file && !o->tune_file[0]) {
+            fprintf(stderr, "symmem-bench: --tune= needs a file name\n");
+            return -1;
+        }
+        int nsizes = 0;
+        for (double s = (double)o->minb; s <= (double)o->maxb * 1.0000001 && nsizes <= BENCH_MAX_SIZES; s *= o->factor)
+            nsizes++;
+        if (nsizes > BENCH_MAX_SIZES) {
+            fprintf(stderr, "symmem-bench: --tune measures at most %d sizes; raise -f or narrow -b/-e\n",
+                    BENCH_MAX_SIZES);
+            return -1;
+        }
+        /* every concrete algorithm; auto is what is being built */
+        o->nalgos = 0;
+        for (int k = SYMMEM_ALGO_AUTO + 1; k < SYMMEM_ALGO_COUNT; k++) o->algos[o->nalgos++] = k;
     }
     return 0;
 }
@@ -660,6 +712,38 @@ static void teardown(bench_t *b)
     cc_finish(ctx);
 }
 
+/* ---- auto: what the library's table chooses --------------------------------------------------------- */
+static symmem_coll_kind_t coll_kind(int coll)
+{
+    return coll == T_RS ? SYMMEM_COLL_REDUCE_SCATTER
+         : coll == T_AG ? SYMMEM_COLL_ALL_GATHER
+         : coll == T_BARRIER ? SYMMEM_COLL_BARRIER
+                             : SYMMEM_COLL_ALL_REDUCE;
+}
+
+/* The byte count the library looks the table up by, from the same count argument enqueue() passes. */
+static size_t table_key(const bench_t *b, const geom_t *g)
+{
+    return symmem_coll_message_bytes(b->ctx.r[0].comm, coll_kind(b->o.coll), g->count, b->o.dt);
+}
+
+/* What SYMMEM_ALGO_AUTO resolves to on this process's first rank (every rank holds the same table). */
+static int auto_choice(const bench_t *b, const geom_t *g)
+{
+    return (int)symmem_coll_choose(b->ctx.r[0].comm, coll_kind(b->o.coll), table_key(b, g));
+}
+
+/* The algorithm column: the name, or "auto:<chosen>" (the barrier has no algorithm to choose). Call it
+ * while the table is the one the measurement uses. */
+static const char *algo_label(const bench_t *b, const geom_t *g, int algo, char *buf, size_t len)
+{
+    if (algo != SYMMEM_ALGO_AUTO || b->o.coll == T_BARRIER)
+        snprintf(buf, len, "%s", symmem_algo_name((symmem_algo_t)algo));
+    else
+        snprintf(buf, len, "auto:%s", symmem_algo_name((symmem_algo_t)auto_choice(b, g)));
+    return buf;
+}
+
 /* ---- output ----------------------------------------------------------------------------------------- */
 static void fmt_result(char *buf, size_t len, const result_t *r, double bytes, double busf, int check)
 {
@@ -680,94 +764,377 @@ static void fmt_result(char *buf, size_t len, const result_t *r, double bytes, d
     snprintf(buf, len, "%10.2f %7.2f %7.2f %7s", r->us, algbw, algbw * busf, wrong);
 }
 
+/* One size of the run: what the summaries (best-vs-NCCL, tuning) need. */
+typedef struct size_rec {
+    geom_t g;
+    size_t key;                      /* table key (symmem_coll_message_bytes) */
+    result_t nccl;
+    result_t res[SYMMEM_ALGO_COUNT]; /* by algorithm; ok == 0 where not measured */
+    int best;                        /* fastest correct entry of -a, -1: none */
+    double best_us;
+    char best_label[32];
+    int before; /* --tune: what auto chose before this pass */
+    int winner;     /* --tune: rank 0's decision, broadcast; -1: no correct algorithm at this size */
+    int after_algo; /* --tune: what auto chooses with the new table */
+    result_t after; /* --tune: auto with the new table */
+} size_rec_t;
+
+static const char *tune_path(const opts_t *o)
+{
+    if (o->tune_file) return o->tune_file;
+    const char *e = getenv("SYMMEM_TUNE_FILE");
+    return e && e[0] ? e : "symmem-tune.txt";
+}
+
+static void print_columns(void)
+{
+    printf("#%11s %12s %9s %6s %17s | %10s %7s %7s %7s | %10s %7s %7s %7s | %6s\n", "size", "count", "type", "redop",
+           "algo", "time", "algbw", "busbw", "#wrong", "nccl time", "algbw", "busbw", "#wrong", "ratio");
+    printf("#%11s %12s %9s %6s %17s | %10s %7s %7s %7s | %10s %7s %7s %7s | %6s\n", "(B)", "(elements)", "", "", "",
+           "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "");
+}
+
+static void print_header(const bench_t *b)
+{
+    const cc_ctx_t *ctx = &b->ctx;
+    const opts_t *o = &b->o;
+    const int n = ctx->nranks;
+    const char *env_algo = getenv("SYMMEM_ALGO");
+    printf("# symmem-bench %d.%d.%d: %s, %d ranks (%s) on %d GPU(s), %s %s\n", SYMMEM_VERSION_MAJOR,
+           SYMMEM_VERSION_MINOR, SYMMEM_VERSION_PATCH, t_names[o->coll], n,
+           o->inprocess ? "threads of one process" : "one process each", ctx->ngpus, symmem_dtype_name(o->dt),
+           o->coll == T_AG || o->coll == T_BARRIER ? "" : symmem_redop_name(o->op));
+    printf("# timing: %s, %d ops per %s, median of %d, slowest rank; warm-up %d; check %s; symmem buffers: %s\n",
+           o->graph ? "CUDA-graph replays" : "eager launches", o->iters, o->graph ? "graph" : "batch", o->replays,
+           o->warmup, o->check ? "on" : "off", o->zero_copy ? "symmetric (zero copy)" : "cudaMalloc (copy-in)");
+    printf("# NCCL baseline: %s%s\n", b->have_nccl ? "on (cudaMalloc buffers, same timing)" : "off",
+           o->coll == T_BARRIER && b->have_nccl ? "; NCCL has no barrier: a 1-element all-reduce stands in" : "");
+    const char *tf = getenv("SYMMEM_TUNE_FILE");
+    printf("# algorithm table: topology [%s], SYMMEM_TUNE_FILE=%s%s%s\n", symmem_coll_fingerprint(ctx->r[0].comm),
+           tf && tf[0] ? tf : "(unset: built-in)", env_algo && env_algo[0] ? ", SYMMEM_ALGO=" : "",
+           env_algo && env_algo[0] ? env_algo : "");
+    if (o->tune) {
+        printf("# --tune: every algorithm per size; winner = lowest time (slowest rank) with #wrong 0, decided by "
+               "rank 0 and broadcast%s\n",
+               o->algo_given ? "; -a ignored" : "");
+        printf("# --tune: table of %s -> %s (section [%s]; other ops and sections kept)\n", t_names[o->coll],
+               tune_path(o), symmem_coll_fingerprint(ctx->r[0].comm));
+        if (!o->check) printf("# --tune with -c 0: results are not checked, so a wrong algorithm can win\n");
+        if (env_algo && env_algo[0] && strcasecmp(env_algo, "auto") != 0)
+            printf("# --tune: SYMMEM_ALGO overrides the table: the auto rows after tuning run %s, not the table\n",
+                   env_algo);
+    }
+    if (o->inprocess && ctx->ngpus < n) printf("# ranks share GPUs: times are not meaningful, check the #wrong column\n");
+    print_columns();
+}
+
+static void print_row(const bench_t *b, const geom_t *g, const char *label, const result_t *sr, const result_t *nr,
+                      double busf)
+{
+    const opts_t *o = &b->o;
+    char s1[96], s2[96], ratio[16];
+    fmt_result(s1, sizeof s1, sr, (double)g->bytes, busf, o->check);
+    if (b->have_nccl)
+        fmt_result(s2, sizeof s2, nr, (double)g->bytes, busf, o->check);
+    else
+        snprintf(s2, sizeof s2, "%10s %7s %7s %7s", "-", "-", "-", "-");
+    if (sr->ok && nr->ok && nr->us > 0)
+        snprintf(ratio, sizeof ratio, "%6.2f", sr->us / nr->us);
+    else
+        snprintf(ratio, sizeof ratio, "%6s", "-");
+    printf(" %11zu %12zu %9s %6s %17s | %s | %s | %s\n", g->bytes, g->total, symmem_dtype_name(o->dt),
+           o->coll == T_AG || o->coll == T_BARRIER ? "none" : symmem_redop_name(o->op), label, s1, s2, ratio);
+    fflush(stdout);
+}
+
+static void print_best(const size_rec_t *recs, int nrec)
+{
+    printf("#\n# best symmem algorithm per size vs NCCL (ratio = symmem time / NCCL time; < 1: symmem faster)\n");
+    printf("#%11s %17s %10s %10s %7s\n", "size", "best algo", "time(us)", "nccl(us)", "ratio");
+    double geo = 0;
+    int ngeo = 0;
+    for (int k = 0; k < nrec; k++) {
+        const size_rec_t *x = &recs[k];
+        const double nccl_us = x->nccl.ok ? x->nccl.us : 0;
+        char r[16] = "-";
+        if (x->best >= 0 && nccl_us > 0) {
+            snprintf(r, sizeof r, "%.2f", x->best_us / nccl_us);
+            geo += log(x->best_us / nccl_us);
+            ngeo++;
+        }
+        printf(" %11zu %17s %10.2f %10.2f %7s\n", x->g.bytes, x->best >= 0 ? x->best_label : "-", x->best_us, nccl_us,
+               r);
+    }
+    if (ngeo) printf("# geometric mean ratio: %.3f over %d sizes\n", exp(geo / ngeo), ngeo);
+}
+
+/* ---- --tune ----------------------------------------------------------------------------------------- */
+/* Before measuring: if FILE exists, every rank loads it, so the rules of the other ops (and of this op,
+ * for the "before" column) are what the file says; symmem_coll_tune_save replaces the whole section of
+ * this topology, so without this a second --tune for another op would drop the first op's rules.
+ * Agreed across ranks; -1 (nothing measured) if any rank cannot read or parse it. */
+static int tune_begin(bench_t *b, const char *path)
+{
+    cc_ctx_t *ctx = &b->ctx;
+    uint64_t failed = 0;
+    if (access(path, F_OK) == 0) {
+        for (int i = 0; i < ctx->nlocal; i++) {
+            if (symmem_coll_tune_load(ctx->r[i].comm, path) == SYMMEM_OK) continue;
+            if (!failed) cc_log(ctx, "--tune: cannot use %s: %s", path, symmem_last_error());
+            failed++;
+        }
+    }
+    if (cc_sum_u64(ctx, failed) != 0) {
+        if (cc_is_root(ctx)) printf("# --tune: %s exists but cannot be used (see above): fix or remove it\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Rank 0 picks each size's winner (its times are already the slowest rank's) and broadcasts it through
+ * the shared-memory channel, so every rank builds the table from the same decisions. Returns the number
+ * of sizes with a winner, or -1 if the channel failed. */
+static int tune_decide(bench_t *b, size_rec_t *recs, int nrec)
+{
+    cc_ctx_t *ctx = &b->ctx;
+    const int root = cc_is_root(ctx);
+    int nwin = 0;
+    for (int k = 0; k < nrec; k++) {
+        int w = -1;
+        double wus = 0;
+        for (int a = SYMMEM_ALGO_AUTO + 1; a < SYMMEM_ALGO_COUNT && root; a++) {
+            const result_t *r = &recs[k].res[a];
+            if (r->ok && r->wrong == 0 && (w < 0 || r->us < wus)) { /* unsupported or wrong never wins */
+                w = a;
+                wus = r->us;
+            }
+        }
+        uint64_t mine[CC_MAX_RANKS], all[CC_MAX_RANKS];
+        for (int i = 0; i < CC_MAX_RANKS; i++) mine[i] = (uint64_t)(int64_t)w;
+        if (cc_allgather_u64(ctx, mine, all) != 0) return -1;
+        const int agreed = (int)(int64_t)all[0]; /* rank 0's */
+        recs[k].winner = agreed > SYMMEM_ALGO_AUTO && agreed < SYMMEM_ALGO_COUNT ? agreed : -1;
+        nwin += recs[k].winner >= 0;
+    }
+    return nwin;
+}
+
+/* floor(sqrt(lo*hi)), kept in [lo, hi) */
+static size_t geo_mid(size_t lo, size_t hi)
+{
+    size_t t = (size_t)floor(sqrt((double)lo * (double)hi));
+    if (t < lo) t = lo;
+    if (t >= hi) t = hi - 1;
+    return t;
+}
+
+/* Contiguous ranges from the agreed winners: a run of sizes with the same winner holds up to the
+ * geometric midpoint between its last size and the next measured size with a winner; the last run
+ * holds up to SIZE_MAX. Sizes below the first measured one fall under the first rule. */
+static int tune_ranges(const size_rec_t *recs, int nrec, size_t *max_bytes, int *algo)
+{
+    int nr = 0;
+    size_t last_key = 0;
+    for (int k = 0; k < nrec; k++) {
+        const int w = recs[k].winner;
+        if (w < 0) continue;
+        if (nr > 0 && algo[nr - 1] == w) {
+            last_key = recs[k].key;
+            continue;
+        }
+        if (nr > 0) max_bytes[nr - 1] = geo_mid(last_key, recs[k].key);
+        algo[nr] = w;
+        last_key = recs[k].key;
+        nr++;
+    }
+    if (nr > 0) max_bytes[nr - 1] = SIZE_MAX;
+    return nr;
+}
+
+/* Every rank: replace this op's rules with the ranges, then check that every rank now chooses the same
+ * algorithm at every measured size (the library compares tables only at init). On failure every rank
+ * clears the op (built-in default; still the same everywhere). Agreed; 0 or -1. */
+static int tune_apply(bench_t *b, const size_rec_t *recs, int nrec, const size_t *max_bytes, const int *algo, int nr)
+{
+    cc_ctx_t *ctx = &b->ctx;
+    const symmem_coll_kind_t kind = coll_kind(b->o.coll);
+    uint64_t failed = 0, hl[CC_MAX_RANKS] = {0}, ha[CC_MAX_RANKS];
+    for (int i = 0; i < ctx->nlocal; i++) {
+        symmem_comm_t c = ctx->r[i].comm;
+        symmem_status_t st = symmem_coll_tune_clear(c, kind);
+        for (int j = 0; j < nr && st == SYMMEM_OK; j++)
+            st = symmem_coll_tune_set(c, kind, max_bytes[j], (symmem_algo_t)algo[j]);
+        if (st != SYMMEM_OK) {
+            cc_log(ctx, "--tune: rank %d: setting the table: %s: %s", ctx->r[i].rank, symmem_status_name(st),
+                   symmem_last_error());
+            failed++;
+        }
+        uint64_t h = 1469598103934665603ull;
+        for (int k = 0; k < nrec; k++) h = (h ^ (uint64_t)symmem_coll_choose(c, kind, recs[k].key)) * 1099511628211ull;
+        hl[i] = h;
+    }
+    int differ = 0;
+    if (cc_allgather_u64(ctx, hl, ha) != 0) return -1;
+    for (int k = 1; k < ctx->nranks; k++) differ |= ha[k] != ha[0];
+    if (cc_sum_u64(ctx, failed) == 0 && !differ) return 0;
+    for (int i = 0; i < ctx->nlocal; i++) symmem_coll_tune_clear(ctx->r[i].comm, kind);
+    if (cc_is_root(ctx))
+        printf("# --tune: %s; %s falls back to the built-in table, nothing written\n",
+               differ ? "ranks ended up with different choices" : "the table could not be set (see above)",
+               t_names[b->o.coll]);
+    return -1;
+}
+
+/* The table as symmem_coll_tune_print writes it, each line behind "#   " so the output stays a table. */
+static void print_table_commented(symmem_comm_t comm)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) {
+        symmem_coll_tune_print(comm, stdout);
+        return;
+    }
+    symmem_coll_tune_print(comm, m);
+    fclose(m);
+    char *save = NULL;
+    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) printf("#   %s\n", line);
+    free(buf);
+}
+
+static void print_tune_summary(const size_rec_t *recs, int nrec)
+{
+    printf("#\n# tuning: before = what auto chose before this pass, after = auto with the new table (times in us,\n"
+           "# slowest rank; ratio = time / NCCL time, < 1: symmem faster; NCCL from the tuning pass)\n");
+    printf("#%11s %17s %10s %6s | %17s %10s %6s | %10s\n", "size", "before", "time", "ratio", "after", "time",
+           "ratio", "nccl");
+    double gb = 0, ga = 0;
+    int nb = 0, na = 0, nowin = 0;
+    for (int k = 0; k < nrec; k++) {
+        const size_rec_t *x = &recs[k];
+        const double nccl = x->nccl.ok ? x->nccl.us : 0;
+        const result_t *bf = x->before > SYMMEM_ALGO_AUTO && x->before < SYMMEM_ALGO_COUNT ? &x->res[x->before] : NULL;
+        const int bok = bf && bf->ok && bf->wrong == 0, aok = x->after.ok && x->after.wrong == 0;
+        char bt[16] = "-", br[16] = "-", at[16] = "-", ar[16] = "-", nt[16] = "-", al[32];
+        if (bok) snprintf(bt, sizeof bt, "%.2f", bf->us);
+        if (aok) snprintf(at, sizeof at, "%.2f", x->after.us);
+        if (nccl > 0) snprintf(nt, sizeof nt, "%.2f", nccl);
+        if (bok && nccl > 0) {
+            snprintf(br, sizeof br, "%.2f", bf->us / nccl);
+            gb += log(bf->us / nccl);
+            nb++;
+        }
+        if (aok && nccl > 0) {
+            snprintf(ar, sizeof ar, "%.2f", x->after.us / nccl);
+            ga += log(x->after.us / nccl);
+            na++;
+        }
+        snprintf(al, sizeof al, "%s%s", symmem_algo_name((symmem_algo_t)x->after_algo), x->winner >= 0 ? "" : "*");
+        nowin += x->winner < 0;
+        printf(" %11zu %17s %10s %6s | %17s %10s %6s | %10s\n", x->g.bytes, symmem_algo_name((symmem_algo_t)x->before),
+               bt, br, al, at, ar, nt);
+    }
+    if (nowin) printf("# *: no algorithm ran correctly at this size; a neighbouring size's range covers it\n");
+    if (nb) printf("# geometric mean ratio before: %.3f over %d sizes\n", exp(gb / nb), nb);
+    if (na) printf("# geometric mean ratio after:  %.3f over %d sizes\n", exp(ga / na), na);
+}
+
+/* After the measuring pass: decide, build, set, save, print, re-measure auto. 0, or -1 when no table was
+ * set or it could not be written. Every rank makes the same collective calls in the same order. */
+static int tune_finish(bench_t *b, size_rec_t *recs, int nrec, double busf, uint64_t *wrong_total)
+{
+    cc_ctx_t *ctx = &b->ctx;
+    const int root = cc_is_root(ctx);
+    const char *path = tune_path(&b->o);
+    size_t max_bytes[BENCH_MAX_SIZES];
+    int algo[BENCH_MAX_SIZES];
+    const int nwin = tune_decide(b, recs, nrec);
+    if (nwin < 0) return -1;
+    const int nr = tune_ranges(recs, nrec, max_bytes, algo);
+    if (nr == 0) {
+        if (root) printf("# --tune: no algorithm ran correctly at any size: table unchanged, nothing written\n");
+        return -1;
+    }
+    if (tune_apply(b, recs, nrec, max_bytes, algo, nr) != 0) return -1;
+    int rc = 0;
+    if (root) {
+        symmem_comm_t c = ctx->r[0].comm;
+        printf("#\n# tuned: %d of %d sizes had a winner, %d rule(s) for %s\n", nwin, nrec, nr, t_names[b->o.coll]);
+        const symmem_status_t st = symmem_coll_tune_save(c, path);
+        if (st == SYMMEM_OK)
+            printf("# written to %s (use it: SYMMEM_TUNE_FILE=%s); the table now in effect:\n", path, path);
+        else {
+            printf("# --tune: could not write %s: %s: %s; the table now in effect (not saved):\n", path,
+                   symmem_status_name(st), symmem_last_error());
+            rc = -1;
+        }
+        print_table_commented(c);
+        printf("#\n# after tuning: auto with the new table (NCCL columns repeat the tuning pass's measurement)\n");
+        print_columns();
+    }
+    for (int k = 0; k < nrec; k++) {
+        size_rec_t *x = &recs[k];
+        char label[32];
+        algo_label(b, &x->g, SYMMEM_ALGO_AUTO, label, sizeof label);
+        x->after_algo = auto_choice(b, &x->g);
+        x->after = measure(b, &x->g, SYMMEM_ALGO_AUTO, 0, cc_mix64(cc_mix64(0xbe4c8ull ^ x->g.bytes) + 0x7475));
+        *wrong_total += x->after.wrong;
+        if (root) print_row(b, &x->g, label, &x->after, &x->nccl, busf);
+    }
+    if (root) print_tune_summary(recs, nrec);
+    return rc;
+}
+
 static int run(bench_t *b)
 {
     cc_ctx_t *ctx = &b->ctx;
     const opts_t *o = &b->o;
     const int n = ctx->nranks, root = cc_is_root(ctx);
     const double busf = o->coll == T_AR ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
-    if (root) {
-        printf("# symmem-bench %d.%d.%d: %s, %d ranks (%s) on %d GPU(s), %s %s\n", SYMMEM_VERSION_MAJOR,
-               SYMMEM_VERSION_MINOR, SYMMEM_VERSION_PATCH, t_names[o->coll], n,
-               o->inprocess ? "threads of one process" : "one process each", ctx->ngpus,
-               symmem_dtype_name(o->dt), o->coll == T_AG || o->coll == T_BARRIER ? "" : symmem_redop_name(o->op));
-        printf("# timing: %s, %d ops per %s, median of %d, slowest rank; warm-up %d; check %s; symmem buffers: %s\n",
-               o->graph ? "CUDA-graph replays" : "eager launches", o->iters, o->graph ? "graph" : "batch", o->replays,
-               o->warmup, o->check ? "on" : "off", o->zero_copy ? "symmetric (zero copy)" : "cudaMalloc (copy-in)");
-        printf("# NCCL baseline: %s%s\n", b->have_nccl ? "on (cudaMalloc buffers, same timing)" : "off",
-               o->coll == T_BARRIER && b->have_nccl ? "; NCCL has no barrier: a 1-element all-reduce stands in" : "");
-        if (o->tune) printf("# --tune: not available, symmem.h exposes no tuning API; nothing written\n");
-        if (o->inprocess && ctx->ngpus < n) printf("# ranks share GPUs: times are not meaningful, check the #wrong column\n");
-        printf("#%11s %12s %9s %6s %13s | %10s %7s %7s %7s | %10s %7s %7s %7s | %6s\n", "size", "count", "type",
-               "redop", "algo", "time", "algbw", "busbw", "#wrong", "nccl time", "algbw", "busbw", "#wrong", "ratio");
-        printf("#%11s %12s %9s %6s %13s | %10s %7s %7s %7s | %10s %7s %7s %7s | %6s\n", "(B)", "(elements)", "", "",
-               "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "");
-    }
-    typedef struct best {
-        size_t bytes;
-        int algo;
-        double us, nccl_us;
-    } best_t;
-    best_t bests[128];
-    int nbest = 0;
+    static size_rec_t recs[BENCH_MAX_SIZES]; /* static: no allocation that could fail on one rank only */
+    size_rec_t scratch;
+    int nrec = 0, rc = 0;
     uint64_t wrong_total = 0;
+    if (root) print_header(b);
+    if (o->tune && tune_begin(b, tune_path(o)) != 0) return 1;
     size_t last = (size_t)-1;
     for (double s = (double)o->minb; s <= (double)o->maxb * 1.0000001; s *= o->factor) {
         geom_t g;
         if (geometry(b, (size_t)s, &g) != 0 || g.bytes == last) continue;
         last = g.bytes;
+        size_rec_t *x = nrec < BENCH_MAX_SIZES ? &recs[nrec] : &scratch; /* --tune never overflows (parse_args) */
+        memset(x, 0, sizeof *x);
+        x->g = g;
+        x->key = table_key(b, &g);
+        x->best = x->winner = -1;
+        x->before = auto_choice(b, &g);
         uint64_t seed = cc_mix64(0xbe4c8ull ^ g.bytes);
-        result_t nr = {0, 0, 0};
-        if (b->have_nccl) nr = measure(b, &g, SYMMEM_ALGO_AUTO, 1, seed);
-        wrong_total += nr.wrong;
-        best_t bb = {g.bytes, -1, 0, nr.ok ? nr.us : 0};
+        if (b->have_nccl) x->nccl = measure(b, &g, SYMMEM_ALGO_AUTO, 1, seed);
+        wrong_total += x->nccl.wrong;
         for (int a = 0; a < o->nalgos; a++) {
+            char label[32];
+            algo_label(b, &g, o->algos[a], label, sizeof label);
             result_t sr = measure(b, &g, o->algos[a], 0, cc_mix64(seed + (uint64_t)a + 1));
+            x->res[o->algos[a]] = sr;
             wrong_total += sr.wrong;
-            if (sr.ok && sr.wrong == 0 && (bb.algo < 0 || sr.us < bb.us)) {
-                bb.algo = o->algos[a];
-                bb.us = sr.us;
+            if (sr.ok && sr.wrong == 0 && (x->best < 0 || sr.us < x->best_us)) {
+                x->best = o->algos[a];
+                x->best_us = sr.us;
+                snprintf(x->best_label, sizeof x->best_label, "%s", label);
             }
-            if (root) {
-                char s1[96], s2[96], ratio[16];
-                fmt_result(s1, sizeof s1, &sr, (double)g.bytes, busf, o->check);
-                if (b->have_nccl)
-                    fmt_result(s2, sizeof s2, &nr, (double)g.bytes, busf, o->check);
-                else
-                    snprintf(s2, sizeof s2, "%10s %7s %7s %7s", "-", "-", "-", "-");
-                if (sr.ok && nr.ok && nr.us > 0)
-                    snprintf(ratio, sizeof ratio, "%6.2f", sr.us / nr.us);
-                else
-                    snprintf(ratio, sizeof ratio, "%6s", "-");
-                printf(" %11zu %12zu %9s %6s %13s | %s | %s | %s\n", g.bytes, g.total, symmem_dtype_name(o->dt),
-                       o->coll == T_AG || o->coll == T_BARRIER ? "none" : symmem_redop_name(o->op),
-                       symmem_algo_name((symmem_algo_t)o->algos[a]), s1, s2, ratio);
-                fflush(stdout);
-            }
+            if (root) print_row(b, &g, label, &sr, &x->nccl, busf);
         }
-        if (nbest < 128) bests[nbest++] = bb;
+        if (nrec < BENCH_MAX_SIZES) nrec++;
         if (o->coll == T_BARRIER) break;
     }
-    if (root) {
-        printf("#\n# best symmem algorithm per size vs NCCL (ratio = symmem time / NCCL time; < 1: symmem faster)\n");
-        printf("#%11s %13s %10s %10s %7s\n", "size", "best algo", "time(us)", "nccl(us)", "ratio");
-        double geo = 0;
-        int ngeo = 0;
-        for (int k = 0; k < nbest; k++) {
-            const best_t *x = &bests[k];
-            char r[16] = "-";
-            if (x->algo >= 0 && x->nccl_us > 0) {
-                snprintf(r, sizeof r, "%.2f", x->us / x->nccl_us);
-                geo += log(x->us / x->nccl_us);
-                ngeo++;
-            }
-            printf(" %11zu %13s %10.2f %10.2f %7s\n", x->bytes, x->algo >= 0 ? symmem_algo_name((symmem_algo_t)x->algo) : "-",
-                   x->us, x->nccl_us, r);
-        }
-        if (ngeo) printf("# geometric mean ratio: %.3f over %d sizes\n", exp(geo / ngeo), ngeo);
-        printf("# out of bounds values: %llu %s\n", (unsigned long long)wrong_total, wrong_total ? "FAILED" : "OK");
+    if (o->tune) {
+        if (tune_finish(b, recs, nrec, busf, &wrong_total) != 0) rc = 1;
+    } else if (root) {
+        print_best(recs, nrec);
     }
-    return wrong_total ? 1 : 0;
+    if (root)
+        printf("# out of bounds values: %llu %s\n", (unsigned long long)wrong_total, wrong_total ? "FAILED" : "OK");
+    return rc || wrong_total ? 1 : 0;
 }
 
 int main(int argc, char **argv)

@@ -163,24 +163,34 @@ static symmem_status_t c_set_access(symmem_comm_t c, symmem_placement_t pl, char
     return SYMMEM_OK;
 }
 
-static symmem_status_t c_zero(void *ptr, size_t bytes)
+/* Run one memset or copy on a private non-blocking stream and wait for it: the legacy default stream
+ * would also wait for every blocking stream of the device, e.g. collectives of other ranks of this
+ * process still in flight, and could then wait forever on a rank that is itself blocked here. */
+static symmem_status_t private_stream_op(void *dst, const void *src, size_t bytes, const char *what)
 {
-    cudaError_t e = cudaMemset(ptr, 0, bytes);
-    if (e == cudaSuccess) e = cudaDeviceSynchronize();
-    if (e != cudaSuccess)
-        return symmem_set_error(SYMMEM_CUDA_ERROR, "zeroing the signal area: %s", cudaGetErrorString(e));
+    cudaStream_t s;
+    cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess) return symmem_set_error(SYMMEM_CUDA_ERROR, "%s: cudaStreamCreate: %s", what, cudaGetErrorString(e));
+    e = src ? cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s) : cudaMemsetAsync(dst, 0, bytes, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    cudaStreamDestroy(s);
+    if (e != cudaSuccess) return symmem_set_error(SYMMEM_CUDA_ERROR, "%s: %s", what, cudaGetErrorString(e));
     return SYMMEM_OK;
 }
+
+static symmem_status_t c_zero(void *ptr, size_t bytes) { return private_stream_op(ptr, NULL, bytes, "zeroing the signal area"); }
 
 static symmem_status_t c_make_table(void *const *host, size_t n, void ***out)
 {
     void **t = NULL;
     cudaError_t e = cudaMalloc((void **)&t, n * sizeof *t);
-    if (e == cudaSuccess) e = cudaMemcpy(t, host, n * sizeof *t, cudaMemcpyHostToDevice);
-    if (e != cudaSuccess) {
-        if (t) cudaFree(t);
+    if (e != cudaSuccess)
         return symmem_set_error(e == cudaErrorMemoryAllocation ? SYMMEM_OUT_OF_MEMORY : SYMMEM_CUDA_ERROR,
                                 "device pointer table: %s", cudaGetErrorString(e));
+    symmem_status_t st = private_stream_op(t, host, n * sizeof *t, "device pointer table");
+    if (st != SYMMEM_OK) {
+        cudaFree(t);
+        return st;
     }
     *out = t;
     return SYMMEM_OK;

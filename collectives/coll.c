@@ -193,6 +193,30 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
     }
     SYMMEM_CHECK_GOTO(agree_across_ranks(comm, co), st, fail);
     SYMMEM_CHECK_GOTO(plan_workspace(comm, co), st, fail);
+    co->colocated_peer = -1;
+    for (int q = 0; q < comm->nranks && co->colocated_peer < 0; q++)
+        if (q != comm->rank && comm->peers[q].pid == comm->peers[comm->rank].pid &&
+            strcmp(comm->peers[q].pci_bus_id, comm->peers[comm->rank].pci_bus_id) == 0)
+            co->colocated_peer = q;
+    /* Load every kernel now (this thread has the communicator's device current): a kernel loaded lazily
+     * at its first launch can wait for the running kernels of its context, and ours wait for each other
+     * (kernels.cu, symmem_coll_preload). It also checks that a 512-thread block fits on one SM, which
+     * the co-residency rule (max_blocks per rank, all resident at once) assumes. */
+    symmem_coll_preload_info_t pre;
+    if ((e = (cudaError_t)symmem_coll_preload(&pre)) != cudaSuccess) {
+        st = cuda_fail(e, "loading the collective kernels");
+        goto fail;
+    }
+    if (pre.min_blocks_per_sm < 1) {
+        st = symmem_set_error(SYMMEM_CUDA_ERROR,
+                              "collectives: a block of %d threads of the collective kernels does not fit on one SM "
+                              "of this GPU (%d registers per thread)",
+                              SYMMEM_COLL_THREADS, pre.max_regs);
+        goto fail;
+    }
+    SYMMEM_DEBUG(SYMMEM_SUBSYS_COLL, "loaded %d collective kernels: at most %d registers per thread, %d block(s) of %d "
+                                     "threads per SM",
+                 pre.kernels, pre.max_regs, pre.min_blocks_per_sm, SYMMEM_COLL_THREADS);
     SYMMEM_CHECK_GOTO(symmem_alloc(comm, co->ws_bytes, &co->ws), st, fail);
     for (int r = 0; r < comm->nranks; r++) co->ws_peers[r] = symmem_buffer_peer_ptr(co->ws, r);
 
@@ -258,6 +282,24 @@ void symmem_coll_comm_fini(symmem_comm_t comm)
 }
 
 /* ---- errors ------------------------------------------------------------------------------------------------ */
+/* Which of the last operations launched here carries `tag` (a flag's tag is the hash of its call's
+ * arguments, the same on every rank that made that call): "all_gather oneshot_pull 16411 x half". */
+static void describe_tag(const struct symmem_coll *co, uint32_t tag, char *out, size_t size)
+{
+    const uint64_t n = co->launches < SYMMEM_COLL_HIST ? co->launches : SYMMEM_COLL_HIST;
+    for (uint64_t k = 1; k <= n; k++) {
+        const struct symmem_coll_hist *e = &co->hist[(co->launches - k) % SYMMEM_COLL_HIST];
+        if (e->tag != tag) continue;
+        if (e->kind == SYMMEM_COLL_BARRIER)
+            snprintf(out, size, "a barrier");
+        else
+            snprintf(out, size, "%s %s %" PRIu64 " x %s", symmem_coll_kind_name((symmem_coll_kind_t)e->kind),
+                     symmem_algo_name((symmem_algo_t)e->algo), e->count, symmem_dtype_name((symmem_dtype_t)e->dtype));
+        return;
+    }
+    snprintf(out, size, "tag %04x, none of the last %d operations launched here", tag, SYMMEM_COLL_HIST);
+}
+
 symmem_status_t symmem_coll_poll_error(symmem_comm_t comm)
 {
     if (!comm || !comm->coll || !comm->coll->err) return SYMMEM_OK;
@@ -269,29 +311,41 @@ symmem_status_t symmem_coll_poll_error(symmem_comm_t comm)
     const symmem_coll_kind_t kind = (symmem_coll_kind_t)rec->kind;
     const char *op = symmem_coll_kind_name(kind);
     const char *algo = kind == SYMMEM_COLL_BARRIER ? "barrier" : symmem_algo_name((symmem_algo_t)rec->algo);
-    char msg[512];
+    const uint64_t seen = rec->seen;
+    char msg[512], last[128];
     switch (rec->reason) {
     case SYMMEM_COLL_ERR_TIMEOUT:
-        if (rec->algo == SYMMEM_ALGO_ONESHOT_PUSH && kind != SYMMEM_COLL_ALL_GATHER)
+        if (rec->algo == SYMMEM_ALGO_ONESHOT_PUSH && kind != SYMMEM_COLL_ALL_GATHER && kind != SYMMEM_COLL_BARRIER)
             snprintf(msg, sizeof msg,
                      "rank %d: %s (%s) sequence number %" PRIu64 " timed out after %d ms waiting for the data of rank "
                      "%d (Lamport round %" PRIu64 ", block %u): rank %d did not make the same call, exited or is "
                      "stuck. The communicator is unusable; destroy it (SYMMEM_TIMEOUT_MS sets the timeout)",
                      rec->rank, op, algo, rec->call, comm->timeout_ms, rec->peer, rec->epoch, rec->block, rec->peer);
-        else
+        else {
+            /* Epochs advance only in flag-based operations (Lamport ones use none), two per round; the flag's
+             * tag names the operation the peer signalled last on this block. */
+            if ((seen >> 16) == 0)
+                snprintf(last, sizeof last, "none yet");
+            else {
+                char what[80];
+                describe_tag(co, (uint32_t)(seen & 0xffffu), what, sizeof what);
+                snprintf(last, sizeof last, "epoch %" PRIu64 ", %s", seen >> 16, what);
+            }
             snprintf(msg, sizeof msg,
                      "rank %d: %s (%s) sequence number %" PRIu64 " timed out after %d ms waiting for rank %d (block %u, "
-                     "epoch %" PRIu64 ", its flag showed epoch %" PRIu64 "): rank %d did not make the same call, exited "
-                     "or is stuck. The communicator is unusable; destroy it (SYMMEM_TIMEOUT_MS sets the timeout)",
-                     rec->rank, op, algo, rec->call, comm->timeout_ms, rec->peer, rec->block, rec->epoch,
-                     rec->seen >> 16, rec->peer);
+                     "epoch %" PRIu64 "; its last flag there: %s): rank %d did not make the same call, exited or is "
+                     "stuck. The communicator is unusable; destroy it (SYMMEM_TIMEOUT_MS sets the timeout)",
+                     rec->rank, op, algo, rec->call, comm->timeout_ms, rec->peer, rec->block, rec->epoch, last,
+                     rec->peer);
+        }
         break;
     case SYMMEM_COLL_ERR_MISMATCH:
         snprintf(msg, sizeof msg,
                  "rank %d: %s (%s) sequence number %" PRIu64 ": rank %d reached the same point with different "
                  "arguments (tag %04" PRIx64 ", ours %04x): every rank must pass the same count, dtype, op and "
-                 "algorithm, and either all plain device buffers or the same symmetric buffer at the same offset",
-                 rec->rank, op, algo, rec->call, rec->peer, rec->seen & 0xffffu, rec->tag);
+                 "algorithm, and either all plain device buffers or the same symmetric buffer at the same offset "
+                 "(in-place all_gather: the receive buffer at the same offset)",
+                 rec->rank, op, algo, rec->call, rec->peer, seen & 0xffffu, rec->tag);
         break;
     case SYMMEM_COLL_ERR_CONCURRENT:
         snprintf(msg, sizeof msg,
@@ -305,6 +359,15 @@ symmem_status_t symmem_coll_poll_error(symmem_comm_t comm)
                  algo, rec->call, rec->reason);
         break;
     }
+    if (!co->error_reported && rec->reason == SYMMEM_COLL_ERR_TIMEOUT && rec->peer >= 0 &&
+        rec->peer < comm->nranks && comm->peers[rec->peer].pid == comm->peers[comm->rank].pid)
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
+                    "rank %d runs in this process (GPU %s): one thread that drives several ranks enqueues rank after "
+                    "rank, so every kernel it enqueues after this operation and before the peer's must run "
+                    "concurrently with it: use one stream per rank (not the legacy default stream), and load every "
+                    "kernel of your own before (CUDA lazy loading may wait for running kernels: launch each once "
+                    "first, or set CUDA_MODULE_LOADING=EAGER)",
+                    rec->peer, comm->peers[rec->peer].pci_bus_id);
     symmem_comm_set_error(comm, (symmem_status_t)status, msg);
     if (!co->error_reported) {
         co->error_reported = 1;
@@ -442,24 +505,75 @@ static symmem_status_t check_args(symmem_comm_t comm, const coll_call_t *c, size
     return SYMMEM_OK;
 }
 
-/* Pull algorithms may read the sender's buffer in place when it lies in a symmetric buffer of this comm. */
+/* Pull algorithms may read the senders' inputs in place when they lie in a symmetric buffer of this
+ * communicator ("zero copy"): p->zc[q] is where rank q's input is mapped here. Every rank computes every
+ * zc[q] from ITS OWN view of the shared buffer, so the rule every rank must follow is stated for the buffer
+ * region all ranks share (the same symmetric buffer, the same offset `region` on every rank):
+ *  - all-reduce, reduce-scatter (in place too: recv = send + rank*count, the region starts at send) and
+ *    out-of-place all-gather: the region is the input; rank q's input is at region:
+ *    zc[q] = peer_base(q) + region, region = send - base.
+ *  - in-place all-gather (send = recv + rank*count*es): the region is the RECEIVE buffer; rank q's input is
+ *    its own chunk q of it: zc[q] = peer_base(q) + region + q*in_bytes, region = recv - base. (Using send's
+ *    offset, region + rank*in_bytes, differs on every rank -- a false tag mismatch -- and would point zc[q]
+ *    at chunk `rank` of rank q, which rank q is overwriting.)
+ * The tag hashes the region's offset, the form (in-place all-gather or not) and the buffer's sizes: ranks
+ * that pass other offsets or forms stop with SYMMEM_INVALID_USAGE instead of reading the wrong memory.
+ * Returns 1 (zero copy, p->zc filled, *h updated) or 0 (copy-in path; the same decision on every rank that
+ * follows the rule, and a different one shows up in the tag through zc_on). */
 static int zero_copy(symmem_comm_t comm, const coll_call_t *c, size_t in_bytes, size_t out_bytes, int two,
                      symmem_coll_params_t *p, uint32_t *h)
 {
     symmem_buffer_t buf = symmem_buffer_lookup(comm, c->send);
     if (!buf) return 0;
     const char *base = symmem_buffer_ptr(buf);
+    const size_t size = symmem_buffer_size(buf);
     const size_t off = (size_t)((const char *)c->send - base);
-    if (off + in_bytes > symmem_buffer_size(buf)) return 0;
+    const int ag_in_place = c->kind == SYMMEM_COLL_ALL_GATHER && p->in_place;
+    const size_t lead = ag_in_place ? (size_t)comm->rank * in_bytes : 0; /* send - start of the region */
+    const size_t region_bytes = ag_in_place ? out_bytes : in_bytes;
+    if (off < lead) return 0; /* in-place all-gather whose receive buffer starts before this symmetric buffer */
+    const size_t region = off - lead;
+    if (region_bytes > size || region > size - region_bytes) return 0;
     if (!two) {
         if (in_bytes < ZC_MIN_BYTES) return 0;
         /* one-shot all-reduce in place: peers would read my input while I overwrite it */
         if (c->kind == SYMMEM_COLL_ALL_REDUCE && ranges_overlap(c->send, in_bytes, c->recv, out_bytes)) return 0;
     }
-    for (int q = 0; q < comm->nranks; q++) p->zc[q] = (const char *)symmem_buffer_peer_ptr(buf, q) + off;
-    *h = hash_mix(*h, off);
+    for (int q = 0; q < comm->nranks; q++)
+        p->zc[q] = (const char *)symmem_buffer_peer_ptr(buf, q) + region + (ag_in_place ? (size_t)q * in_bytes : 0);
+    *h = hash_mix(*h, region);
+    *h = hash_mix(*h, (uint64_t)ag_in_place);
+    *h = hash_mix(*h, size);
     *h = hash_mix(*h, symmem_buffer_mapped_size(buf));
     return 1;
+}
+
+/* Remember what was launched with which tag (error messages name the operation a late peer last signalled). */
+static void record_launch(struct symmem_coll *co, uint32_t tag, symmem_coll_kind_t kind, symmem_algo_t algo,
+                          symmem_dtype_t dtype, size_t count)
+{
+    struct symmem_coll_hist *e = &co->hist[co->launches % SYMMEM_COLL_HIST];
+    e->tag = tag;
+    e->kind = (int32_t)kind;
+    e->algo = (int32_t)algo;
+    e->dtype = (int32_t)dtype;
+    e->count = count;
+    co->launches++;
+}
+
+/* Two ranks of this process on one GPU must run their kernels at the same time: the legacy default stream
+ * serialises them (one waits for the other forever), so say so before the timeout does. Warned once. */
+static void check_stream(symmem_comm_t comm, symmem_stream_t stream, const char *call)
+{
+    struct symmem_coll *co = comm->coll;
+    if (co->colocated_peer < 0 || co->legacy_stream_warned) return;
+    if (stream != NULL && (cudaStream_t)stream != cudaStreamLegacy) return;
+    co->legacy_stream_warned = 1;
+    SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
+                "%s on the legacy default stream, while rank %d runs in this process on the same GPU: kernels of "
+                "co-located ranks wait for each other and must run concurrently; give every rank its own stream "
+                "(cudaStreamNonBlocking), or its operations can only time out",
+                call, co->colocated_peer);
 }
 
 static symmem_status_t run_collective(symmem_comm_t comm, const coll_call_t *c)
@@ -544,10 +658,12 @@ static symmem_status_t run_collective(symmem_comm_t comm, const coll_call_t *c)
     SYMMEM_TRACE(SYMMEM_SUBSYS_COLL, "%s count %zu %s %s algo %s grid %" PRIu64 " rounds %u segp %" PRIu64 " zc %d",
                  c->name, c->count, symmem_dtype_name(c->dtype), symmem_redop_name(p.op), symmem_algo_name(algo), grid,
                  p.rounds, p.segp, p.zc_on);
+    check_stream(comm, c->stream, c->name);
     const cudaError_t e = (cudaError_t)symmem_coll_launch(&p, fam, (int)grid, c->stream);
     if (e != cudaSuccess)
         return symmem_set_error(SYMMEM_CUDA_ERROR, "%s (%s): kernel launch failed: %s (%s)", c->name,
                                 symmem_algo_name(algo), cudaGetErrorName(e), cudaGetErrorString(e));
+    record_launch(co, p.tag, c->kind, algo, c->dtype, c->count);
     return SYMMEM_OK;
 }
 
@@ -604,10 +720,13 @@ symmem_status_t symmem_barrier(symmem_comm_t comm, symmem_stream_t stream)
         p.timeout_ns = comm->timeout_ms > 0 ? (uint64_t)comm->timeout_ms * 1000000u : 0;
         uint32_t h = hash_mix(2166136261u, SYMMEM_COLL_BARRIER);
         p.tag = (h ^ (h >> 16)) & 0xffffu;
+        check_stream(comm, stream, "symmem_barrier");
         const cudaError_t ce = (cudaError_t)symmem_coll_launch_barrier(&p, stream);
         if (ce != cudaSuccess)
             st = symmem_set_error(SYMMEM_CUDA_ERROR, "symmem_barrier: kernel launch failed: %s (%s)", cudaGetErrorName(ce),
                                   cudaGetErrorString(ce));
+        else
+            record_launch(co, p.tag, SYMMEM_COLL_BARRIER, SYMMEM_ALGO_AUTO, SYMMEM_FLOAT32, 0);
     }
     symmem_entry_end(&e);
     return st;

@@ -114,6 +114,16 @@ int symmem_coll_launch_barrier(const symmem_coll_params_t *p, void *stream);
 /* Fill `bytes` at `ptr` (16-byte multiple, aligned) with the Lamport empty word, on `stream`. */
 int symmem_coll_launch_fill_empty(void *ptr, size_t bytes, void *stream);
 
+/* What symmem_coll_preload learnt about the kernels. */
+typedef struct symmem_coll_preload_info {
+    int kernels;           /* kernels loaded */
+    int max_regs;          /* most registers per thread of any kernel */
+    int min_blocks_per_sm; /* fewest blocks of SYMMEM_COLL_THREADS of any data kernel that fit on one SM */
+} symmem_coll_preload_info_t;
+/* Load every kernel of the collectives into the current device's context now, not at its first launch
+ * (CUDA lazy loading can wait for running kernels: see kernels.cu). Returns the first cudaError_t. */
+int symmem_coll_preload(symmem_coll_preload_info_t *info);
+
 /* ---- tuning table (tune.c) ---------------------------------------------------------------------------- */
 #define SYMMEM_COLL_MAX_RULES 64
 typedef struct symmem_coll_rule {
@@ -127,6 +137,7 @@ typedef struct symmem_coll_table {
     symmem_coll_rule_t rules[SYMMEM_COLL_MAX_RULES]; /* sorted by kind, then max_bytes */
 } symmem_coll_table_t;
 
+#define SYMMEM_COLL_HIST 16
 /* The collectives' per-communicator state (comm->coll). */
 struct symmem_coll {
     symmem_buffer_t ws;                /* symmetric workspace */
@@ -143,6 +154,18 @@ struct symmem_coll {
     symmem_coll_table_t table;             /* active rules (from the tuning file or symmem_coll_tune_set) */
     symmem_coll_table_t defaults;          /* built-in rules; used for a kind the active table lacks */
     int error_reported;                    /* the kernel error record was turned into comm->async_error */
+    /* A peer rank in this process on this GPU (symmem_comm_init_all with several ranks per GPU): its
+     * kernels and ours must run at the same time, which only separate non-legacy streams allow. */
+    int colocated_peer;                    /* lowest such rank, -1 if none */
+    int legacy_stream_warned;
+    /* The last operations launched, for error messages: a flag's tag says which one a late peer last
+     * signalled. Host side only; written by the (single) thread that drives this rank. */
+    struct symmem_coll_hist {
+        uint32_t tag;
+        int32_t kind, algo, dtype;
+        uint64_t count;
+    } hist[SYMMEM_COLL_HIST];
+    uint64_t launches; /* launches recorded in hist (hist[launches % SYMMEM_COLL_HIST] is the next slot) */
 };
 
 /* Built-in defaults for this communicator's link class and rank count. */

@@ -499,6 +499,73 @@ template <int FAM> const void *kernel_for(int dtype, int op)
 
 } // namespace symmem_k
 
+namespace symmem_k {
+
+/* Load one kernel into the current device's context now (cudaFuncGetAttributes needs the loaded function,
+ * so it forces CUDA's lazy loading), and note its registers and how many of its blocks fit on one SM. */
+static int preload_one(const void *fn, int threads, symmem_coll_preload_info_t *info)
+{
+    cudaFuncAttributes a;
+    cudaError_t e = cudaFuncGetAttributes(&a, fn);
+    if (e != cudaSuccess) return (int)e;
+    int per_sm = 0;
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, 0);
+    if (e != cudaSuccess) return (int)e;
+    info->kernels++;
+    if (a.numRegs > info->max_regs) info->max_regs = a.numRegs;
+    if (info->min_blocks_per_sm < 0 || per_sm < info->min_blocks_per_sm) info->min_blocks_per_sm = per_sm;
+    return 0;
+}
+
+template <typename T, int FAM> static int preload_ops(symmem_coll_preload_info_t *info)
+{
+    int e = 0;
+#define SYMMEM_K_PRELOAD_OP_(name, value)                                                                  \
+    if (e == 0) e = preload_one(reinterpret_cast<const void *>(&coll_kernel<T, value, FAM>), SYMMEM_COLL_THREADS, info);
+    SYMMEM_REDOP_LIST(SYMMEM_K_PRELOAD_OP_)
+#undef SYMMEM_K_PRELOAD_OP_
+    return e;
+}
+
+template <int FAM> static int preload_family(symmem_coll_preload_info_t *info)
+{
+    int e = 0;
+#define SYMMEM_K_PRELOAD_DT_(name, value, ctype, bytes)                                                    \
+    if (e == 0) e = preload_ops<ctype, FAM>(info);
+    SYMMEM_DTYPE_LIST(SYMMEM_K_PRELOAD_DT_)
+#undef SYMMEM_K_PRELOAD_DT_
+    return e;
+}
+
+} // namespace symmem_k
+
+#define SYMMEM_K_BARRIER_THREADS (32 * ((SYMMEM_MAX_RANKS + 31) / 32))
+
+/* Why this exists: since CUDA 12.2 kernels are loaded lazily, at their first launch in a context, and
+ * loading a kernel may wait until the kernels running in that context finish (CUDA programming guide,
+ * "Lazy Loading", concurrent execution hazard). Our kernels spin until the peers' kernels arrive. When one
+ * host thread drives several ranks (symmem_comm_init_all), it enqueues rank 0's operation, then rank 1's,
+ * ...: if a kernel is loaded for the first time while rank 0's collective on that GPU waits for a
+ * co-located rank's kernel that the thread has not enqueued yet, the load waits for the collective and the
+ * collective for the load -- until the timeout. Loading every kernel of the library at communicator init
+ * removes the library's own kernels from that hazard (user kernels: docs/collectives.md, "Streams"). */
+extern "C" int symmem_coll_preload(symmem_coll_preload_info_t *info)
+{
+    using namespace symmem_k;
+    info->kernels = 0;
+    info->max_regs = 0;
+    info->min_blocks_per_sm = -1;
+    int e = preload_family<SYMMEM_COLL_FAM_PULL>(info);
+    if (e == 0) e = preload_family<SYMMEM_COLL_FAM_PUSH>(info);
+    if (e == 0) e = preload_family<SYMMEM_COLL_FAM_LAMPORT>(info);
+    /* the barrier and the fill kernel do not count for min_blocks_per_sm (small blocks) */
+    symmem_coll_preload_info_t small = {0, 0, -1};
+    if (e == 0) e = preload_one(reinterpret_cast<const void *>(&barrier_kernel), SYMMEM_K_BARRIER_THREADS, &small);
+    if (e == 0) e = preload_one(reinterpret_cast<const void *>(&fill_empty_kernel), 256, &small);
+    if (e == 0) info->kernels += small.kernels;
+    return e;
+}
+
 extern "C" int symmem_coll_launch(const symmem_coll_params_t *p, int family, int grid, void *stream)
 {
     using namespace symmem_k;
@@ -522,7 +589,7 @@ extern "C" int symmem_coll_launch_barrier(const symmem_coll_params_t *p, void *s
     void *args[] = {const_cast<symmem_coll_params_t *>(p)};
     /* one block; the flag threads are 0..n-1 */
     return (int)cudaLaunchKernel(reinterpret_cast<const void *>(&symmem_k::barrier_kernel), dim3(1),
-                                 dim3(32 * ((SYMMEM_MAX_RANKS + 31) / 32)), args, 0, static_cast<cudaStream_t>(stream));
+                                 dim3(SYMMEM_K_BARRIER_THREADS), args, 0, static_cast<cudaStream_t>(stream));
 }
 
 extern "C" int symmem_coll_launch_fill_empty(void *ptr, size_t bytes, void *stream)

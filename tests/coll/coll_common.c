@@ -364,7 +364,8 @@ int cc_start(int *argc, char **argv, const char *name, int default_nranks, int t
         r->rank = child;
         r->device = child % ndev;
         if (cudaSetDevice(r->device) != cudaSuccess || cudaFree(NULL) != cudaSuccess ||
-            cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking) != cudaSuccess) {
+            cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking) != cudaSuccess ||
+            cc_dev_preload() != cudaSuccess) {
             cc_log(ctx, "FAIL: CUDA init on device %d", r->device);
             cc_shm_abort(ctx->shm);
             *exit_code = 1;
@@ -398,8 +399,11 @@ int cc_start(int *argc, char **argv, const char *name, int default_nranks, int t
             devices[r] = r % ndev;
             ctx->r[r].rank = r;
             ctx->r[r].device = devices[r];
+            /* cc_dev_preload: one thread enqueues rank after rank, so no helper kernel may be loaded lazily
+             * while a collective waits for a rank not enqueued yet (see coll_kernels.cu). */
             if (cudaSetDevice(devices[r]) != cudaSuccess ||
-                cudaStreamCreateWithFlags(&ctx->r[r].stream, cudaStreamNonBlocking) != cudaSuccess) {
+                cudaStreamCreateWithFlags(&ctx->r[r].stream, cudaStreamNonBlocking) != cudaSuccess ||
+                cc_dev_preload() != cudaSuccess) {
                 cc_log(ctx, "FAIL: CUDA init on device %d", devices[r]);
                 *exit_code = 1;
                 return 0;

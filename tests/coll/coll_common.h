@@ -164,6 +164,9 @@ cudaError_t cc_dev_read_peers(uint64_t *dst, void *const *peer_ptrs, int nranks,
                               cudaStream_t stream);
 /* ((uint64_t *)p)[slot] = v. */
 cudaError_t cc_dev_write_u64(void *p, size_t slot, uint64_t v, cudaStream_t stream);
+/* Load the helper kernels above into the current device's context (CUDA lazy loading can make a first
+ * launch wait for running kernels, i.e. for a collective that waits on a rank not enqueued yet). */
+cudaError_t cc_dev_preload(void);
 
 #ifdef __cplusplus
 }

@@ -113,3 +113,23 @@ extern "C" cudaError_t cc_dev_write_u64(void *p, size_t slot, uint64_t v, cudaSt
     write_u64_kernel<<<1, 1, 0, stream>>>(static_cast<uint64_t *>(p), slot, v);
     return cudaGetLastError();
 }
+
+/* Load every helper kernel into the current device's context now. Since CUDA 12.2 a kernel is loaded at
+ * its first launch, and loading may wait for the kernels running in the context. In-process runs enqueue
+ * rank after rank from one thread, so a helper launched for the first time right after a collective (e.g.
+ * coll_b2b's read_peers_kernel after rank 0's barrier) would wait for that collective, which waits for a
+ * co-located rank's collective that is enqueued only after the launch returns: a hang until the timeout. */
+extern "C" cudaError_t cc_dev_preload(void)
+{
+    const void *fns[] = {
+        reinterpret_cast<const void *>(&fill_kernel),       reinterpret_cast<const void *>(&record_kernel),
+        reinterpret_cast<const void *>(&incr_kernel),       reinterpret_cast<const void *>(&spin_kernel),
+        reinterpret_cast<const void *>(&read_peers_kernel), reinterpret_cast<const void *>(&write_u64_kernel),
+    };
+    for (const void *fn : fns) {
+        cudaFuncAttributes a;
+        cudaError_t e = cudaFuncGetAttributes(&a, fn);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+}

@@ -48,10 +48,14 @@ static void *open_nccl(void)
 
 static void load(void)
 {
-    /* NCCL linked statically into the application: its symbols are global. */
-    void *h = dlsym(RTLD_DEFAULT, "ncclCommRegister") ? RTLD_DEFAULT : open_nccl();
-    if (h == RTLD_DEFAULT) snprintf(nccl.where, sizeof nccl.where, "NCCL symbols of the application");
-    if (!h) return;
+    /* NCCL already in the global scope (linked into the application, or loaded RTLD_GLOBAL). Note that
+     * RTLD_DEFAULT is a null handle, so "found" is tracked apart from the handle. */
+    void *h = RTLD_DEFAULT;
+    if (dlsym(RTLD_DEFAULT, "ncclCommRegister")) {
+        snprintf(nccl.where, sizeof nccl.where, "NCCL symbols in the process's global scope");
+    } else if (!(h = open_nccl())) {
+        return;
+    }
     nccl.reg = (reg_fn)dlsym(h, "ncclCommRegister");
     nccl.dereg = (dereg_fn)dlsym(h, "ncclCommDeregister");
     nccl.win_reg = (win_reg_fn)dlsym(h, "ncclCommWindowRegister");

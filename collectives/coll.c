@@ -140,15 +140,19 @@ typedef struct agree {
     int32_t max_grid;
     int32_t env_algo;
     uint64_t table_hash;
+    int32_t pdl;
+    int32_t pad;
 } agree_t;
 
 static symmem_status_t agree_across_ranks(symmem_comm_t comm, struct symmem_coll *co)
 {
-    agree_t me = {co->max_grid, (int32_t)co->env_algo, symmem_coll_table_hash(&co->table)}, all[SYMMEM_MAX_RANKS];
+    agree_t me = {co->max_grid, (int32_t)co->env_algo, symmem_coll_table_hash(&co->table), co->pdl, 0},
+            all[SYMMEM_MAX_RANKS];
     SYMMEM_CHECK(symmem_comm_allgather(comm, &me, all, sizeof me));
     int table_differs = 0;
     for (int r = 0; r < comm->nranks; r++) {
         if (all[r].max_grid < co->max_grid) co->max_grid = all[r].max_grid;
+        if (!all[r].pdl) co->pdl = 0; /* the same launch mode everywhere keeps timing symmetric */
         if (all[r].env_algo != me.env_algo)
             return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
                                     "SYMMEM_ALGO differs between ranks (rank %d: %s, this rank: %s): every rank must "
@@ -176,6 +180,9 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
 
     co->max_grid = comm->max_blocks < SYMMEM_COLL_MAX_GRID ? comm->max_blocks : SYMMEM_COLL_MAX_GRID;
     if (co->max_grid < 1) co->max_grid = 1;
+    /* Programmatic dependent launch (see symmem_coll_launch): Hopper and newer, one rank per GPU. */
+    co->pdl = symmem_param_int(SYMMEM_PARAM_PDL) != 0 && comm->ranks_per_device == 1 &&
+              comm->peers[comm->rank].cc_major >= 9;
     co->env_algo = SYMMEM_ALGO_AUTO;
     const char *env = symmem_param_str(SYMMEM_PARAM_ALGO);
     if (env[0] && symmem_algo_from_name(env, &co->env_algo) != SYMMEM_OK) {
@@ -253,9 +260,9 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
     s = NULL;
     SYMMEM_CHECK_GOTO(symmem_comm_barrier(comm), st, fail);
     SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
-                "collectives ready: workspace %zu bytes (Lamport 3 x %zu, data 2 x %zu), %d blocks/kernel, links %s, "
-                "fingerprint %s, table %s",
-                co->ws_bytes, co->lam_buf_bytes, co->half_bytes, co->max_grid,
+                "collectives ready: workspace %zu bytes (Lamport 3 x %zu, data 2 x %zu), %d blocks/kernel, PDL %s, "
+                "links %s, fingerprint %s, table %s",
+                co->ws_bytes, co->lam_buf_bytes, co->half_bytes, co->max_grid, co->pdl ? "on" : "off",
                 co->link_class == SYMMEM_LINK_NVLINK ? "nvlink" : co->link_class == SYMMEM_LINK_PCIE ? "pcie" : "host",
                 co->fingerprint, co->table.nrules ? "from SYMMEM_TUNE_FILE" : "built-in");
     return SYMMEM_OK;
@@ -659,7 +666,7 @@ static symmem_status_t run_collective(symmem_comm_t comm, const coll_call_t *c)
                  c->name, c->count, symmem_dtype_name(c->dtype), symmem_redop_name(p.op), symmem_algo_name(algo), grid,
                  p.rounds, p.segp, p.zc_on);
     check_stream(comm, c->stream, c->name);
-    const cudaError_t e = (cudaError_t)symmem_coll_launch(&p, fam, (int)grid, c->stream);
+    const cudaError_t e = (cudaError_t)symmem_coll_launch(&p, fam, (int)grid, c->stream, co->pdl);
     if (e != cudaSuccess)
         return symmem_set_error(SYMMEM_CUDA_ERROR, "%s (%s): kernel launch failed: %s (%s)", c->name,
                                 symmem_algo_name(algo), cudaGetErrorName(e), cudaGetErrorString(e));
@@ -721,7 +728,7 @@ symmem_status_t symmem_barrier(symmem_comm_t comm, symmem_stream_t stream)
         uint32_t h = hash_mix(2166136261u, SYMMEM_COLL_BARRIER);
         p.tag = (h ^ (h >> 16)) & 0xffffu;
         check_stream(comm, stream, "symmem_barrier");
-        const cudaError_t ce = (cudaError_t)symmem_coll_launch_barrier(&p, stream);
+        const cudaError_t ce = (cudaError_t)symmem_coll_launch_barrier(&p, stream, co->pdl);
         if (ce != cudaSuccess)
             st = symmem_set_error(SYMMEM_CUDA_ERROR, "symmem_barrier: kernel launch failed: %s (%s)", cudaGetErrorName(ce),
                                   cudaGetErrorString(ce));

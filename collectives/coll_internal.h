@@ -107,10 +107,14 @@ typedef struct symmem_coll_params {
 } symmem_coll_params_t;
 
 /* Launch one collective kernel (kernels.cu). `family`, `dtype`, `op` select the instantiation;
- * returns the cudaError_t of the launch. */
-int symmem_coll_launch(const symmem_coll_params_t *p, int family, int grid, void *stream);
+ * returns the cudaError_t of the launch. `pdl` launches with programmatic stream serialization
+ * (programmatic dependent launch, sm_90+): the kernel may start while the previous kernel of the stream
+ * finishes and waits for it with griddepcontrol.wait before touching memory, which hides launch latency.
+ * Only when no other rank shares the GPU: an early-launched kernel holds SM resources while it waits,
+ * which a co-located rank's spinning kernel could need. */
+int symmem_coll_launch(const symmem_coll_params_t *p, int family, int grid, void *stream, int pdl);
 /* The barrier kernel: one block, one sync. */
-int symmem_coll_launch_barrier(const symmem_coll_params_t *p, void *stream);
+int symmem_coll_launch_barrier(const symmem_coll_params_t *p, void *stream, int pdl);
 /* Fill `bytes` at `ptr` (16-byte multiple, aligned) with the Lamport empty word, on `stream`. */
 int symmem_coll_launch_fill_empty(void *ptr, size_t bytes, void *stream);
 
@@ -148,6 +152,7 @@ struct symmem_coll {
     symmem_coll_error_record_t *err;       /* host-mapped pinned memory, host address */
     symmem_coll_error_record_t *err_dev;   /* the same record, device address */
     int max_grid;                          /* blocks per kernel: min(comm->max_blocks, MAX_GRID) */
+    int pdl;                               /* launch with programmatic stream serialization (sm_90+, 1 rank per GPU) */
     symmem_link_t link_class;              /* worst link between any two ranks (the same on every rank) */
     symmem_algo_t env_algo;                /* SYMMEM_ALGO, AUTO if unset */
     char fingerprint[128];

@@ -111,6 +111,14 @@ __device__ __forceinline__ bool prologue(const P &p, Ctx &c)
 {
     __shared__ uint64_t sh[3];
     __shared__ uint32_t sh_abort;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* Programmatic dependent launch: wait until the previous kernel of the stream has completed and its
+     * writes are visible (a no-op when launched without the attribute), then let the next kernel begin
+     * launching: every block has passed this point, so all of this grid is resident before any block of
+     * the next one is placed. */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
     if (threadIdx.x == 0) {
         volatile symmem_coll_dev_state_t *st = p.st;
         sh_abort = st->abort;
@@ -566,7 +574,22 @@ extern "C" int symmem_coll_preload(symmem_coll_preload_info_t *info)
     return e;
 }
 
-extern "C" int symmem_coll_launch(const symmem_coll_params_t *p, int family, int grid, void *stream)
+static cudaError_t launch(const void *fn, const symmem_coll_params_t *p, int grid, int threads, void *stream, int pdl)
+{
+    void *args[] = {const_cast<symmem_coll_params_t *>(p)};
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)grid);
+    cfg.blockDim = dim3((unsigned)threads);
+    cfg.stream = static_cast<cudaStream_t>(stream);
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelExC(&cfg, fn, args);
+}
+
+extern "C" int symmem_coll_launch(const symmem_coll_params_t *p, int family, int grid, void *stream, int pdl)
 {
     using namespace symmem_k;
     /* all-gather moves bytes: it runs in the SUM instantiation of its dtype */
@@ -579,17 +602,14 @@ extern "C" int symmem_coll_launch(const symmem_coll_params_t *p, int family, int
     default: break;
     }
     if (!fn) return (int)cudaErrorInvalidValue;
-    void *args[] = {const_cast<symmem_coll_params_t *>(p)};
-    return (int)cudaLaunchKernel(fn, dim3((unsigned)grid), dim3(SYMMEM_COLL_THREADS), args, 0,
-                                 static_cast<cudaStream_t>(stream));
+    return (int)launch(fn, p, grid, SYMMEM_COLL_THREADS, stream, pdl);
 }
 
-extern "C" int symmem_coll_launch_barrier(const symmem_coll_params_t *p, void *stream)
+extern "C" int symmem_coll_launch_barrier(const symmem_coll_params_t *p, void *stream, int pdl)
 {
-    void *args[] = {const_cast<symmem_coll_params_t *>(p)};
     /* one block; the flag threads are 0..n-1 */
-    return (int)cudaLaunchKernel(reinterpret_cast<const void *>(&symmem_k::barrier_kernel), dim3(1),
-                                 dim3(SYMMEM_K_BARRIER_THREADS), args, 0, static_cast<cudaStream_t>(stream));
+    return (int)launch(reinterpret_cast<const void *>(&symmem_k::barrier_kernel), p, 1, SYMMEM_K_BARRIER_THREADS,
+                       stream, pdl);
 }
 
 extern "C" int symmem_coll_launch_fill_empty(void *ptr, size_t bytes, void *stream)

@@ -25,6 +25,7 @@ extern "C" {
     X(ALGO, STR, "auto", "force a collective algorithm (auto, oneshot_pull, oneshot_push, ...)")          \
     X(WORKSPACE_BYTES, SIZE, "32M", "per-rank collective workspace (messages above it run in chunks)")    \
     X(MAX_BLOCKS, INT, "0", "upper bound on thread blocks per collective kernel (0: automatic)")           \
+    X(PDL, INT, "1", "programmatic dependent launch of collective kernels on sm_90+ (0 disables)")          \
     X(TUNE_FILE, STR, "", "algorithm table to load (written by symmem-bench --tune); empty: built-in")   \
     X(SYSFS_ROOT, STR, "", "read sysfs and procfs under this root instead of / (captured trees)")         \
     X(TOPO_CACHE_DIR, STR, "", "where measured topology is cached; empty: $XDG_CACHE_HOME/symmem")       \

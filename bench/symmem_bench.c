@@ -38,6 +38,7 @@
 /* The collectives' internal tuning API (hidden symbols of symmem_static, callable from this binary). The
  * relative path keeps the include path of the other bench/test targets unchanged. */
 #include "collectives/coll.h"
+#include "core/cache.h"
 
 #ifdef SYMMEM_HAVE_NCCL
 #include <nccl.h>
@@ -50,7 +51,7 @@ typedef struct opts {
     size_t minb, maxb;
     double factor;
     int iters, warmup, replays, check, graph, zero_copy, nranks, inprocess, nccl, tune;
-    const char *tune_file; /* --tune FILE; NULL: $SYMMEM_TUNE_FILE, else symmem-tune.txt */
+    const char *tune_file; /* --tune FILE; NULL: $SYMMEM_TUNE_FILE, else <cache dir>/tune.txt */
     int algo_given;        /* -a was on the command line (--tune ignores it) */
     symmem_dtype_t dt;
     symmem_redop_t op;
@@ -124,9 +125,9 @@ static void usage(void)
            "  --tune [FILE]  tune the algorithm table for -t/-d/-o over the -b..-e sizes: time every algorithm\n"
            "              (-a is ignored), take per size the fastest with #wrong 0 (slowest-rank time), set it on\n"
            "              every rank as contiguous size ranges, write the table to FILE (default\n"
-           "              $SYMMEM_TUNE_FILE, else ./symmem-tune.txt; the section of this topology, this op's rules\n"
-           "              replaced, other ops and sections kept), print it, and re-run auto with it vs NCCL.\n"
-           "              Use it: SYMMEM_TUNE_FILE=FILE for later runs. Also --tune=FILE\n"
+           "              $SYMMEM_TUNE_FILE, else <cache dir>/tune.txt, which the library loads by default; the\n"
+           "              section of this topology, this op's rules replaced, other ops and sections kept), print\n"
+           "              it, and re-run auto with it vs NCCL. Also --tune=FILE\n"
            "Size is the largest buffer of the operation (nccl-tests convention): the all-reduce input, the\n"
            "reduce-scatter input, the all-gather output. busbw = algbw * 2(n-1)/n (all-reduce), (n-1)/n (others).\n");
 }
@@ -487,14 +488,23 @@ static int timing(bench_t *b, const geom_t *g, int algo, int nccl, double *us_ou
             if (cudaStreamBeginCapture(ctx->r[i].stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) rc = -1;
         }
         for (int k = 0; k < o->iters && rc == 0; k++) rc = enqueue_all(b, g, k % g->sets, algo, nccl);
+        /* End every capture before instantiating any graph: with several ranks in this thread, an
+         * instantiation while another of its streams is still capturing is refused. */
+        cudaGraph_t graphs[CC_MAX_RANKS] = {0};
         for (int i = 0; i < ctx->nlocal; i++) {
-            cudaGraph_t graph = NULL;
             cudaSetDevice(ctx->r[i].device);
-            cudaError_t e = cudaStreamEndCapture(ctx->r[i].stream, &graph);
-            if (rc == 0 && e == cudaSuccess) e = cudaGraphInstantiate(&exec[i], graph, 0);
-            if (graph) cudaGraphDestroy(graph);
+            cudaError_t e = cudaStreamEndCapture(ctx->r[i].stream, &graphs[i]);
             if (rc == 0 && e != cudaSuccess) {
-                cc_log(ctx, "graph capture/instantiate: %s", cudaGetErrorString(e));
+                cc_log(ctx, "graph capture: %s", cudaGetErrorString(e));
+                rc = -1;
+            }
+        }
+        for (int i = 0; i < ctx->nlocal; i++) {
+            cudaSetDevice(ctx->r[i].device);
+            cudaError_t e = rc == 0 ? cudaGraphInstantiate(&exec[i], graphs[i], 0) : cudaSuccess;
+            if (graphs[i]) cudaGraphDestroy(graphs[i]);
+            if (e != cudaSuccess) {
+                cc_log(ctx, "graph instantiate: %s", cudaGetErrorString(e));
                 rc = -1;
             }
         }
@@ -632,7 +642,11 @@ static int setup(bench_t *b, int child_rank)
             ctx->r[r].rank = r;
             ctx->r[r].device = devices[r];
             cudaSetDevice(devices[r]);
-            if (cudaStreamCreateWithFlags(&ctx->r[r].stream, cudaStreamNonBlocking) != cudaSuccess) return 1;
+            /* cc_dev_preload: one thread enqueues rank after rank, so no helper kernel may be loaded
+             * lazily while a collective waits for a rank not enqueued yet. */
+            if (cudaStreamCreateWithFlags(&ctx->r[r].stream, cudaStreamNonBlocking) != cudaSuccess ||
+                cc_dev_preload() != cudaSuccess)
+                return 1;
         }
         symmem_status_t st = symmem_comm_init_all(o->nranks, devices, &so, comms);
         if (st != SYMMEM_OK) {
@@ -779,11 +793,19 @@ typedef struct size_rec {
     result_t after; /* --tune: auto with the new table */
 } size_rec_t;
 
+/* --tune FILE, else where the library looks by default: SYMMEM_TUNE_FILE, else <cache dir>/tune.txt
+ * (the folder is created), so a tuning pass serves every later run on this machine without settings. */
 static const char *tune_path(const opts_t *o)
 {
+    static char path[4096];
+    int explicit_path = 0;
     if (o->tune_file) return o->tune_file;
-    const char *e = getenv("SYMMEM_TUNE_FILE");
-    return e && e[0] ? e : "symmem-tune.txt";
+    if (symmem_tune_file_path(path, sizeof path, &explicit_path) != 0) return "symmem-tune.txt";
+    if (!explicit_path) {
+        char dir[4096];
+        if (symmem_cache_dir(dir, sizeof dir) == 0) symmem_mkdir_p(dir);
+    }
+    return path;
 }
 
 static void print_columns(void)

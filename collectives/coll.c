@@ -7,10 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
 #include "collectives/coll_internal.h"
+#include "core/cache.h"
 #include "core/comm.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -192,9 +194,13 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
     }
     SYMMEM_CHECK_GOTO(symmem_coll_make_fingerprint(comm), st, fail);
     symmem_coll_table_defaults(comm, &co->defaults);
-    const char *tune = symmem_param_str(SYMMEM_PARAM_TUNE_FILE);
-    if (tune[0] && symmem_coll_tune_load(comm, tune) != SYMMEM_OK) {
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_TUNE_FILE=%s ignored: %s", tune, symmem_last_error());
+    /* The algorithm table measured on this machine (symmem-bench --tune): SYMMEM_TUNE_FILE, else the
+     * cache folder's tune.txt when it exists. A table that does not parse is ignored with a warning. */
+    char tune[4096];
+    int explicit_tune = 0;
+    if (symmem_tune_file_path(tune, sizeof tune, &explicit_tune) == 0 &&
+        (explicit_tune || access(tune, R_OK) == 0) && symmem_coll_tune_load(comm, tune) != SYMMEM_OK) {
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "algorithm table %s ignored: %s", tune, symmem_last_error());
         symmem_clear_error();
         co->table.nrules = 0;
     }
@@ -264,7 +270,7 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
                 "links %s, fingerprint %s, table %s",
                 co->ws_bytes, co->lam_buf_bytes, co->half_bytes, co->max_grid, co->pdl ? "on" : "off",
                 co->link_class == SYMMEM_LINK_NVLINK ? "nvlink" : co->link_class == SYMMEM_LINK_PCIE ? "pcie" : "host",
-                co->fingerprint, co->table.nrules ? "from SYMMEM_TUNE_FILE" : "built-in");
+                co->fingerprint, co->table.nrules ? "from the tuning file" : "built-in");
     return SYMMEM_OK;
 fail:
     if (s) cudaStreamDestroy(s);

@@ -26,9 +26,9 @@ extern "C" {
     X(WORKSPACE_BYTES, SIZE, "32M", "per-rank collective workspace (messages above it run in chunks)")    \
     X(MAX_BLOCKS, INT, "0", "upper bound on thread blocks per collective kernel (0: automatic)")           \
     X(PDL, INT, "1", "programmatic dependent launch of collective kernels on sm_90+ (0 disables)")          \
-    X(TUNE_FILE, STR, "", "algorithm table to load (written by symmem-bench --tune); empty: built-in")   \
+    X(TUNE_FILE, STR, "", "algorithm table (written by symmem-bench --tune); empty: <cache dir>/tune.txt if present")   \
     X(SYSFS_ROOT, STR, "", "read sysfs and procfs under this root instead of / (captured trees)")         \
-    X(TOPO_CACHE_DIR, STR, "", "where measured topology is cached; empty: $XDG_CACHE_HOME/symmem")       \
+    X(TOPO_CACHE_DIR, STR, "", "cache folder (topology figures, algorithm table); empty: $XDG_CACHE_HOME/symmem")       \
     X(TOPO_DUMP_FILE, STR, "", "write the topology model as JSON to this file at communicator init")
 
 typedef enum symmem_param_id {

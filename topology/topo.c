@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/cache.h"
 #include "core/param.h"
 #include "core/status.h"
 #include "symmem/topo.h"
@@ -90,25 +91,11 @@ static symmem_status_t load_gpus(topo_sysfs_t *fs, const symmem_topo_options_t *
  * ------------------------------------------------------------------------------------------------------- */
 static int cache_dir(const symmem_topo_options_t *o, char *out, size_t len)
 {
-    const char *d = o->cache_dir && *o->cache_dir ? o->cache_dir : symmem_param_str(SYMMEM_PARAM_TOPO_CACHE_DIR);
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (*d) topo_fmt(out, len, "%s", d);
-    else if (xdg && *xdg) topo_fmt(out, len, "%s/symmem", xdg);
-    else if (home && *home) topo_fmt(out, len, "%s/.cache/symmem", home);
-    else return -1;
-    return 0;
-}
-
-static int mkdir_p(char *path)
-{
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        int rc = mkdir(path, 0755);
-        *p = '/';
-        if (rc != 0 && errno != EEXIST) return -1;
+    if (o->cache_dir && *o->cache_dir) {
+        topo_fmt(out, len, "%s", o->cache_dir);
+        return 0;
     }
-    return mkdir(path, 0755) == 0 || errno == EEXIST ? 0 : -1;
+    return symmem_cache_dir(out, len);
 }
 
 /* A cache entry serves when it matches the fingerprint and has at least the figures asked for. */
@@ -136,10 +123,9 @@ static int cache_load(const char *file, const struct symmem_topo *t, int quick, 
 
 static void cache_store(const char *dir_in, const char *file, const struct symmem_topo *t)
 {
-    char dir[PATH_MAX], tmp[PATH_MAX + 32];
-    topo_fmt(dir, sizeof dir, "%s", dir_in);
+    char tmp[PATH_MAX + 32];
     topo_fmt(tmp, sizeof tmp, "%s.%d.tmp", file, (int)getpid());
-    FILE *f = mkdir_p(dir) == 0 ? fopen(tmp, "w") : NULL;
+    FILE *f = symmem_mkdir_p(dir_in) == 0 ? fopen(tmp, "w") : NULL;
     int ok = f && topo_gpu_facts_write(f, &t->gpu, &t->measure, t->model.fingerprint) == SYMMEM_OK;
     if (f && fclose(f) != 0) ok = 0;
     /* rename: a reader never sees half a file, and concurrent ranks just replace each other's copy */

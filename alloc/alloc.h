@@ -45,6 +45,7 @@ struct symmem_buffer {
     symmem_comm_t comm;
     const symmem_mem_ops_t *ops;
     symmem_placement_t placement;
+    uint64_t seq;         /* which symmem_alloc of the communicator made it: the same on every rank */
     size_t size;          /* as requested */
     size_t mapped_size;   /* data part, rounded to the granularity */
     size_t stride;        /* one rank's physical allocation: data part + signal part */
@@ -56,6 +57,9 @@ struct symmem_buffer {
     void **table;         /* [peers[SYMMEM_MAX_RANKS], signals[SYMMEM_MAX_RANKS]] where kernels read it */
     struct symmem_buffer *prev, *next; /* registry of live buffers */
 };
+
+/* The buffer's allocation sequence number (identical on every rank for the same allocation). */
+uint64_t symmem_buffer_seq(symmem_buffer_t buf);
 
 /* Free every live buffer of a communicator (at destroy), warning about each. */
 void symmem_buffers_release_all(symmem_comm_t c);

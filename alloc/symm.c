@@ -188,6 +188,7 @@ static symmem_status_t alloc_collective(symmem_comm_t c, size_t size, symmem_buf
         b->comm = c;
         b->ops = ops;
         b->placement = c->backend == SYMMEM_BACKEND_HOST ? SYMMEM_PLACEMENT_DEVICE : c->placement;
+        b->seq = c->alloc_seq;
         b->size = size;
         b->mapped_size = round_up(size, gran);
         b->stride = b->mapped_size + round_up(SYMMEM_SIGNAL_BYTES, gran);
@@ -298,6 +299,7 @@ void *symmem_buffer_signal_ptr(symmem_buffer_t b, int peer)
     return live(b) && peer >= 0 && peer < b->comm->nranks ? b->signals[peer] : NULL;
 }
 
+uint64_t symmem_buffer_seq(symmem_buffer_t b) { return live(b) ? b->seq : 0; }
 size_t symmem_buffer_size(symmem_buffer_t b) { return live(b) ? b->size : 0; }
 size_t symmem_buffer_mapped_size(symmem_buffer_t b) { return live(b) ? b->mapped_size : 0; }
 symmem_comm_t symmem_buffer_comm(symmem_buffer_t b) { return live(b) ? b->comm : NULL; }

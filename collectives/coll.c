@@ -11,6 +11,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "alloc/alloc.h"
 #include "collectives/coll_internal.h"
 #include "core/cache.h"
 #include "core/comm.h"
@@ -558,6 +559,7 @@ static int zero_copy(symmem_comm_t comm, const coll_call_t *c, size_t in_bytes, 
     *h = hash_mix(*h, (uint64_t)ag_in_place);
     *h = hash_mix(*h, size);
     *h = hash_mix(*h, symmem_buffer_mapped_size(buf));
+    *h = hash_mix(*h, symmem_buffer_seq(buf)); /* two buffers of one size are still told apart */
     return 1;
 }
 

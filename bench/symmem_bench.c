@@ -831,10 +831,16 @@ static void print_header(const bench_t *b)
            o->warmup, o->check ? "on" : "off", o->zero_copy ? "symmetric (zero copy)" : "cudaMalloc (copy-in)");
     printf("# NCCL baseline: %s%s\n", b->have_nccl ? "on (cudaMalloc buffers, same timing)" : "off",
            o->coll == T_BARRIER && b->have_nccl ? "; NCCL has no barrier: a 1-element all-reduce stands in" : "");
-    const char *tf = getenv("SYMMEM_TUNE_FILE");
-    printf("# algorithm table: topology [%s], SYMMEM_TUNE_FILE=%s%s%s\n", symmem_coll_fingerprint(ctx->r[0].comm),
-           tf && tf[0] ? tf : "(unset: built-in)", env_algo && env_algo[0] ? ", SYMMEM_ALGO=" : "",
-           env_algo && env_algo[0] ? env_algo : "");
+    char deftab[4096];
+    int explicit_tab = 0;
+    const int have_tab = symmem_tune_file_path(deftab, sizeof deftab, &explicit_tab) == 0 && access(deftab, R_OK) == 0;
+    printf("# algorithm table: topology [%s], %s%s%s%s\n", symmem_coll_fingerprint(ctx->r[0].comm),
+           have_tab ? "table file (its section for this topology, if any) " : "built-in table", have_tab ? deftab : "",
+           env_algo && env_algo[0] ? ", SYMMEM_ALGO=" : "", env_algo && env_algo[0] ? env_algo : "");
+    double probe_rd = 0, probe_wr = 0;
+    if (symmem_coll_probe_figures(ctx->r[0].comm, &probe_rd, &probe_wr))
+        printf("# init probe: peer read %.1f GB/s, peer write %.1f GB/s (all ranks at once, min over ranks)\n", probe_rd,
+               probe_wr);
     if (o->tune) {
         printf("# --tune: every algorithm per size; winner = lowest time (slowest rank) with #wrong 0, decided by "
                "rank 0 and broadcast%s\n",

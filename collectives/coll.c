@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cuda_runtime_api.h>
@@ -23,6 +25,13 @@
  * size on: zero copy costs one more sync at the end of the call (~1-2 us), a local copy of a small message
  * costs less. Two-shot all-reduce needs no extra sync and reads symmetric inputs directly at any size. */
 #define ZC_MIN_BYTES ((size_t)256 << 10)
+
+static double probe_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
 
 /* ---- names, generated from the public lists ------------------------------------------------------------ */
 size_t symmem_dtype_size(symmem_dtype_t dtype)
@@ -144,18 +153,21 @@ typedef struct agree {
     int32_t env_algo;
     uint64_t table_hash;
     int32_t pdl;
-    int32_t pad;
+    int32_t probe; /* this rank wants the peer-bandwidth probe */
 } agree_t;
 
 static symmem_status_t agree_across_ranks(symmem_comm_t comm, struct symmem_coll *co)
 {
-    agree_t me = {co->max_grid, (int32_t)co->env_algo, symmem_coll_table_hash(&co->table), co->pdl, 0},
+    agree_t me = {co->max_grid, (int32_t)co->env_algo, symmem_coll_table_hash(&co->table), co->pdl, co->probe},
             all[SYMMEM_MAX_RANKS];
     SYMMEM_CHECK(symmem_comm_allgather(comm, &me, all, sizeof me));
-    int table_differs = 0;
+    int table_differs = 0, probe_differs = 0;
     for (int r = 0; r < comm->nranks; r++) {
         if (all[r].max_grid < co->max_grid) co->max_grid = all[r].max_grid;
         if (!all[r].pdl) co->pdl = 0; /* the same launch mode everywhere keeps timing symmetric */
+        /* the probe is collective (barriers, an allgather): every rank runs it or none does */
+        if (all[r].probe != me.probe) probe_differs = 1;
+        if (!all[r].probe) co->probe = 0;
         if (all[r].env_algo != me.env_algo)
             return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
                                     "SYMMEM_ALGO differs between ranks (rank %d: %s, this rank: %s): every rank must "
@@ -168,7 +180,154 @@ static symmem_status_t agree_across_ranks(symmem_comm_t comm, struct symmem_coll
                                         "ranks?); every rank uses the built-in table");
         co->table.nrules = 0;
     }
+    if (probe_differs)
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_COLL_PROBE asks for the peer-bandwidth probe on some ranks only; no "
+                                        "rank runs it");
     return SYMMEM_OK;
+}
+
+/* ---- peer-bandwidth probe ------------------------------------------------------------------------------- */
+#define PROBE_BYTES ((size_t)4 << 20)
+#define PROBE_RUNS 3
+
+/* Whether this rank asks for the probe (agreed across ranks afterwards). */
+static int probe_wanted(symmem_comm_t comm, const struct symmem_coll *co)
+{
+    const char *v = symmem_param_str(SYMMEM_PARAM_COLL_PROBE);
+    if (comm->nranks < 2) return 0;
+    if (strcmp(v, "0") == 0 || strcasecmp(v, "off") == 0) return 0;
+    if (strcasecmp(v, "force") == 0 || strcmp(v, "1") == 0) return 1;
+    if (v[0] && strcasecmp(v, "auto") != 0)
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_COLL_PROBE=%s is not auto, force or 0; using auto", v);
+    return co->link_class == SYMMEM_LINK_PCIE;
+}
+
+/* Wait for `ev` without a busy host spin (co-located ranks' threads share the CPU). A P2P access that never
+ * completes (IOMMU/ACS redirection on some PCIe boxes) would keep the kernel running: say so once. */
+static cudaError_t probe_wait(symmem_comm_t comm, cudaEvent_t ev, int peer)
+{
+    const double t0 = probe_now_ms();
+    int warned = 0;
+    for (;;) {
+        const cudaError_t e = cudaEventQuery(ev);
+        if (e != cudaErrorNotReady) return e;
+        if (!warned && comm->timeout_ms > 0 && probe_now_ms() - t0 > (double)comm->timeout_ms) {
+            warned = 1;
+            SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
+                        "the peer-bandwidth probe (plain loads from / stores to rank %d's workspace) has not "
+                        "finished after %d ms: peer-to-peer access to that GPU looks broken (IOMMU/ACS?); "
+                        "SYMMEM_COLL_PROBE=0 skips the probe, but the collectives need the same access",
+                        peer, comm->timeout_ms);
+        }
+        usleep(20);
+    }
+}
+
+/* One phase on this rank: a warm-up run, then PROBE_RUNS timed runs back to back; *gbs = the median. */
+static cudaError_t probe_phase(symmem_comm_t comm, struct symmem_coll *co, int write, size_t bytes, cudaStream_t s,
+                               cudaEvent_t ev[PROBE_RUNS + 1], double *gbs)
+{
+    const int peer = (comm->rank + 1) % comm->nranks;
+    /* Disjoint regions: rank r loads from half 0 of rank r+1 (only rank r-1 loads from mine) and stores into
+     * half 1 of rank r+1 (only rank r-1 stores into mine); the read kernel's scratch is my own half 1, which
+     * nobody touches during the read phase. */
+    char *target = co->ws_peers[peer] + co->data_off + (write ? co->half_bytes : 0);
+    void *sink = co->ws_peers[comm->rank] + co->data_off + co->half_bytes;
+    cudaError_t e = (cudaError_t)symmem_coll_launch_probe(write, target, bytes, sink, co->max_grid, s);
+    for (int k = 0; k <= PROBE_RUNS && e == cudaSuccess; k++) {
+        e = cudaEventRecord(ev[k], s);
+        if (e == cudaSuccess && k < PROBE_RUNS)
+            e = (cudaError_t)symmem_coll_launch_probe(write, target, bytes, sink, co->max_grid, s);
+    }
+    if (e == cudaSuccess) e = probe_wait(comm, ev[PROBE_RUNS], peer);
+    if (e != cudaSuccess) return e;
+    float ms[PROBE_RUNS];
+    for (int k = 0; k < PROBE_RUNS; k++)
+        if ((e = cudaEventElapsedTime(&ms[k], ev[k], ev[k + 1])) != cudaSuccess) return e;
+    for (int i = 1; i < PROBE_RUNS; i++) /* insertion sort: the median of 3 */
+        for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+            const float t = ms[j];
+            ms[j] = ms[j - 1];
+            ms[j - 1] = t;
+        }
+    const double med = ms[PROBE_RUNS / 2];
+    *gbs = med > 0 ? (double)bytes / (med * 1e-3) / 1e9 : 0.0;
+    return cudaSuccess;
+}
+
+/* Measure SM peer read and write bandwidth with every rank at once (a PCIe root complex that collapses
+ * under all-to-all traffic must show it), then let the minima over ranks choose pull or push in the
+ * built-in defaults. Collective: every rank makes the same host barrier and allgather calls whatever
+ * happens locally, so a local CUDA failure cannot leave a peer waiting; it fails this rank's init after
+ * the exchange (a peer access that faults here would fault in every collective too). Touches only the
+ * data halves (which hold nothing between calls); flags, Lamport buffers and device state stay as
+ * initialised. On return no probe kernel runs anywhere (each rank waits for its own before the final
+ * allgather). */
+static symmem_status_t probe_links(symmem_comm_t comm, struct symmem_coll *co)
+{
+    size_t bytes = PROBE_BYTES < co->half_bytes ? PROBE_BYTES : co->half_bytes;
+    bytes = align_down(bytes, 16 * SYMMEM_COLL_THREADS);
+    cudaStream_t s = NULL;
+    cudaEvent_t ev[PROBE_RUNS + 1] = {0};
+    int nev = 0;
+    cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess) s = NULL;
+    for (; e == cudaSuccess && nev <= PROBE_RUNS; nev++)
+        if ((e = cudaEventCreate(&ev[nev])) != cudaSuccess) break;
+    const char *failed = e != cudaSuccess ? "while setting up (stream, events) to measure" : NULL;
+    double gbs[2] = {0.0, 0.0}; /* this rank's read, write */
+    symmem_status_t st = SYMMEM_OK;
+    const double t0 = probe_now_ms();
+    for (int w = 0; w < 2 && st == SYMMEM_OK; w++) {
+        st = symmem_comm_barrier(comm); /* all ranks start each phase together */
+        if (st == SYMMEM_OK && !failed && (e = probe_phase(comm, co, w, bytes, s, ev, &gbs[w])) != cudaSuccess)
+            failed = w ? "while storing to" : "while loading from";
+    }
+    if (failed) gbs[0] = gbs[1] = -1.0; /* tells every rank: this rank's probe failed */
+    double all[SYMMEM_MAX_RANKS][2];
+    if (st == SYMMEM_OK) st = symmem_comm_allgather(comm, gbs, all, sizeof gbs);
+    for (int k = 0; k < nev; k++) cudaEventDestroy(ev[k]);
+    if (s) cudaStreamDestroy(s);
+    if (st != SYMMEM_OK) return st;
+    if (failed) {
+        (void)cudaGetLastError();
+        return symmem_set_error(SYMMEM_CUDA_ERROR,
+                                "collectives: the peer-bandwidth probe at init failed %s the workspace of rank %d: "
+                                "%s (%s); SYMMEM_COLL_PROBE=0 skips the probe",
+                                failed, (comm->rank + 1) % comm->nranks, cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+    /* Every rank fails init the same way when any rank's probe failed (not just the one that saw it). */
+    for (int r = 0; r < comm->nranks; r++)
+        if (all[r][0] < 0 || all[r][1] < 0)
+            return symmem_set_error(SYMMEM_CUDA_ERROR,
+                                    "collectives: the peer-bandwidth probe at init failed on rank %d (its log names "
+                                    "the CUDA error); SYMMEM_COLL_PROBE=0 skips the probe",
+                                    r);
+    double rd = all[0][0], wr = all[0][1];
+    for (int r = 1; r < comm->nranks; r++) {
+        if (all[r][0] < rd) rd = all[r][0];
+        if (all[r][1] < wr) wr = all[r][1];
+    }
+    co->probed = 1;
+    co->probe_read_gbs = rd;
+    co->probe_write_gbs = wr;
+    co->probe_prefer = (int)symmem_coll_prefer_from_figures(rd, wr);
+    const int changed = symmem_coll_table_apply_prefer(&co->defaults, (symmem_coll_prefer_t)co->probe_prefer);
+    SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
+                "probe: peer read %.1f GB/s, peer write %.1f GB/s (all ranks at once, min over ranks); %s%s "
+                "(%d default rules changed; %zu bytes x %d runs, %.1f ms at init)",
+                rd, wr, co->probe_prefer == SYMMEM_COLL_PREFER_KEEP ? "no clear winner, keeping " : "preferring ",
+                symmem_coll_prefer_name((symmem_coll_prefer_t)co->probe_prefer), changed, bytes, PROBE_RUNS + 1,
+                probe_now_ms() - t0);
+    return SYMMEM_OK;
+}
+
+int symmem_coll_probe_figures(symmem_comm_t comm, double *read_gbs, double *write_gbs)
+{
+    if (!comm || !comm->coll || !comm->coll->probed) return 0;
+    if (read_gbs) *read_gbs = comm->coll->probe_read_gbs;
+    if (write_gbs) *write_gbs = comm->coll->probe_write_gbs;
+    return 1;
 }
 
 symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
@@ -205,6 +364,7 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
         symmem_clear_error();
         co->table.nrules = 0;
     }
+    co->probe = probe_wanted(comm, co);
     SYMMEM_CHECK_GOTO(agree_across_ranks(comm, co), st, fail);
     SYMMEM_CHECK_GOTO(plan_workspace(comm, co), st, fail);
     co->colocated_peer = -1;
@@ -266,12 +426,16 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
     cudaStreamDestroy(s);
     s = NULL;
     SYMMEM_CHECK_GOTO(symmem_comm_barrier(comm), st, fail);
+    /* The defaults become final here: the probe's decision comes from allgathered minima, so it is the
+     * same on every rank (the tuning-file table, agreed above by hash, is not touched and still wins). */
+    if (co->probe) SYMMEM_CHECK_GOTO(probe_links(comm, co), st, fail);
     SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
                 "collectives ready: workspace %zu bytes (Lamport 3 x %zu, data 2 x %zu), %d blocks/kernel, PDL %s, "
-                "links %s, fingerprint %s, table %s",
+                "links %s, fingerprint %s, table %s%s",
                 co->ws_bytes, co->lam_buf_bytes, co->half_bytes, co->max_grid, co->pdl ? "on" : "off",
                 co->link_class == SYMMEM_LINK_NVLINK ? "nvlink" : co->link_class == SYMMEM_LINK_PCIE ? "pcie" : "host",
-                co->fingerprint, co->table.nrules ? "from the tuning file" : "built-in");
+                co->fingerprint, co->table.nrules ? "from the tuning file" : "built-in",
+                co->probe_prefer == SYMMEM_COLL_PREFER_PULL ? " (defaults: pull, from the probe)" : "");
     return SYMMEM_OK;
 fail:
     if (s) cudaStreamDestroy(s);

@@ -62,6 +62,10 @@ symmem_status_t symmem_coll_tune_load(symmem_comm_t comm, const char *path);
 /* Local. Write this communicator's table as the section of its fingerprint in `path`, keeping the other
  * sections of an existing file (written to a temporary file and renamed). Call it on one rank. */
 symmem_status_t symmem_coll_tune_save(symmem_comm_t comm, const char *path);
+/* Local. The peer-bandwidth probe's figures (SYMMEM_COLL_PROBE; docs/collectives.md): SM peer read and
+ * write GB/s measured at init with every rank at once, the minimum over ranks (the same on every rank).
+ * Returns 1 and fills them when the probe ran, 0 (outputs untouched) when it did not. */
+int symmem_coll_probe_figures(symmem_comm_t comm, double *read_gbs, double *write_gbs);
 /* Local. Print the table in the file format to `out` (a FILE *). */
 void symmem_coll_tune_print(symmem_comm_t comm, void *out);
 

@@ -118,6 +118,12 @@ int symmem_coll_launch_barrier(const symmem_coll_params_t *p, void *stream, int 
 /* Fill `bytes` at `ptr` (16-byte multiple, aligned) with the Lamport empty word, on `stream`. */
 int symmem_coll_launch_fill_empty(void *ptr, size_t bytes, void *stream);
 
+/* Peer-bandwidth probe: `write` 0 loads `bytes` (16-byte multiple) from `peer` (16-byte aligned) folding
+ * them into a value stored to `sink` only in a practically impossible case (sink: SYMMEM_COLL_THREADS
+ * packs of this rank's own memory); `write` 1 stores `bytes` to `peer`. Plain loads/stores, grid-stride
+ * over `grid` blocks of SYMMEM_COLL_THREADS; the kernel waits on nothing. Returns the cudaError_t. */
+int symmem_coll_launch_probe(int write, void *peer, size_t bytes, void *sink, int grid, void *stream);
+
 /* What symmem_coll_preload learnt about the kernels. */
 typedef struct symmem_coll_preload_info {
     int kernels;           /* kernels loaded */
@@ -171,7 +177,26 @@ struct symmem_coll {
         uint64_t count;
     } hist[SYMMEM_COLL_HIST];
     uint64_t launches; /* launches recorded in hist (hist[launches % SYMMEM_COLL_HIST] is the next slot) */
+    /* Peer-bandwidth probe at init (SYMMEM_COLL_PROBE): agreed by every rank before the workspace exists. */
+    int probe;            /* 1: measure (every rank, decided in agree_across_ranks) */
+    int probed;           /* the figures below were measured */
+    double probe_read_gbs, probe_write_gbs; /* SM peer load / store GB/s, all ranks at once, min over ranks */
+    int probe_prefer;     /* symmem_coll_prefer_t applied to `defaults` */
 };
+
+/* Push or pull, from measured peer bandwidth (tune.c; pure, unit-tested). */
+typedef enum symmem_coll_prefer {
+    SYMMEM_COLL_PREFER_KEEP = 0, /* no clear winner (or no valid figures): the built-in defaults stand */
+    SYMMEM_COLL_PREFER_PULL = 1, /* peer stores are slow: write < 0.7 * read */
+    SYMMEM_COLL_PREFER_PUSH = 2, /* peer loads are slow: read < 0.7 * write */
+} symmem_coll_prefer_t;
+/* The preference given SM peer read and write bandwidth (any unit; non-positive or non-finite: KEEP). */
+symmem_coll_prefer_t symmem_coll_prefer_from_figures(double read_gbs, double write_gbs);
+/* Rewrite a table for a preference: PULL turns oneshot_push into oneshot_pull and twoshot_push / staged into
+ * twoshot_pull (every op); KEEP and PUSH leave it as it is (the defaults that matter, PCIe's, are push
+ * already). Returns the number of rules changed. */
+int symmem_coll_table_apply_prefer(symmem_coll_table_t *t, symmem_coll_prefer_t prefer);
+const char *symmem_coll_prefer_name(symmem_coll_prefer_t prefer);
 
 /* Built-in defaults for this communicator's link class and rank count. */
 void symmem_coll_table_defaults(symmem_comm_t comm, symmem_coll_table_t *t);

@@ -92,6 +92,43 @@ void symmem_coll_table_defaults(symmem_comm_t comm, symmem_coll_table_t *t)
     add_rule(t, SYMMEM_COLL_ALL_GATHER, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH);
 }
 
+/* ---- push or pull, from measured peer bandwidth (the init probe, coll.c) -------------------------------- */
+/* A clear margin (30%) before overriding a default: the probe is short, and the defaults' choices also
+ * weigh latency, which the bandwidth figures do not see. */
+#define PREFER_MARGIN 0.7
+
+symmem_coll_prefer_t symmem_coll_prefer_from_figures(double read_gbs, double write_gbs)
+{
+    /* NaN fails every comparison; infinities are not figures either */
+    if (!(read_gbs > 0.0 && write_gbs > 0.0) || read_gbs > 1e300 || write_gbs > 1e300) return SYMMEM_COLL_PREFER_KEEP;
+    if (write_gbs < PREFER_MARGIN * read_gbs) return SYMMEM_COLL_PREFER_PULL;
+    if (read_gbs < PREFER_MARGIN * write_gbs) return SYMMEM_COLL_PREFER_PUSH;
+    return SYMMEM_COLL_PREFER_KEEP;
+}
+
+int symmem_coll_table_apply_prefer(symmem_coll_table_t *t, symmem_coll_prefer_t prefer)
+{
+    if (prefer != SYMMEM_COLL_PREFER_PULL) return 0;
+    int changed = 0;
+    for (int i = 0; i < t->nrules; i++) {
+        symmem_coll_rule_t *r = &t->rules[i];
+        if (r->algo == SYMMEM_ALGO_ONESHOT_PUSH) r->algo = SYMMEM_ALGO_ONESHOT_PULL;
+        else if (r->algo == SYMMEM_ALGO_TWOSHOT_PUSH || r->algo == SYMMEM_ALGO_STAGED) r->algo = SYMMEM_ALGO_TWOSHOT_PULL;
+        else continue;
+        changed++;
+    }
+    return changed;
+}
+
+const char *symmem_coll_prefer_name(symmem_coll_prefer_t prefer)
+{
+    switch (prefer) {
+    case SYMMEM_COLL_PREFER_PULL: return "pull";
+    case SYMMEM_COLL_PREFER_PUSH: return "push";
+    default: return "the built-in defaults";
+    }
+}
+
 symmem_algo_t symmem_coll_table_lookup(const symmem_coll_table_t *t, symmem_coll_kind_t kind, size_t bytes)
 {
     symmem_algo_t last = SYMMEM_ALGO_AUTO;

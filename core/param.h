@@ -26,6 +26,7 @@ extern "C" {
     X(WORKSPACE_BYTES, SIZE, "32M", "per-rank collective workspace (messages above it run in chunks)")    \
     X(MAX_BLOCKS, INT, "0", "upper bound on thread blocks per collective kernel (0: automatic)")           \
     X(PDL, INT, "1", "programmatic dependent launch of collective kernels on sm_90+ (0 disables)")          \
+    X(COLL_PROBE, STR, "auto", "measure peer read/write bandwidth at init to choose pull or push: auto (PCIe only), force, 0") \
     X(TUNE_FILE, STR, "", "algorithm table (written by symmem-bench --tune); empty: <cache dir>/tune.txt if present")   \
     X(SYSFS_ROOT, STR, "", "read sysfs and procfs under this root instead of / (captured trees)")         \
     X(TOPO_CACHE_DIR, STR, "", "cache folder (topology figures, algorithm table); empty: $XDG_CACHE_HOME/symmem")       \

@@ -1,0 +1,134 @@
+/* Collectives model unit tests (no GPU): the push-or-pull decision of the init probe (SYMMEM_COLL_PROBE)
+ * from measured peer read/write bandwidth, and how it rewrites the built-in default table. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/coll_internal.h"
+#include "core/comm.h"
+#include "core/param.h"
+#include "test_util.h"
+
+#define KIB ((size_t)1 << 10)
+#define MIB ((size_t)1 << 20)
+
+/* A communicator shell that is enough for symmem_coll_table_defaults (rank count, link class). */
+static void defaults_for(int nranks, symmem_link_t link, symmem_coll_table_t *t)
+{
+    struct symmem_comm *comm = calloc(1, sizeof *comm);
+    struct symmem_coll *co = calloc(1, sizeof *co);
+    CHECK(comm && co);
+    comm->nranks = nranks;
+    comm->coll = co;
+    co->link_class = link;
+    symmem_coll_table_defaults(comm, t);
+    free(co);
+    free(comm);
+}
+
+static int table_has(const symmem_coll_table_t *t, symmem_algo_t algo)
+{
+    for (int i = 0; i < t->nrules; i++)
+        if (t->rules[i].algo == algo) return 1;
+    return 0;
+}
+
+static void prefer_from_figures(void)
+{
+    /* the published extremes (ANCHORS, "Physical limits") */
+    CHECK(symmem_coll_prefer_from_figures(52.0, 2.6) == SYMMEM_COLL_PREFER_PULL);
+    CHECK(symmem_coll_prefer_from_figures(25.0, 45.0) == SYMMEM_COLL_PREFER_PUSH);
+    /* within 30% either way: keep the defaults */
+    CHECK(symmem_coll_prefer_from_figures(40.0, 40.0) == SYMMEM_COLL_PREFER_KEEP);
+    CHECK(symmem_coll_prefer_from_figures(40.0, 30.0) == SYMMEM_COLL_PREFER_KEEP);
+    CHECK(symmem_coll_prefer_from_figures(30.0, 40.0) == SYMMEM_COLL_PREFER_KEEP);
+    /* the threshold is strict: write < 0.7 * read */
+    CHECK(symmem_coll_prefer_from_figures(100.0, 70.0) == SYMMEM_COLL_PREFER_KEEP);
+    CHECK(symmem_coll_prefer_from_figures(100.0, 69.0) == SYMMEM_COLL_PREFER_PULL);
+    CHECK(symmem_coll_prefer_from_figures(69.0, 100.0) == SYMMEM_COLL_PREFER_PUSH);
+    /* units do not matter, only the ratio */
+    CHECK(symmem_coll_prefer_from_figures(52e9, 2.6e9) == SYMMEM_COLL_PREFER_PULL);
+    /* no valid figures (a rank that failed reports 0; the minimum is then 0): keep */
+    CHECK(symmem_coll_prefer_from_figures(0.0, 10.0) == SYMMEM_COLL_PREFER_KEEP);
+    CHECK(symmem_coll_prefer_from_figures(10.0, 0.0) == SYMMEM_COLL_PREFER_KEEP);
+    CHECK(symmem_coll_prefer_from_figures(-1.0, 10.0) == SYMMEM_COLL_PREFER_KEEP);
+    CHECK(symmem_coll_prefer_from_figures(NAN, 10.0) == SYMMEM_COLL_PREFER_KEEP);
+    CHECK(symmem_coll_prefer_from_figures(10.0, NAN) == SYMMEM_COLL_PREFER_KEEP);
+    CHECK(symmem_coll_prefer_from_figures(INFINITY, 10.0) == SYMMEM_COLL_PREFER_KEEP);
+    CHECK(strcmp(symmem_coll_prefer_name(SYMMEM_COLL_PREFER_PULL), "pull") == 0);
+    CHECK(strcmp(symmem_coll_prefer_name(SYMMEM_COLL_PREFER_PUSH), "push") == 0);
+}
+
+static void pull_rewrites_pcie_defaults(void)
+{
+    for (int n = 2; n <= 16; n *= 2) {
+        symmem_coll_table_t base, t;
+        defaults_for(n, SYMMEM_LINK_PCIE, &base);
+        CHECK(base.nrules > 0);
+        CHECK(table_has(&base, SYMMEM_ALGO_STAGED) && table_has(&base, SYMMEM_ALGO_ONESHOT_PUSH));
+        t = base;
+        CHECK(symmem_coll_table_apply_prefer(&t, SYMMEM_COLL_PREFER_PULL) == base.nrules);
+        CHECK(t.nrules == base.nrules);
+        CHECK(!table_has(&t, SYMMEM_ALGO_ONESHOT_PUSH) && !table_has(&t, SYMMEM_ALGO_TWOSHOT_PUSH) &&
+              !table_has(&t, SYMMEM_ALGO_STAGED));
+        for (int i = 0; i < t.nrules; i++) {
+            /* the bounds stay; only the algorithms change, one-shot to one-shot, the rest to two-shot pull */
+            CHECK(t.rules[i].kind == base.rules[i].kind && t.rules[i].max_bytes == base.rules[i].max_bytes);
+            CHECK(t.rules[i].algo == (base.rules[i].algo == SYMMEM_ALGO_ONESHOT_PUSH ? SYMMEM_ALGO_ONESHOT_PULL
+                                                                                     : SYMMEM_ALGO_TWOSHOT_PULL));
+        }
+        CHECK(symmem_coll_table_lookup(&t, SYMMEM_COLL_ALL_REDUCE, 12 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
+        CHECK(symmem_coll_table_lookup(&t, SYMMEM_COLL_ALL_REDUCE, 112 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+        CHECK(symmem_coll_table_lookup(&t, SYMMEM_COLL_ALL_REDUCE, 256 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+        CHECK(symmem_coll_table_lookup(&t, SYMMEM_COLL_REDUCE_SCATTER, 16 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
+        CHECK(symmem_coll_table_lookup(&t, SYMMEM_COLL_ALL_GATHER, 4 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+        /* applying it twice changes nothing more */
+        symmem_coll_table_t again = t;
+        CHECK(symmem_coll_table_apply_prefer(&again, SYMMEM_COLL_PREFER_PULL) == 0);
+        CHECK(symmem_coll_table_hash(&again) == symmem_coll_table_hash(&t));
+    }
+}
+
+static void keep_and_push_leave_defaults(void)
+{
+    const symmem_link_t links[] = {SYMMEM_LINK_PCIE, SYMMEM_LINK_NVLINK, SYMMEM_LINK_HOST};
+    for (size_t l = 0; l < sizeof links / sizeof links[0]; l++)
+        for (int n = 2; n <= 8; n *= 2) {
+            symmem_coll_table_t base, t;
+            defaults_for(n, links[l], &base);
+            t = base;
+            CHECK(symmem_coll_table_apply_prefer(&t, SYMMEM_COLL_PREFER_KEEP) == 0);
+            CHECK(symmem_coll_table_apply_prefer(&t, SYMMEM_COLL_PREFER_PUSH) == 0);
+            CHECK(symmem_coll_table_hash(&t) == symmem_coll_table_hash(&base));
+            /* pull never leaves a push-family algorithm behind, whatever the link */
+            CHECK(symmem_coll_table_apply_prefer(&t, SYMMEM_COLL_PREFER_PULL) >= 0);
+            CHECK(!table_has(&t, SYMMEM_ALGO_ONESHOT_PUSH) && !table_has(&t, SYMMEM_ALGO_TWOSHOT_PUSH) &&
+                  !table_has(&t, SYMMEM_ALGO_STAGED));
+        }
+}
+
+static void probe_parameter(void)
+{
+    unsetenv("SYMMEM_COLL_PROBE");
+    symmem_param_reload();
+    CHECK(strcmp(symmem_param_str(SYMMEM_PARAM_COLL_PROBE), "auto") == 0);
+    CHECK(strcmp(symmem_param_name(SYMMEM_PARAM_COLL_PROBE), "SYMMEM_COLL_PROBE") == 0);
+    setenv("SYMMEM_COLL_PROBE", "force", 1);
+    symmem_param_reload();
+    CHECK(strcmp(symmem_param_str(SYMMEM_PARAM_COLL_PROBE), "force") == 0);
+    /* no figures without a communicator that ran the probe */
+    double r = -1.0, w = -1.0;
+    CHECK(symmem_coll_probe_figures(NULL, &r, &w) == 0 && r == -1.0 && w == -1.0);
+}
+
+int main(void)
+{
+    static const test_case_t cases[] = {
+        {"prefer_from_figures", prefer_from_figures, 10},
+        {"pull_rewrites_pcie_defaults", pull_rewrites_pcie_defaults, 10},
+        {"keep_and_push_leave_defaults", keep_and_push_leave_defaults, 10},
+        {"probe_parameter", probe_parameter, 10},
+    };
+    return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
+}

@@ -88,8 +88,16 @@ void symmem_coll_table_defaults(symmem_comm_t comm, symmem_coll_table_t *t)
     }
     add_rule(t, SYMMEM_COLL_REDUCE_SCATTER, 256 * KIB, SYMMEM_ALGO_ONESHOT_PUSH);
     add_rule(t, SYMMEM_COLL_REDUCE_SCATTER, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH);
-    add_rule(t, SYMMEM_COLL_ALL_GATHER, 256 * KIB, SYMMEM_ALGO_ONESHOT_PULL);
-    add_rule(t, SYMMEM_COLL_ALL_GATHER, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH);
+    if (n <= 2) {
+        /* measured (bench/results/h200x2-nvlink/final/tune_ag.txt): push while latency-bound, then the
+         * two-shot push, then pull once the wire dominates */
+        add_rule(t, SYMMEM_COLL_ALL_GATHER, 256 * KIB, SYMMEM_ALGO_ONESHOT_PUSH);
+        add_rule(t, SYMMEM_COLL_ALL_GATHER, 8 * MIB, SYMMEM_ALGO_TWOSHOT_PUSH);
+        add_rule(t, SYMMEM_COLL_ALL_GATHER, SIZE_MAX, SYMMEM_ALGO_ONESHOT_PULL);
+    } else {
+        add_rule(t, SYMMEM_COLL_ALL_GATHER, 256 * KIB, SYMMEM_ALGO_ONESHOT_PULL);
+        add_rule(t, SYMMEM_COLL_ALL_GATHER, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH);
+    }
 }
 
 /* ---- push or pull, from measured peer bandwidth (the init probe, coll.c) -------------------------------- */

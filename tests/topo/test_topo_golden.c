@@ -111,6 +111,15 @@ static void check_facts(const char *name, symmem_topo_t t)
         CHECK(symmem_topo_warning_count(t) == 3);
         CHECK_CONTAINS(symmem_topo_warning(t, 0), "ACS redirect is on at PCIe switch port 0000:02:00.0");
         CHECK_CONTAINS(symmem_topo_warning(t, 2), "iommu=pt");
+    } else if (!strcmp(name, "h200x2-captured")) {
+        /* captured with symmem-topo --capture on the project's 2x H200 test machine (with its figures) */
+        symmem_topo_pair_info_t p;
+        double rd = 0, wr = 0, lat = 0;
+        int measured = 0;
+        CHECK(symmem_topo_gpu_count(t) == 2 && symmem_topo_measured(t));
+        CHECK(symmem_topo_pair_info(t, 0, 1, &p) == SYMMEM_OK && p.path == SYMMEM_TOPO_NVLINK && p.nvlinks == 18);
+        CHECK(symmem_topo_pair_figures(t, 0, 1, &rd, &wr, &lat, &measured) == SYMMEM_OK && measured);
+        CHECK(rd > 100 && wr > 100 && lat > 0 && lat < 10);
     } else if (!strcmp(name, "no-gpu")) {
         CHECK(symmem_topo_gpu_count(t) == 0);
         CHECK_CONTAINS(symmem_topo_recommendation(t), "no GPU found");
@@ -119,8 +128,8 @@ static void check_facts(const char *name, symmem_topo_t t)
 
 int main(int argc, char **argv)
 {
-    static const char *const fixtures[] = {"h200-nvlink-vm", "pcie-2socket-8gpu", "pcie-switch-4gpu",
-                                           "acs-redirect", "no-gpu", "malformed"};
+    static const char *const fixtures[] = {"h200-nvlink-vm", "h200x2-captured", "pcie-2socket-8gpu",
+                                           "pcie-switch-4gpu", "acs-redirect", "no-gpu", "malformed"};
     if (argc != 2) {
         fprintf(stderr, "usage: %s FIXTURES_DIR\n", argv[0]);
         return 2;

@@ -146,9 +146,18 @@ __device__ __forceinline__ void finish(const P &p, const Ctx &c, uint64_t epoch_
         report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, c.epoch, st->calls);
         return;
     }
+    /* A single-block kernel is its own last block: no atomic and no fences. The state is read only by
+     * the next kernel of the stream, which starts after this grid completed and its writes are visible
+     * (stream order; with PDL, griddepcontrol.wait guarantees the same), so a fence here would only make
+     * thread 0 wait for its remote stores' completion: latency on the small-message path. */
+    if (gridDim.x == 1) {
+        st->epoch = epoch_end;
+        st->lseq = lseq_end;
+        st->calls = c.call + 1;
+        return;
+    }
     __threadfence();
-    /* a single-block kernel is its own last block: skip the atomic (the small-message latency path) */
-    const uint32_t old = gridDim.x == 1 ? 0u : atomicAdd(&p.st->done, 1u);
+    const uint32_t old = atomicAdd(&p.st->done, 1u);
     if (old == gridDim.x - 1) {
         __threadfence();
         st->epoch = epoch_end;

@@ -45,6 +45,15 @@ struct symmem_boot {
     symmem_boot_id_t id;
 };
 
+/* "rank 3", or "a connecting process" for a connection not yet identified (a hello being read). */
+static const char *who(int peer)
+{
+    static _Thread_local char buf[32];
+    if (peer < 0) return "a connecting process";
+    snprintf(buf, sizeof buf, "rank %d", peer);
+    return buf;
+}
+
 static int64_t now_ms(void)
 {
     struct timespec ts;
@@ -127,9 +136,9 @@ static symmem_status_t wait_fd(int fd, short events, int64_t deadline, int peer,
         if (r > 0) return SYMMEM_OK;
         if (r == 0)
             return symmem_set_error(SYMMEM_TIMEOUT,
-                                    "%s: rank %d did not answer within the timeout (SYMMEM_TIMEOUT_MS); it may "
+                                    "%s: %s did not answer within the timeout (SYMMEM_TIMEOUT_MS); it may "
                                     "be stuck, dead, or not making the same call",
-                                    what, peer);
+                                    what, who(peer));
         if (errno != EINTR) return symmem_set_error(SYMMEM_SYSTEM_ERROR, "%s: poll: %s", what, strerror(errno));
     }
 }
@@ -177,10 +186,10 @@ static symmem_status_t send_msg(int fd, const msg_hdr_t *hdr, const void *payloa
         }
         if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
             return symmem_set_error(SYMMEM_PEER_FAILURE,
-                                    "%s: rank %d closed its connection (it exited, crashed or destroyed its "
+                                    "%s: %s closed its connection (it exited, crashed or destroyed its "
                                     "communicator)",
-                                    what, peer);
-        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "%s: sending to rank %d: %s", what, peer, strerror(errno));
+                                    what, who(peer));
+        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "%s: sending to %s: %s", what, who(peer), strerror(errno));
     }
     return SYMMEM_OK;
 }
@@ -214,17 +223,17 @@ static symmem_status_t recv_exact(int fd, void *buf, size_t len, int *fd_out, in
         }
         if (n == 0)
             return symmem_set_error(SYMMEM_PEER_FAILURE,
-                                    "%s: rank %d closed its connection (it exited, crashed or destroyed its "
+                                    "%s: %s closed its connection (it exited, crashed or destroyed its "
                                     "communicator)",
-                                    what, peer);
+                                    what, who(peer));
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
             SYMMEM_CHECK(wait_fd(fd, POLLIN, deadline, peer, what));
             continue;
         }
         if (errno == ECONNRESET)
-            return symmem_set_error(SYMMEM_PEER_FAILURE, "%s: rank %d reset its connection (it exited or crashed)",
-                                    what, peer);
-        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "%s: receiving from rank %d: %s", what, peer, strerror(errno));
+            return symmem_set_error(SYMMEM_PEER_FAILURE, "%s: %s reset its connection (it exited or crashed)",
+                                    what, who(peer));
+        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "%s: receiving from %s: %s", what, who(peer), strerror(errno));
     }
     return SYMMEM_OK;
 }
@@ -234,7 +243,7 @@ static symmem_status_t recv_msg(int fd, msg_hdr_t *hdr, void *payload, size_t ma
 {
     SYMMEM_CHECK(recv_exact(fd, hdr, sizeof *hdr, fd_out, deadline, peer, what));
     if (hdr->magic != MSG_MAGIC)
-        return symmem_set_error(SYMMEM_PEER_FAILURE, "%s: garbage from rank %d (bad message magic)", what, peer);
+        return symmem_set_error(SYMMEM_PEER_FAILURE, "%s: garbage from %s (bad message magic)", what, who(peer));
     if (hdr->len > maxlen)
         return symmem_set_error(SYMMEM_PEER_FAILURE,
                                 "%s: rank %d sent %u bytes where %zu were expected: ranks are making different "

@@ -14,6 +14,11 @@
  *    before any of them returns; "local" means the call involves only the calling rank.
  *  - "Stream-ordered" means the call enqueues work on the given stream and returns without waiting for it.
  *  - create/init functions pair with a destroy/free; destroy(NULL) and free(NULL) are no-ops.
+ *  - Threads: different communicators may be used from different threads at once. One communicator's
+ *    collective host calls (symmem_alloc, the collectives) must not run concurrently from several threads;
+ *    lookups (symmem_buffer_*, symmem_comm_rank/size/...) are safe from any thread.
+ *  - Like cudaFree, symmem_free and symmem_comm_destroy must not be called while stream work that uses the
+ *    buffer (or the communicator) may still run: synchronise the streams first.
  */
 #ifndef SYMMEM_SYMMEM_H
 #define SYMMEM_SYMMEM_H

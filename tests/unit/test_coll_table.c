@@ -1,0 +1,138 @@
+/* The algorithm table (no GPU): the built-in two-rank NVLink defaults measured on 2x H200, the tuning file's
+ * save/load round trip, sections of other topologies kept, and malformed files rejected with the line. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/coll.h"
+#include "collectives/coll_internal.h"
+#include "core/comm.h"
+#include "test_util.h"
+
+#define KIB ((size_t)1 << 10)
+#define MIB ((size_t)1 << 20)
+
+/* A communicator shell with what the table code reads: rank count, link class, fingerprint, tables. */
+static symmem_comm_t shell(int nranks, symmem_link_t link, const char *fingerprint)
+{
+    struct symmem_comm *comm = calloc(1, sizeof *comm);
+    struct symmem_coll *co = calloc(1, sizeof *co);
+    CHECK(comm && co);
+    comm->nranks = nranks;
+    comm->coll = co;
+    co->link_class = link;
+    co->env_algo = SYMMEM_ALGO_AUTO;
+    snprintf(co->fingerprint, sizeof co->fingerprint, "%s", fingerprint);
+    symmem_coll_table_defaults(comm, &co->defaults);
+    return comm;
+}
+
+static void drop(symmem_comm_t comm)
+{
+    free(comm->coll);
+    free(comm);
+}
+
+static void two_rank_nvlink_defaults(void)
+{
+    symmem_comm_t c = shell(2, SYMMEM_LINK_NVLINK, "fpA");
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 2 * MIB) == SYMMEM_ALGO_ONESHOT_PUSH);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 4 * MIB) == SYMMEM_ALGO_ONESHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 256 * MIB) == SYMMEM_ALGO_ONESHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 64 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 4 * MIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 64 * MIB) == SYMMEM_ALGO_ONESHOT_PULL);
+    drop(c);
+    /* more ranks: one-shot moves (n-1)S per GPU, so two-shot takes over early */
+    c = shell(8, SYMMEM_LINK_NVLINK, "fpB");
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 64 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 64 * MIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
+    drop(c);
+}
+
+static void tmp_path(char *out, size_t len)
+{
+    snprintf(out, len, "/tmp/symmem-tune-test-%d.txt", (int)getpid());
+}
+
+static void save_load_round_trip_keeps_other_sections(void)
+{
+    char path[128];
+    tmp_path(path, sizeof path);
+    FILE *f = fopen(path, "w");
+    CHECK(f);
+    fprintf(f, "[other-machine]\nall_reduce 4K oneshot_pull\nall_reduce inf staged\n");
+    fclose(f);
+    symmem_comm_t c = shell(2, SYMMEM_LINK_NVLINK, "fpA");
+    CHECK_OK(symmem_coll_tune_clear(c, SYMMEM_COLL_ALL_REDUCE));
+    CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, 16 * KIB, SYMMEM_ALGO_TWOSHOT_PULL));
+    CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_STAGED));
+    CHECK_ST(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, 1, SYMMEM_ALGO_AUTO), SYMMEM_INVALID_ARGUMENT);
+    CHECK_OK(symmem_coll_tune_save(c, path));
+    drop(c);
+
+    c = shell(2, SYMMEM_LINK_NVLINK, "fpA"); /* a fresh process: defaults until the file is loaded */
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 8 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
+    CHECK_OK(symmem_coll_tune_load(c, path));
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 8 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 16 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 16 * KIB + 1) == SYMMEM_ALGO_STAGED);
+    /* ops without rules in the file keep their built-in choice */
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 64 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
+    drop(c);
+
+    c = shell(2, SYMMEM_LINK_NVLINK, "other-machine"); /* the other section survived the save */
+    CHECK_OK(symmem_coll_tune_load(c, path));
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * MIB) == SYMMEM_ALGO_STAGED);
+    drop(c);
+
+    c = shell(2, SYMMEM_LINK_NVLINK, "no-such-topology"); /* no section: the defaults stand */
+    CHECK_OK(symmem_coll_tune_load(c, path));
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 4 * MIB) == SYMMEM_ALGO_ONESHOT_PULL);
+    drop(c);
+    unlink(path);
+}
+
+static void malformed_files_name_the_line(void)
+{
+    static const struct {
+        const char *text, *needle;
+    } bad[] = {
+        {"[fpA]\nall_reduce 12Q oneshot_push\n", ":2: \"12Q\" is not a size"},
+        {"[fpA]\nall_reduce 4K\n", ":2: expected"},
+        {"[fpA\nall_reduce 4K oneshot_push\n", ":1: section header without ']'"},
+        {"[fpA]\n# comment\nteleport 4K oneshot_push\n", ":3: unknown op"},
+        {"[fpA]\nall_reduce 4K auto\n", "not a concrete algorithm"},
+    };
+    char path[128];
+    tmp_path(path, sizeof path);
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        FILE *f = fopen(path, "w");
+        CHECK(f);
+        fputs(bad[k].text, f);
+        fclose(f);
+        symmem_comm_t c = shell(2, SYMMEM_LINK_NVLINK, "fpA");
+        CHECK_ST(symmem_coll_tune_load(c, path), SYMMEM_INVALID_ARGUMENT);
+        CHECK_ERR_HAS(bad[k].needle);
+        /* nothing half-loaded: the defaults still decide */
+        CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
+        drop(c);
+    }
+    unlink(path);
+    symmem_comm_t c = shell(2, SYMMEM_LINK_NVLINK, "fpA");
+    CHECK_ST(symmem_coll_tune_load(c, "/nonexistent/dir/tune.txt"), SYMMEM_SYSTEM_ERROR);
+    drop(c);
+}
+
+int main(void)
+{
+    static const test_case_t cases[] = {
+        {"two_rank_nvlink_defaults", two_rank_nvlink_defaults, 10},
+        {"save_load_round_trip_keeps_other_sections", save_load_round_trip_keeps_other_sections, 10},
+        {"malformed_files_name_the_line", malformed_files_name_the_line, 10},
+    };
+    return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
+}

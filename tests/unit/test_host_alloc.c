@@ -322,6 +322,20 @@ static void rank_peer_dies(int rank, int nranks, const symmem_unique_id_t *id)
 }
 static void dead_peer_fails_fast(void) { CHECK(spawn(3, rank_peer_dies) == 0); }
 
+/* Ranks making different collective calls fail at once, each naming the other, instead of mixing data. */
+static void rank_mismatched_calls(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_comm_t c = join(rank, nranks, id, 20000);
+    symmem_buffer_t b;
+    symmem_status_t st = rank == 0 ? symmem_alloc(c, 4096, &b) : symmem_comm_barrier(c);
+    CHECK(st == SYMMEM_PEER_FAILURE);
+    CHECK(strstr(symmem_last_error(), rank == 0 ? "rank 1" : "rank 0"));
+    CHECK(strstr(symmem_last_error(), "different calls") || strstr(symmem_last_error(), "another collective call"));
+    CHECK_ST(symmem_alloc(c, 4096, &b), SYMMEM_COMM_ERROR); /* the communicator stays failed */
+    CHECK_OK(symmem_comm_destroy(c));
+}
+static void mismatched_collective_calls_detected(void) { CHECK(spawn(2, rank_mismatched_calls) == 0); }
+
 /* Rank 1 stays alive but never calls symmem_alloc: rank 0 times out naming rank 1, and can tear down. */
 static void rank_peer_absent(int rank, int nranks, const symmem_unique_id_t *id)
 {
@@ -499,6 +513,7 @@ int main(void)
         {"nranks_mismatch_detected", nranks_mismatch_detected, 30},
         {"dead_peer_fails_fast", dead_peer_fails_fast, 60},
         {"absent_peer_times_out", absent_peer_times_out, 30},
+        {"mismatched_collective_calls_detected", mismatched_collective_calls_detected, 30},
         {"intruders_rejected", intruders_rejected, 60},
         {"init_all_with_group_alloc", init_all_with_group_alloc, 60},
         {"user_bootstrap", user_bootstrap, 60},

@@ -8,23 +8,17 @@
 #include "collectives/coll_internal.h"
 #include "core/comm.h"
 #include "core/param.h"
-#include "test_util.h"
+#include "coll_shell.h"
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
 
-/* A communicator shell that is enough for symmem_coll_table_defaults (rank count, link class). */
+/* The built-in defaults for a rank count and link class. */
 static void defaults_for(int nranks, symmem_link_t link, symmem_coll_table_t *t)
 {
-    struct symmem_comm *comm = calloc(1, sizeof *comm);
-    struct symmem_coll *co = calloc(1, sizeof *co);
-    CHECK(comm && co);
-    comm->nranks = nranks;
-    comm->coll = co;
-    co->link_class = link;
-    symmem_coll_table_defaults(comm, t);
-    free(co);
-    free(comm);
+    symmem_comm_t comm = coll_shell(nranks, link, "");
+    *t = comm->coll->defaults;
+    coll_shell_free(comm);
 }
 
 static int table_has(const symmem_coll_table_t *t, symmem_algo_t algo)

@@ -5,37 +5,14 @@
 #include <string.h>
 
 #include "collectives/coll.h"
-#include "collectives/coll_internal.h"
-#include "core/comm.h"
-#include "test_util.h"
+#include "coll_shell.h"
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
 
-/* A communicator shell with what the table code reads: rank count, link class, fingerprint, tables. */
-static symmem_comm_t shell(int nranks, symmem_link_t link, const char *fingerprint)
-{
-    struct symmem_comm *comm = calloc(1, sizeof *comm);
-    struct symmem_coll *co = calloc(1, sizeof *co);
-    CHECK(comm && co);
-    comm->nranks = nranks;
-    comm->coll = co;
-    co->link_class = link;
-    co->env_algo = SYMMEM_ALGO_AUTO;
-    snprintf(co->fingerprint, sizeof co->fingerprint, "%s", fingerprint);
-    symmem_coll_table_defaults(comm, &co->defaults);
-    return comm;
-}
-
-static void drop(symmem_comm_t comm)
-{
-    free(comm->coll);
-    free(comm);
-}
-
 static void two_rank_nvlink_defaults(void)
 {
-    symmem_comm_t c = shell(2, SYMMEM_LINK_NVLINK, "fpA");
+    symmem_comm_t c = coll_shell(2, SYMMEM_LINK_NVLINK, "fpA");
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 2 * MIB) == SYMMEM_ALGO_ONESHOT_PUSH);
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 4 * MIB) == SYMMEM_ALGO_ONESHOT_PULL);
@@ -43,13 +20,13 @@ static void two_rank_nvlink_defaults(void)
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 64 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 4 * MIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 64 * MIB) == SYMMEM_ALGO_ONESHOT_PULL);
-    drop(c);
+    coll_shell_free(c);
     /* more ranks: one-shot moves (n-1)S per GPU, so two-shot takes over early */
-    c = shell(8, SYMMEM_LINK_NVLINK, "fpB");
+    c = coll_shell(8, SYMMEM_LINK_NVLINK, "fpB");
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 64 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 64 * MIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
-    drop(c);
+    coll_shell_free(c);
 }
 
 static void tmp_path(char *out, size_t len)
@@ -65,15 +42,15 @@ static void save_load_round_trip_keeps_other_sections(void)
     CHECK(f);
     fprintf(f, "[other-machine]\nall_reduce 4K oneshot_pull\nall_reduce inf staged\n");
     fclose(f);
-    symmem_comm_t c = shell(2, SYMMEM_LINK_NVLINK, "fpA");
+    symmem_comm_t c = coll_shell(2, SYMMEM_LINK_NVLINK, "fpA");
     CHECK_OK(symmem_coll_tune_clear(c, SYMMEM_COLL_ALL_REDUCE));
     CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, 16 * KIB, SYMMEM_ALGO_TWOSHOT_PULL));
     CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_STAGED));
     CHECK_ST(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, 1, SYMMEM_ALGO_AUTO), SYMMEM_INVALID_ARGUMENT);
     CHECK_OK(symmem_coll_tune_save(c, path));
-    drop(c);
+    coll_shell_free(c);
 
-    c = shell(2, SYMMEM_LINK_NVLINK, "fpA"); /* a fresh process: defaults until the file is loaded */
+    c = coll_shell(2, SYMMEM_LINK_NVLINK, "fpA"); /* a fresh process: defaults until the file is loaded */
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 8 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
     CHECK_OK(symmem_coll_tune_load(c, path));
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 8 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
@@ -81,18 +58,18 @@ static void save_load_round_trip_keeps_other_sections(void)
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 16 * KIB + 1) == SYMMEM_ALGO_STAGED);
     /* ops without rules in the file keep their built-in choice */
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 64 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
-    drop(c);
+    coll_shell_free(c);
 
-    c = shell(2, SYMMEM_LINK_NVLINK, "other-machine"); /* the other section survived the save */
+    c = coll_shell(2, SYMMEM_LINK_NVLINK, "other-machine"); /* the other section survived the save */
     CHECK_OK(symmem_coll_tune_load(c, path));
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * MIB) == SYMMEM_ALGO_STAGED);
-    drop(c);
+    coll_shell_free(c);
 
-    c = shell(2, SYMMEM_LINK_NVLINK, "no-such-topology"); /* no section: the defaults stand */
+    c = coll_shell(2, SYMMEM_LINK_NVLINK, "no-such-topology"); /* no section: the defaults stand */
     CHECK_OK(symmem_coll_tune_load(c, path));
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 4 * MIB) == SYMMEM_ALGO_ONESHOT_PULL);
-    drop(c);
+    coll_shell_free(c);
     unlink(path);
 }
 
@@ -114,17 +91,17 @@ static void malformed_files_name_the_line(void)
         CHECK(f);
         fputs(bad[k].text, f);
         fclose(f);
-        symmem_comm_t c = shell(2, SYMMEM_LINK_NVLINK, "fpA");
+        symmem_comm_t c = coll_shell(2, SYMMEM_LINK_NVLINK, "fpA");
         CHECK_ST(symmem_coll_tune_load(c, path), SYMMEM_INVALID_ARGUMENT);
         CHECK_ERR_HAS(bad[k].needle);
         /* nothing half-loaded: the defaults still decide */
         CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
-        drop(c);
+        coll_shell_free(c);
     }
     unlink(path);
-    symmem_comm_t c = shell(2, SYMMEM_LINK_NVLINK, "fpA");
+    symmem_comm_t c = coll_shell(2, SYMMEM_LINK_NVLINK, "fpA");
     CHECK_ST(symmem_coll_tune_load(c, "/nonexistent/dir/tune.txt"), SYMMEM_SYSTEM_ERROR);
-    drop(c);
+    coll_shell_free(c);
 }
 
 int main(void)

@@ -32,6 +32,30 @@ static inline int gpu_count_forked(void)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 0;
 }
 
+/* Run fn(rank, nranks, ids) in nranks forked processes (up to 64) and wait for all of them. Returns how
+ * many ranks failed (non-zero exit or killed by a signal). */
+static inline int gpu_fork_ranks(int nranks, void (*fn)(int, int, const symmem_unique_id_t *),
+                                 const symmem_unique_id_t *ids)
+{
+    pid_t pids[64];
+    if (nranks < 1 || nranks > 64) return nranks < 1 ? 1 : nranks;
+    int bad = 0, started = 0;
+    for (; started < nranks; started++) {
+        pids[started] = fork();
+        if (pids[started] == 0) {
+            fn(started, nranks, ids);
+            _exit(0);
+        }
+        if (pids[started] < 0) break;
+    }
+    bad += nranks - started; /* ranks that could not be started */
+    for (int r = 0; r < started; r++) {
+        int st = 0;
+        if (waitpid(pids[r], &st, 0) != pids[r] || !WIFEXITED(st) || WEXITSTATUS(st) != 0) bad++;
+    }
+    return bad;
+}
+
 /* Keep NVLink multicast off in this process and its children whatever the caller's environment. */
 static inline void gpu_safe_environment(void)
 {

@@ -69,19 +69,7 @@ static int spawn(int nranks, void (*fn)(int, int, const symmem_unique_id_t *))
 {
     symmem_unique_id_t id;
     CHECK_OK(symmem_get_unique_id(&id));
-    pid_t pids[16];
-    for (int r = 0; r < nranks; r++)
-        if ((pids[r] = fork()) == 0) {
-            fn(r, nranks, &id);
-            _exit(0);
-        }
-    int bad = 0;
-    for (int r = 0; r < nranks; r++) {
-        int st;
-        waitpid(pids[r], &st, 0);
-        bad += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    }
-    return bad;
+    return gpu_fork_ranks(nranks, fn, &id);
 }
 
 static void two_processes_1b_to_4gib(void) { CHECK(spawn(2, rank_pattern) == 0); }

@@ -100,19 +100,7 @@ static void nccl_registers_symmem_buffers(void)
 {
     symmem_unique_id_t id;
     CHECK_OK(symmem_get_unique_id(&id));
-    pid_t pids[2];
-    for (int r = 0; r < 2; r++)
-        if ((pids[r] = fork()) == 0) {
-            rank_main(r, 2, &id);
-            _exit(0);
-        }
-    int bad = 0;
-    for (int r = 0; r < 2; r++) {
-        int st;
-        waitpid(pids[r], &st, 0);
-        bad += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    }
-    CHECK(bad == 0);
+    CHECK(gpu_fork_ranks(2, rank_main, &id) == 0);
 }
 
 int main(void)

@@ -41,16 +41,20 @@ typedef enum {
 } symmem_coll_family_t;
 
 /* Per-communicator device state, in this rank's local device memory (never remote). Read by every block
- * at kernel start; written only by the last block of a kernel to finish (see the "done" protocol in
- * kernels.cu), so the values advance on the device and CUDA-graph replays stay correct. */
+ * at kernel start; the last block of a kernel to read it writes, when it ends, the values that kernel leaves
+ * behind (all known at start: see the state protocol in kernels.cu), so the values advance on the device and
+ * CUDA-graph replays stay correct. */
 typedef struct symmem_coll_dev_state {
-    uint64_t epoch; /* sync epochs used so far (always even: every round consumes two) */
-    uint64_t calls; /* kernels completed on this communicator (the "sequence number" in error messages) */
-    uint64_t lseq;  /* Lamport rounds so far: round j uses Lamport buffer j % 3 */
-    uint32_t done;  /* blocks of the running kernel that finished */
-    uint32_t abort; /* nonzero once any kernel of this communicator failed: every kernel exits at once */
+    uint64_t epoch;   /* sync epochs used so far (always even: every round consumes two) */
+    uint64_t calls;   /* kernels started on this communicator (the "sequence number" in error messages) */
+    uint64_t lseq;    /* Lamport rounds so far: round j uses Lamport buffer j % 3 */
+    uint64_t blocks;  /* blocks of all those kernels */
+    uint64_t ended;   /* blocks that ended: below `blocks` at a kernel's start means an earlier kernel of this
+                         communicator is still running (used from two streams) */
+    uint32_t started; /* blocks of the running kernel that read the state */
+    uint32_t abort;   /* nonzero once any kernel of this communicator failed: every kernel exits at once */
 } symmem_coll_dev_state_t;
-SYMMEM_STATIC_ASSERT(sizeof(symmem_coll_dev_state_t) == 32, "device state layout is shared with kernels");
+SYMMEM_STATIC_ASSERT(sizeof(symmem_coll_dev_state_t) == 48, "device state layout is shared with kernels");
 
 /* Error record in host-mapped pinned memory, written by the one block that wins the abort flag. `status`
  * is written last (after a system fence), so a host that sees it nonzero sees the other fields. */

@@ -88,7 +88,6 @@ __device__ __forceinline__ void store_user(void *base, uint64_t elem, uint4 v, i
 /* ---- conversion: a pack of T <-> V floats -------------------------------------------------------------- */
 template <typename T> struct Conv;
 template <> struct Conv<float> {
-    static __device__ __forceinline__ float lo(uint32_t w) { return __uint_as_float(w); }
     static __device__ __forceinline__ void unpack(uint4 v, float *f)
     {
         f[0] = __uint_as_float(v.x), f[1] = __uint_as_float(v.y);
@@ -99,40 +98,32 @@ template <> struct Conv<float> {
         return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
     }
 };
-template <> struct Conv<half> {
-    static __device__ __forceinline__ float h2f(uint32_t u) { return __half2float(__ushort_as_half((unsigned short)u)); }
-    static __device__ __forceinline__ uint32_t f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
+/* 16-bit types: two elements per 32-bit word, low half first; S supplies the scalar conversions. */
+template <typename S> struct Conv16 {
     static __device__ __forceinline__ void unpack(uint4 v, float *f)
     {
         const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-        for (int k = 0; k < 4; k++) f[2 * k] = h2f(w[k] & 0xffffu), f[2 * k + 1] = h2f(w[k] >> 16);
+        for (int k = 0; k < 4; k++) f[2 * k] = S::to_f(w[k] & 0xffffu), f[2 * k + 1] = S::to_f(w[k] >> 16);
     }
     static __device__ __forceinline__ uint4 pack(const float *f)
     {
         uint32_t w[4];
 #pragma unroll
-        for (int k = 0; k < 4; k++) w[k] = f2h(f[2 * k]) | (f2h(f[2 * k + 1]) << 16);
+        for (int k = 0; k < 4; k++) w[k] = S::from_f(f[2 * k]) | (S::from_f(f[2 * k + 1]) << 16);
         return make_uint4(w[0], w[1], w[2], w[3]);
     }
 };
-template <> struct Conv<bfloat16> {
-    static __device__ __forceinline__ float b2f(uint32_t u) { return __uint_as_float(u << 16); }
-    static __device__ __forceinline__ uint32_t f2b(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
-    static __device__ __forceinline__ void unpack(uint4 v, float *f)
-    {
-        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int k = 0; k < 4; k++) f[2 * k] = b2f(w[k] & 0xffffu), f[2 * k + 1] = b2f(w[k] >> 16);
-    }
-    static __device__ __forceinline__ uint4 pack(const float *f)
-    {
-        uint32_t w[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) w[k] = f2b(f[2 * k]) | (f2b(f[2 * k + 1]) << 16);
-        return make_uint4(w[0], w[1], w[2], w[3]);
-    }
+struct HalfScalar {
+    static __device__ __forceinline__ float to_f(uint32_t u) { return __half2float(__ushort_as_half((unsigned short)u)); }
+    static __device__ __forceinline__ uint32_t from_f(float f) { return __half_as_ushort(__float2half_rn(f)); }
 };
+struct Bf16Scalar {
+    static __device__ __forceinline__ float to_f(uint32_t u) { return __uint_as_float(u << 16); }
+    static __device__ __forceinline__ uint32_t from_f(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
+};
+template <> struct Conv<half> : Conv16<HalfScalar> {};
+template <> struct Conv<bfloat16> : Conv16<Bf16Scalar> {};
 
 /* ---- reduction operators, in fp32. max/min propagate NaN (IEEE 754-2019 maximum/minimum: a NaN operand
  * gives NaN), unlike fmaxf. Ties between -0 and +0 keep the earlier rank's value (the order is fixed). -- */

@@ -8,7 +8,8 @@
  *    0..n-1 touch flags; __syncthreads() before (so the whole block's data precedes the release) and after
  *    (so the whole block's reads follow the acquire).
  *  - epochs are 64-bit and monotonic: the device state holds the last one used, every block reads it at
- *    kernel start, the last block to finish writes the new value. Each round of any algorithm consumes two
+ *    kernel start, the last block to read it writes the value the kernel will end at (the state protocol
+ *    below). Each round of any algorithm consumes two
  *    epochs (sync A = e+1, optional sync B = e+2), so the state stays even and round k of a call uses data
  *    half ((e_k / 2) & 1): consecutive rounds, also across calls, alternate halves.
  *  - reuse argument (why a fast rank never overwrites data a slow rank still reads): in every algorithm a
@@ -32,11 +33,24 @@ namespace symmem_k {
 
 typedef symmem_coll_params_t P;
 
+
 struct Ctx {
-    uint64_t epoch; /* epoch at kernel start (even) */
-    uint64_t call;  /* sequence number of this operation */
-    uint64_t lseq;  /* Lamport round at kernel start */
+    uint64_t epoch;   /* epoch at kernel start (even) */
+    uint64_t call;    /* sequence number of this operation */
+    uint64_t lseq;    /* Lamport round at kernel start */
+    /* thread 0 only (the state protocol): this block's place in the `started` count (kept in a register:
+     * reading it is the only wait for the atomic) and whether this block has done its part */
+    uint32_t started;
+    bool published;
 };
+
+/* The state a kernel leaves behind (epoch, lseq, calls, blocks), computed by thread 0 at kernel start;
+ * one per block, in shared memory so that it costs no registers while the block works. */
+__device__ __forceinline__ uint64_t *state_after()
+{
+    __shared__ uint64_t v[4];
+    return v;
+}
 
 __device__ __forceinline__ uint64_t *flag_slot(char *ws, int block, int src)
 {
@@ -93,21 +107,40 @@ __device__ __forceinline__ bool wait_flag(const P &p, const Ctx &c, const uint64
     return true;
 }
 
-/* Sync point with epoch e among the same-numbered blocks of all ranks. False: abort (return at once). */
-__device__ __forceinline__ bool sync_peers(const P &p, const Ctx &c, uint64_t e)
+/* The state protocol. Every value a kernel leaves in the state is known when it starts (epochs and Lamport
+ * rounds used are functions of the parameters). Thread 0 of every block reads the state, then counts
+ * itself in `started` (each thread 0 stored the values it read to shared memory, which waits for the
+ * loads, before issuing the atomic). The block that finds itself the last to do so writes the new state
+ * (publish): every block has read the state by then, and nobody reads it again until this grid has
+ * completed (the next kernel of the stream starts after it: stream order, or with PDL
+ * griddepcontrol.wait, which waits for completion and visibility). A one-block kernel publishes at once;
+ * in a larger one thread 0 publishes after it issued its first flag store (sync_peers) or its pushes
+ * (Lamport), so the atomic's latency overlaps the block's work instead of delaying it. No fence anywhere
+ * (a fence would wait for the thread's remote flag stores: a link round trip). At its end every block
+ * adds one to `ended` without waiting: `ended` < `blocks` at a kernel's start means an earlier kernel of
+ * this communicator is still running (used from two streams). (`ended` may be ahead of `blocks`: this
+ * kernel's own first blocks can end before its last ones start.) A kernel that fails leaves the
+ * communicator aborted: its state no longer matters. */
+__device__ __forceinline__ void publish(const P &p, Ctx &c)
 {
-    __syncthreads();
-    bool ok = true;
-    const int t = threadIdx.x;
-    if (t < p.nranks && t != p.rank) {
-        symmem_st_release_u64(flag_slot(p.ws[t], blockIdx.x, p.rank), (e << 16) | p.tag);
-        ok = wait_flag(p, c, flag_slot(p.ws[p.rank], blockIdx.x, t), e, t);
+    if (c.published) return;
+    c.published = true;
+    if (c.started >= gridDim.x) {
+        report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, c.epoch, c.started);
+        return;
     }
-    return __syncthreads_and(ok) != 0;
+    if (c.started != gridDim.x - 1) return;
+    volatile symmem_coll_dev_state_t *st = p.st;
+    const uint64_t *after = state_after();
+    st->epoch = after[0];
+    st->lseq = after[1];
+    st->calls = after[2];
+    st->blocks = after[3];
+    if (gridDim.x > 1) st->started = 0;
 }
 
-/* Read the device state. False: the communicator is aborted. */
-__device__ __forceinline__ bool prologue(const P &p, Ctx &c)
+/* Kernel start. False: the communicator is aborted (return at once). */
+__device__ __forceinline__ bool prologue(const P &p, Ctx &c, uint64_t epochs_used, uint64_t lamport_rounds)
 {
     __shared__ uint64_t sh[3];
     __shared__ uint32_t sh_abort;
@@ -119,12 +152,35 @@ __device__ __forceinline__ bool prologue(const P &p, Ctx &c)
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+    c.started = 1u; /* other threads never publish */
+    c.published = true;
     if (threadIdx.x == 0) {
         volatile symmem_coll_dev_state_t *st = p.st;
-        sh_abort = st->abort;
-        sh[0] = st->epoch;
-        sh[1] = st->calls;
-        sh[2] = st->lseq;
+        const uint32_t ab = st->abort;
+        const uint64_t epoch = st->epoch, calls = st->calls, lseq = st->lseq, blocks = st->blocks,
+                       ended = st->ended;
+        sh_abort = ab;
+        sh[0] = epoch;
+        sh[1] = calls;
+        sh[2] = lseq;
+        if (ab == 0) {
+            c.call = calls;
+            c.epoch = epoch;
+            c.lseq = lseq;
+            if ((int64_t)(ended - blocks) < 0) {
+                report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, epoch, blocks - ended);
+                sh_abort = 1;
+            } else {
+                uint64_t *after = state_after();
+                after[0] = epoch + epochs_used;
+                after[1] = lseq + lamport_rounds;
+                after[2] = calls + 1;
+                after[3] = blocks + gridDim.x;
+                c.published = false;
+                c.started = gridDim.x == 1 ? 0u : atomicAdd(&p.st->started, 1u);
+                if (gridDim.x == 1) publish(p, c); /* plain stores: nothing to wait for */
+            }
+        }
     }
     __syncthreads();
     c.epoch = sh[0];
@@ -133,41 +189,51 @@ __device__ __forceinline__ bool prologue(const P &p, Ctx &c)
     return sh_abort == 0;
 }
 
-/* The "done" protocol: the last block to finish advances the state. Every block read the state before
- * its atomicAdd on `done`, so the last block's writes cannot race with any block's read; the next kernel
- * on the stream starts after this one completed. A second kernel of the same communicator running at
- * the same time (two streams) shows up as `calls` changing under us or `done` overflowing. */
-__device__ __forceinline__ void finish(const P &p, const Ctx &c, uint64_t epoch_end, uint64_t lseq_end)
+/* End of a block that passed the prologue, on every path (success or failure): publish if not done yet,
+ * and count the block in `ended` (a reduction: thread 0 does not wait for it). */
+__device__ __forceinline__ void block_end(const P &p, Ctx &c)
 {
     __syncthreads();
     if (threadIdx.x != 0) return;
-    volatile symmem_coll_dev_state_t *st = p.st;
-    if (st->calls != c.call) {
-        report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, c.epoch, st->calls);
-        return;
+    publish(p, c);
+    atomicAdd(reinterpret_cast<unsigned long long *>(&p.st->ended), 1ull);
+}
+
+/* Sync point with epoch e among the same-numbered blocks of all ranks. False: abort (return at once). */
+__device__ __forceinline__ bool sync_peers(const P &p, Ctx &c, uint64_t e)
+{
+    __syncthreads();
+    bool ok = true;
+    const int t = threadIdx.x;
+    const bool flagger = t < p.nranks && t != p.rank;
+    if (flagger) symmem_st_release_u64(flag_slot(p.ws[t], blockIdx.x, p.rank), (e << 16) | p.tag);
+    if (t == 0) publish(p, c); /* the state protocol, while the flags travel */
+    if (flagger) ok = wait_flag(p, c, flag_slot(p.ws[p.rank], blockIdx.x, t), e, t);
+    return __syncthreads_and(ok) != 0;
+}
+
+/* What every data kernel derives from its parameters: this thread's first position and the grid stride
+ * (block b handles the same positions in every round and on every rank), the call's kind flags, and the
+ * user buffers. */
+struct Geo {
+    int n, r;
+    bool ag, rs, al;
+    uint64_t segp, t0, nt;
+    const char *send;
+    char *recv;
+    __device__ __forceinline__ explicit Geo(const P &p)
+        : n(p.nranks), r(p.rank), ag(p.kind == SYMMEM_COLL_ALL_GATHER), rs(p.kind == SYMMEM_COLL_REDUCE_SCATTER),
+          al(p.aligned != 0), segp(p.segp), t0((uint64_t)blockIdx.x * blockDim.x + threadIdx.x),
+          nt((uint64_t)gridDim.x * blockDim.x), send(static_cast<const char *>(p.send)),
+          recv(static_cast<char *>(p.recv))
+    {
     }
-    /* A single-block kernel is its own last block: no atomic and no fences. The state is read only by
-     * the next kernel of the stream, which starts after this grid completed and its writes are visible
-     * (stream order; with PDL, griddepcontrol.wait guarantees the same), so a fence here would only make
-     * thread 0 wait for its remote stores' completion: latency on the small-message path. */
-    if (gridDim.x == 1) {
-        st->epoch = epoch_end;
-        st->lseq = lseq_end;
-        st->calls = c.call + 1;
-        return;
-    }
-    __threadfence();
-    const uint32_t old = atomicAdd(&p.st->done, 1u);
-    if (old == gridDim.x - 1) {
-        __threadfence();
-        st->epoch = epoch_end;
-        st->lseq = lseq_end;
-        st->calls = c.call + 1;
-        st->done = 0;
-        __threadfence();
-    } else if (old >= gridDim.x) {
-        report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, c.epoch, old);
-    }
+};
+
+/* Offset of the data half used by the round whose first sync is epoch e + 1 (rounds alternate halves). */
+__device__ __forceinline__ uint64_t half_off(const P &p, uint64_t e)
+{
+    return p.data_off + (((e >> 1) & 1) ? p.half_bytes : 0);
 }
 
 /* Valid elements (0..V) of shard s starting at element i of the shard. */
@@ -185,18 +251,18 @@ template <int V> __device__ __forceinline__ int shard_valid(const P &p, int s, u
 template <typename T, int OP> __device__ __forceinline__ bool run_pull(const P &p, Ctx &c)
 {
     constexpr int V = Pack<T>::V;
-    const int n = p.nranks, r = p.rank;
-    const bool ag = p.kind == SYMMEM_COLL_ALL_GATHER, rs = p.kind == SYMMEM_COLL_REDUCE_SCATTER;
+    const Geo g(p);
+    const int n = g.n, r = g.r;
+    const bool ag = g.ag, rs = g.rs, al = g.al;
+    const uint64_t segp = g.segp, t0 = g.t0, nt = g.nt;
+    const char *send = g.send;
+    char *recv = g.recv;
     const bool two = p.kind == SYMMEM_COLL_ALL_REDUCE && p.algo == SYMMEM_ALGO_TWOSHOT_PULL;
-    const bool al = p.aligned != 0, zc = p.zc_on != 0;
-    const uint64_t segp = p.segp, t0 = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x,
-                   nt = (uint64_t)gridDim.x * blockDim.x;
-    const char *send = static_cast<const char *>(p.send);
-    char *recv = static_cast<char *>(p.recv);
+    const bool zc = p.zc_on != 0;
     uint64_t e = c.epoch;
     for (uint32_t rd = 0; rd < p.rounds; rd++, e += 2) {
         const uint64_t off = (uint64_t)rd * segp * V;
-        const uint64_t hoff = p.data_off + (((e >> 1) & 1) ? p.half_bytes : 0);
+        const uint64_t hoff = half_off(p, e);
         char *mine = p.ws[r] + hoff;
         if (!zc) { /* copy-in, fused: my input into my staging */
             for (uint64_t pk = t0; pk < segp; pk += nt) {
@@ -258,7 +324,6 @@ template <typename T, int OP> __device__ __forceinline__ bool run_pull(const P &
         if (!sync_peers(p, c, e + 1)) return false;
         e += 2;
     }
-    c.epoch = e;
     return true;
 }
 
@@ -268,18 +333,18 @@ template <typename T, int OP> __device__ __forceinline__ bool run_pull(const P &
 template <typename T, int OP> __device__ __forceinline__ bool run_push(const P &p, Ctx &c)
 {
     constexpr int V = Pack<T>::V;
-    const int n = p.nranks, r = p.rank;
-    const bool ag = p.kind == SYMMEM_COLL_ALL_GATHER, rs = p.kind == SYMMEM_COLL_REDUCE_SCATTER;
-    const bool staged = p.algo == SYMMEM_ALGO_STAGED, al = p.aligned != 0;
-    const uint64_t segp = p.segp, t0 = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x,
-                   nt = (uint64_t)gridDim.x * blockDim.x;
+    const Geo g(p);
+    const int n = g.n, r = g.r;
+    const bool ag = g.ag, rs = g.rs, al = g.al;
+    const uint64_t segp = g.segp, t0 = g.t0, nt = g.nt;
+    const char *send = g.send;
+    char *recv = g.recv;
+    const bool staged = p.algo == SYMMEM_ALGO_STAGED;
     const uint64_t gat = ag ? 0 : (uint64_t)n * segp * 16; /* offset of gather[] in a half */
-    const char *send = static_cast<const char *>(p.send);
-    char *recv = static_cast<char *>(p.recv);
     uint64_t e = c.epoch;
     for (uint32_t rd = 0; rd < p.rounds; rd++, e += 2) {
         const uint64_t off = (uint64_t)rd * segp * V;
-        const uint64_t hoff = p.data_off + (((e >> 1) & 1) ? p.half_bytes : 0);
+        const uint64_t hoff = half_off(p, e);
         char *mine = p.ws[r] + hoff;
         if (ag) {
             /* my shard to every peer's gather[r] (and to my own output) */
@@ -375,7 +440,6 @@ template <typename T, int OP> __device__ __forceinline__ bool run_push(const P &
             }
         }
     }
-    c.epoch = e;
     return true;
 }
 
@@ -389,13 +453,13 @@ template <typename T, int OP> __device__ __forceinline__ bool run_push(const P &
 template <typename T, int OP> __device__ __forceinline__ bool run_lamport(const P &p, Ctx &c)
 {
     constexpr int V = Pack<T>::V;
-    const int n = p.nranks, r = p.rank;
-    const bool rs = p.kind == SYMMEM_COLL_REDUCE_SCATTER, al = p.aligned != 0;
-    const uint64_t segp = p.segp, t0 = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x,
-                   nt = (uint64_t)gridDim.x * blockDim.x;
+    const Geo g(p);
+    const int n = g.n, r = g.r;
+    const bool rs = g.rs, al = g.al;
+    const uint64_t segp = g.segp, t0 = g.t0, nt = g.nt;
+    const char *send = g.send;
+    char *recv = g.recv;
     const uint64_t npos = rs ? segp : (uint64_t)n * segp, slot = npos * 16;
-    const char *send = static_cast<const char *>(p.send);
-    char *recv = static_cast<char *>(p.recv);
     uint64_t j = c.lseq;
     for (uint32_t rd = 0; rd < p.rounds; rd++, j++) {
         const uint64_t off = (uint64_t)rd * segp * V;
@@ -417,6 +481,7 @@ template <typename T, int OP> __device__ __forceinline__ bool run_lamport(const 
                 for (int k = 1; k < n; k++) st16(p.ws[(r + k) % n] + boff + r * slot + q * 16, v);
             }
         }
+        if (threadIdx.x == 0) publish(p, c); /* the state protocol, while the pushes travel */
         bool fail = false;
         char *mine = p.ws[r] + boff;
         for (uint64_t q = t0; q < npos && !fail; q += nt) {
@@ -456,28 +521,36 @@ template <typename T, int OP> __device__ __forceinline__ bool run_lamport(const 
         }
         if (__syncthreads_or(fail)) return false;
     }
-    c.lseq = j;
     return true;
+}
+
+/* Epochs and Lamport rounds a kernel consumes, from its parameters alone (what the state protocol
+ * publishes; each run_* uses exactly these). */
+template <int FAM> __device__ __forceinline__ uint64_t epochs_of(const P &p)
+{
+    if (FAM == SYMMEM_COLL_FAM_LAMPORT) return 0;
+    const bool extra = FAM == SYMMEM_COLL_FAM_PULL && p.zc_on &&
+                       !(p.kind == SYMMEM_COLL_ALL_REDUCE && p.algo == SYMMEM_ALGO_TWOSHOT_PULL);
+    return 2 * (uint64_t)p.rounds + (extra ? 2 : 0);
 }
 
 template <typename T, int OP, int FAM>
 __global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) coll_kernel(const __grid_constant__ symmem_coll_params_t p)
 {
     Ctx c;
-    if (!prologue(p, c)) return;
-    bool ok;
-    if (FAM == SYMMEM_COLL_FAM_PULL) ok = run_pull<T, OP>(p, c);
-    else if (FAM == SYMMEM_COLL_FAM_PUSH) ok = run_push<T, OP>(p, c);
-    else ok = run_lamport<T, OP>(p, c);
-    if (ok) finish(p, c, c.epoch, c.lseq);
+    if (!prologue(p, c, epochs_of<FAM>(p), FAM == SYMMEM_COLL_FAM_LAMPORT ? p.rounds : 0)) return;
+    if (FAM == SYMMEM_COLL_FAM_PULL) run_pull<T, OP>(p, c);
+    else if (FAM == SYMMEM_COLL_FAM_PUSH) run_push<T, OP>(p, c);
+    else run_lamport<T, OP>(p, c);
+    block_end(p, c);
 }
 
 __global__ void barrier_kernel(const __grid_constant__ symmem_coll_params_t p)
 {
     Ctx c;
-    if (!prologue(p, c)) return;
-    if (!sync_peers(p, c, c.epoch + 1)) return;
-    finish(p, c, c.epoch + 2, c.lseq);
+    if (!prologue(p, c, 2, 0)) return;
+    sync_peers(p, c, c.epoch + 1);
+    block_end(p, c);
 }
 
 __global__ void fill_empty_kernel(uint4 *p, size_t n16)

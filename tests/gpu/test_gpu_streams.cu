@@ -1,7 +1,8 @@
 /* Two communicators of the same ranks, each on its own stream, with all-reduces enqueued alternately and
  * no host synchronisation: they must run concurrently without interfering (each communicator has its own
  * workspace, flags and sequence numbers). Every output is checked exactly (small integers in fp32).
- * 2 processes on 2 GPUs; exits 77 with fewer than 2 GPUs. */
+ * A second case checks that one communicator used from two unordered streams is reported. 2 processes on
+ * 2 GPUs; exits 77 with fewer than 2 GPUs. */
 #include "core/comm.h"
 #include "gpu_util.h"
 
@@ -77,23 +78,65 @@ static void rank_main(int rank, int nranks, const symmem_unique_id_t *ids)
     }
 }
 
+/* The same communicator on two streams with no ordering between them (a usage error): rank 0 enqueues an
+ * all-reduce on stream A; its kernel waits for rank 1, which sleeps first, so it is certainly still running
+ * when rank 0 enqueues a second all-reduce on stream B 100 ms later. The second kernel must find the first
+ * one's blocks not ended and report it (SYMMEM_INVALID_USAGE naming the overlap), aborting both, instead of
+ * sharing the epoch and buffers; the communicator stays in that error state. Rank 1 only has to finish
+ * (its single call completes or times out) and tear down. */
+static void same_communicator_rank(int rank, int nranks, const symmem_unique_id_t *ids)
+{
+    gpu_safe_environment();
+    symmem_options_t o = SYMMEM_OPTIONS_INIT;
+    o.device = rank % g_ngpus;
+    o.timeout_ms = 3000;
+    symmem_comm_t comm;
+    CHECK_OK(symmem_comm_init(nranks, rank, &ids[0], &o, &comm));
+    cudaStream_t s[2];
+    for (int c = 0; c < 2; c++) CUDA_CHECK(cudaStreamCreateWithFlags(&s[c], cudaStreamNonBlocking));
+    const size_t n = 256;
+    float *buf;
+    CUDA_CHECK(cudaMalloc(&buf, 4 * n * sizeof(float)));
+    fill_inputs<<<4, 256>>>(buf, 4 * n, 0, rank, 0);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK_OK(symmem_comm_barrier(comm));
+    if (rank == 0) {
+        CHECK_OK(symmem_all_reduce(comm, buf, buf + n, n, SYMMEM_FLOAT32, SYMMEM_OP_SUM, SYMMEM_ALGO_AUTO, s[0]));
+        usleep(100 * 1000);
+        CHECK_OK(symmem_all_reduce(comm, buf + 2 * n, buf + 3 * n, n, SYMMEM_FLOAT32, SYMMEM_OP_SUM,
+                                   SYMMEM_ALGO_AUTO, s[1]));
+        for (int c = 0; c < 2; c++) CUDA_CHECK(cudaStreamSynchronize(s[c]));
+        const symmem_status_t st = symmem_comm_get_async_error(comm);
+        const char *msg = symmem_last_error();
+        printf("  rank 0: %s: %s\n", symmem_status_string(st), msg ? msg : "(none)");
+        CHECK(st == SYMMEM_INVALID_USAGE);
+        CHECK(msg && strstr(msg, "at the same time"));
+        /* and it stays failed */
+        CHECK(symmem_all_reduce(comm, buf, buf + n, n, SYMMEM_FLOAT32, SYMMEM_OP_SUM, SYMMEM_ALGO_AUTO, s[0]) ==
+              SYMMEM_INVALID_USAGE);
+    } else {
+        usleep(1000 * 1000);
+        (void)symmem_all_reduce(comm, buf, buf + n, n, SYMMEM_FLOAT32, SYMMEM_OP_SUM, SYMMEM_ALGO_AUTO, s[0]);
+        CUDA_CHECK(cudaStreamSynchronize(s[0]));
+        (void)symmem_comm_get_async_error(comm);
+    }
+    CUDA_CHECK(cudaFree(buf));
+    for (int c = 0; c < 2; c++) CUDA_CHECK(cudaStreamDestroy(s[c]));
+    (void)symmem_comm_destroy(comm);
+}
+
+static void same_communicator_two_streams_reported(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    CHECK(gpu_fork_ranks(2, same_communicator_rank, &id) == 0);
+}
+
 static void two_communicators_two_streams(void)
 {
     symmem_unique_id_t ids[2];
     for (int c = 0; c < 2; c++) CHECK_OK(symmem_get_unique_id(&ids[c]));
-    pid_t pids[2];
-    for (int r = 0; r < 2; r++)
-        if ((pids[r] = fork()) == 0) {
-            rank_main(r, 2, ids);
-            _exit(0);
-        }
-    int bad = 0;
-    for (int r = 0; r < 2; r++) {
-        int st;
-        waitpid(pids[r], &st, 0);
-        bad += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    }
-    CHECK(bad == 0);
+    CHECK(gpu_fork_ranks(2, rank_main, ids) == 0);
 }
 
 int main(void)
@@ -103,6 +146,8 @@ int main(void)
         printf("fewer than 2 GPUs (%d): skipping the concurrent-communicators test\n", g_ngpus);
         return TEST_SKIP_CODE;
     }
-    static const test_case_t cases[] = {{"two_communicators_two_streams", two_communicators_two_streams, 180}};
-    return test_run_all(cases, 1);
+    static const test_case_t cases[] = {{"two_communicators_two_streams", two_communicators_two_streams, 180},
+                                        {"same_communicator_two_streams_reported",
+                                         same_communicator_two_streams_reported, 120}};
+    return test_run_all(cases, 2);
 }

@@ -320,10 +320,8 @@ template <typename T, int OP> __device__ __forceinline__ bool run_pull(const P &
             }
         }
     }
-    if (zc && !two) { /* peers read my send buffer: they must be done before my kernel ends */
-        if (!sync_peers(p, c, e + 1)) return false;
-        e += 2;
-    }
+    /* peers read my send buffer: they must be done before my kernel ends (epochs_of counts this sync) */
+    if (zc && !two && !sync_peers(p, c, e + 1)) return false;
     return true;
 }
 

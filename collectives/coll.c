@@ -147,9 +147,36 @@ static symmem_status_t plan_workspace(symmem_comm_t comm, struct symmem_coll *co
     return SYMMEM_OK;
 }
 
+/* SYMMEM_MIN_BLOCK_THREADS, made a multiple of 32 in [32, SYMMEM_COLL_THREADS] (warning when it was not). */
+static int min_block_threads(void)
+{
+    const int64_t v = symmem_param_int(SYMMEM_PARAM_MIN_BLOCK_THREADS);
+    int64_t t = (v + 31) / 32 * 32;
+    if (t < 32) t = 32;
+    if (t > SYMMEM_COLL_THREADS) t = SYMMEM_COLL_THREADS;
+    if (t != v)
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_MIN_BLOCK_THREADS=%" PRId64 " is not a multiple of 32 in [32, %d]; using %" PRId64,
+                    v, SYMMEM_COLL_THREADS, t);
+    return (int)t;
+}
+
+/* Threads per block for `positions` 16-byte positions: enough that max_grid blocks cover them in one pass,
+ * at least min_threads, at most SYMMEM_COLL_THREADS. Small messages thus use many small blocks (each SM
+ * injects and polls only a little of the message) rather than a few full ones. A function of agreed values
+ * only, so every rank launches the same grid. */
+static int block_threads(const struct symmem_coll *co, uint64_t positions)
+{
+    uint64_t t = (positions + (uint64_t)co->max_grid - 1) / (uint64_t)co->max_grid;
+    t = (t + 31) / 32 * 32;
+    if (t < (uint64_t)co->min_threads) t = (uint64_t)co->min_threads;
+    if (t > SYMMEM_COLL_THREADS) t = SYMMEM_COLL_THREADS;
+    return (int)t;
+}
+
 /* Facts every rank must agree on, exchanged once at init. */
 typedef struct agree {
     int32_t max_grid;
+    int32_t min_threads;
     int32_t env_algo;
     uint64_t table_hash;
     int32_t pdl;
@@ -158,12 +185,13 @@ typedef struct agree {
 
 static symmem_status_t agree_across_ranks(symmem_comm_t comm, struct symmem_coll *co)
 {
-    agree_t me = {co->max_grid, (int32_t)co->env_algo, symmem_coll_table_hash(&co->table), co->pdl, co->probe},
+    agree_t me = {co->max_grid, co->min_threads, (int32_t)co->env_algo, symmem_coll_table_hash(&co->table), co->pdl, co->probe},
             all[SYMMEM_MAX_RANKS];
     SYMMEM_CHECK(symmem_comm_allgather(comm, &me, all, sizeof me));
     int table_differs = 0, probe_differs = 0;
     for (int r = 0; r < comm->nranks; r++) {
         if (all[r].max_grid < co->max_grid) co->max_grid = all[r].max_grid;
+        if (all[r].min_threads < co->min_threads) co->min_threads = all[r].min_threads; /* grids must match */
         if (!all[r].pdl) co->pdl = 0; /* the same launch mode everywhere keeps timing symmetric */
         /* the probe is collective (barriers, an allgather): every rank runs it or none does */
         if (all[r].probe != me.probe) probe_differs = 1;
@@ -342,6 +370,7 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
 
     co->max_grid = comm->max_blocks < SYMMEM_COLL_MAX_GRID ? comm->max_blocks : SYMMEM_COLL_MAX_GRID;
     if (co->max_grid < 1) co->max_grid = 1;
+    co->min_threads = min_block_threads();
     /* Programmatic dependent launch (see symmem_coll_launch): Hopper and newer, one rank per GPU. */
     co->pdl = symmem_param_int(SYMMEM_PARAM_PDL) != 0 && comm->ranks_per_device == 1 &&
               comm->peers[comm->rank].cc_major >= 9;
@@ -430,9 +459,11 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
      * same on every rank (the tuning-file table, agreed above by hash, is not touched and still wins). */
     if (co->probe) SYMMEM_CHECK_GOTO(probe_links(comm, co), st, fail);
     SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
-                "collectives ready: workspace %zu bytes (Lamport 3 x %zu, data 2 x %zu), %d blocks/kernel, PDL %s, "
+                "collectives ready: workspace %zu bytes (Lamport 3 x %zu, data 2 x %zu), %d blocks/kernel of %d..%d "
+                "threads, PDL %s, "
                 "links %s, fingerprint %s, table %s%s",
-                co->ws_bytes, co->lam_buf_bytes, co->half_bytes, co->max_grid, co->pdl ? "on" : "off",
+                co->ws_bytes, co->lam_buf_bytes, co->half_bytes, co->max_grid, co->min_threads, SYMMEM_COLL_THREADS,
+                co->pdl ? "on" : "off",
                 co->link_class == SYMMEM_LINK_NVLINK ? "nvlink" : co->link_class == SYMMEM_LINK_PCIE ? "pcie" : "host",
                 co->fingerprint, co->table.nrules ? "from the tuning file" : "built-in",
                 co->probe_prefer == SYMMEM_COLL_PREFER_PULL ? " (defaults: pull, from the probe)" : "");
@@ -589,8 +620,10 @@ static int family_of(symmem_coll_kind_t kind, symmem_algo_t algo)
     }
 }
 
-/* 16-byte units per shard-pack in one half (one Lamport buffer for the Lamport family). */
-static uint64_t units_of(symmem_coll_kind_t kind, symmem_algo_t algo, int fam, int n)
+/* 16-byte units per shard-pack in one half (one Lamport buffer for the Lamport family). `zo`: the push
+ * all-reduce stores results into the peers' receive buffers, so two-shot push needs no gather area (staged
+ * keeps it: it stages its result there before the passes). */
+static uint64_t units_of(symmem_coll_kind_t kind, symmem_algo_t algo, int fam, int n, int zo)
 {
     const uint64_t un = (uint64_t)n;
     if (fam == SYMMEM_COLL_FAM_LAMPORT) return kind == SYMMEM_COLL_ALL_REDUCE ? un * un : un;
@@ -598,7 +631,8 @@ static uint64_t units_of(symmem_coll_kind_t kind, symmem_algo_t algo, int fam, i
         if (kind == SYMMEM_COLL_ALL_GATHER) return 1;
         return (kind == SYMMEM_COLL_ALL_REDUCE && algo == SYMMEM_ALGO_TWOSHOT_PULL) ? un + 1 : un;
     }
-    return kind == SYMMEM_COLL_ALL_REDUCE ? 2 * un : un;
+    if (kind == SYMMEM_COLL_ALL_REDUCE) return zo && algo == SYMMEM_ALGO_TWOSHOT_PUSH ? un : 2 * un;
+    return un;
 }
 
 size_t symmem_coll_message_bytes(symmem_comm_t comm, symmem_coll_kind_t kind, size_t count, symmem_dtype_t dtype)
@@ -621,7 +655,7 @@ size_t symmem_comm_max_message_bytes(symmem_comm_t comm)
 {
     if (!comm || !comm->coll) return 0;
     const struct symmem_coll *co = comm->coll;
-    const uint64_t u = units_of(SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PULL, SYMMEM_COLL_FAM_PULL, comm->nranks);
+    const uint64_t u = units_of(SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PULL, SYMMEM_COLL_FAM_PULL, comm->nranks, 0);
     return (size_t)(co->half_bytes / (16 * u) * 16 * (uint64_t)comm->nranks);
 }
 
@@ -727,6 +761,33 @@ static int zero_copy(symmem_comm_t comm, const coll_call_t *c, size_t in_bytes, 
     return 1;
 }
 
+/* Two-shot all-reduce (push, staged, and pull when it also reads in place) may store each reduced shard
+ * straight into every rank's receive buffer when that lies in a symmetric buffer of this communicator ("zero
+ * copy out"): p->zo[q] is where rank q's receive buffer is mapped here, at the same offset `region` = recv -
+ * base on every rank (the rule; the tag hashes the region and the buffer, so ranks that break it stop with
+ * SYMMEM_INVALID_USAGE). It saves the gather area's copy-out and the sync after every round but the last: a
+ * peer stores into my receive buffer only after the round's first sync, which I signal after my kernel
+ * started (so the stream work before it is done) and after reading my input of that round (so in place is
+ * safe), and my kernel ends only after the last round's second sync, which every peer signals after its
+ * stores into my buffer. Two-shot pull with zero copy both ways needs no workspace at all (kernels.cu,
+ * run_pull). Returns 1 (p->zo filled, *h updated) or 0. */
+static int zero_copy_out(symmem_comm_t comm, const coll_call_t *c, size_t out_bytes, symmem_coll_params_t *p,
+                         uint32_t *h)
+{
+    symmem_buffer_t buf = symmem_buffer_lookup(comm, c->recv);
+    if (!buf) return 0;
+    const char *base = symmem_buffer_ptr(buf);
+    const size_t size = symmem_buffer_size(buf);
+    const size_t region = (size_t)((const char *)c->recv - base);
+    if (out_bytes > size || region > size - out_bytes) return 0;
+    for (int q = 0; q < comm->nranks; q++) p->zo[q] = (char *)symmem_buffer_peer_ptr(buf, q) + region;
+    *h = hash_mix(*h, region);
+    *h = hash_mix(*h, size);
+    *h = hash_mix(*h, symmem_buffer_mapped_size(buf));
+    *h = hash_mix(*h, symmem_buffer_seq(buf));
+    return 1;
+}
+
 /* Remember what was launched with which tag (error messages name the operation a late peer last signalled). */
 static void record_launch(struct symmem_coll *co, uint32_t tag, symmem_coll_kind_t kind, symmem_algo_t algo,
                           symmem_dtype_t dtype, size_t count)
@@ -800,9 +861,19 @@ static symmem_status_t run_collective(symmem_comm_t comm, const coll_call_t *c)
                : c->kind == SYMMEM_COLL_ALL_GATHER ? (const char *)c->send == (const char *)c->recv + (size_t)comm->rank * c->count * es
                                                    : 0;
 
-    const uint64_t units = units_of(c->kind, algo, fam, n);
+    /* Zero copy in (pull: peers' inputs read in place) and out (results stored into peers' outputs): both
+     * decided before the round size, which they change. hz collects what the tag must cover. */
+    uint32_t hz = 0;
+    const int two_pull = c->kind == SYMMEM_COLL_ALL_REDUCE && algo == SYMMEM_ALGO_TWOSHOT_PULL;
+    if (fam == SYMMEM_COLL_FAM_PULL) p.zc_on = zero_copy(comm, c, in_bytes, out_bytes, two_pull, &p, &hz);
+    if (c->kind == SYMMEM_COLL_ALL_REDUCE &&
+        (algo == SYMMEM_ALGO_TWOSHOT_PUSH || algo == SYMMEM_ALGO_STAGED || (two_pull && p.zc_on)))
+        p.zo_on = zero_copy_out(comm, c, out_bytes, &p, &hz);
+    /* two-shot pull with zero copy both ways uses no workspace: one round of any size */
+    const int no_ws = two_pull && p.zc_on && p.zo_on;
+    const uint64_t units = units_of(c->kind, algo, fam, n, p.zo_on);
     const uint64_t cap = fam == SYMMEM_COLL_FAM_LAMPORT ? co->lam_buf_bytes : co->half_bytes;
-    const uint64_t segp_cap = cap / (16 * units);
+    const uint64_t segp_cap = no_ws ? UINT64_MAX : cap / (16 * units);
     if (segp_cap == 0)
         return symmem_set_error(SYMMEM_INVALID_USAGE,
                                 "%s: the workspace (%zu bytes) is too small for %s with %d ranks; raise "
@@ -813,9 +884,11 @@ static symmem_status_t run_collective(symmem_comm_t comm, const coll_call_t *c)
     const uint64_t rounds = (needp + p.segp - 1) / p.segp;
     if (rounds > UINT32_MAX) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: message too large", c->name);
     p.rounds = (uint32_t)rounds;
-    /* Grid: a deterministic function of (algorithm, size, ranks, max_grid), so every rank launches the same. */
+    /* Grid: a deterministic function of (algorithm, size, ranks, max_grid, min_threads), so every rank
+     * launches the same. */
     const uint64_t positions = (fam == SYMMEM_COLL_FAM_LAMPORT && c->kind == SYMMEM_COLL_ALL_REDUCE) ? (uint64_t)n * p.segp : p.segp;
-    uint64_t grid = (positions + SYMMEM_COLL_THREADS - 1) / SYMMEM_COLL_THREADS;
+    const int threads = block_threads(co, positions);
+    uint64_t grid = (positions + (uint64_t)threads - 1) / (uint64_t)threads;
     if (grid > (uint64_t)co->max_grid) grid = (uint64_t)co->max_grid;
     if (grid < 1) grid = 1;
 
@@ -826,19 +899,18 @@ static symmem_status_t run_collective(symmem_comm_t comm, const coll_call_t *c)
     h = hash_mix(h, (uint64_t)p.op);
     h = hash_mix(h, c->count);
     h = hash_mix(h, grid);
+    h = hash_mix(h, (uint64_t)threads);
     h = hash_mix(h, p.segp);
-    if (fam == SYMMEM_COLL_FAM_PULL) {
-        const int two = c->kind == SYMMEM_COLL_ALL_REDUCE && algo == SYMMEM_ALGO_TWOSHOT_PULL;
-        p.zc_on = zero_copy(comm, c, in_bytes, out_bytes, two, &p, &h);
-    }
     h = hash_mix(h, (uint64_t)p.zc_on);
+    h = hash_mix(h, (uint64_t)p.zo_on);
+    h = hash_mix(h, hz);
     p.tag = (h ^ (h >> 16)) & 0xffffu;
 
-    SYMMEM_TRACE(SYMMEM_SUBSYS_COLL, "%s count %zu %s %s algo %s grid %" PRIu64 " rounds %u segp %" PRIu64 " zc %d",
+    SYMMEM_TRACE(SYMMEM_SUBSYS_COLL, "%s count %zu %s %s algo %s grid %" PRIu64 "x%d rounds %u segp %" PRIu64 " zc %d zo %d",
                  c->name, c->count, symmem_dtype_name(c->dtype), symmem_redop_name(p.op), symmem_algo_name(algo), grid,
-                 p.rounds, p.segp, p.zc_on);
+                 threads, p.rounds, p.segp, p.zc_on, p.zo_on);
     check_stream(comm, c->stream, c->name);
-    const cudaError_t e = (cudaError_t)symmem_coll_launch(&p, fam, (int)grid, c->stream, co->pdl);
+    const cudaError_t e = (cudaError_t)symmem_coll_launch(&p, fam, (int)grid, threads, c->stream, co->pdl);
     if (e != cudaSuccess)
         return symmem_set_error(SYMMEM_CUDA_ERROR, "%s (%s): kernel launch failed: %s (%s)", c->name,
                                 symmem_algo_name(algo), cudaGetErrorName(e), cudaGetErrorString(e));

@@ -17,7 +17,9 @@ extern "C" {
 #define SYMMEM_STATIC_ASSERT _Static_assert
 #endif
 
-/* Threads per block of every data kernel. */
+/* Most threads per block of a data kernel (the launch bound). A call uses fewer when its positions spread
+ * over max_grid blocks need fewer, but never fewer than the communicator's min_threads (coll.c,
+ * block_threads). */
 #define SYMMEM_COLL_THREADS 512
 /* Flag slots exist for this many blocks; grids never exceed it. */
 #define SYMMEM_COLL_MAX_GRID 256
@@ -90,6 +92,7 @@ typedef struct symmem_coll_params {
     void *recv;
     char *ws[SYMMEM_MAX_RANKS];       /* every rank's workspace, mapped here */
     const char *zc[SYMMEM_MAX_RANKS]; /* pull zero copy: every rank's send buffer mapped here */
+    char *zo[SYMMEM_MAX_RANKS];       /* push zero copy out: every rank's recv buffer mapped here */
     symmem_coll_dev_state_t *st;      /* this rank's device state */
     symmem_coll_error_record_t *err;  /* host-mapped error record */
     uint64_t stride;                  /* elements between shards in the user's buffers */
@@ -107,7 +110,7 @@ typedef struct symmem_coll_params {
     int32_t zc_on;   /* pull: peers read my send buffer directly */
     int32_t in_place;/* the output of my own shard is my input (skip copying it onto itself) */
     uint32_t tag;    /* 16-bit hash of the arguments every rank must agree on */
-    int32_t pad_;
+    int32_t zo_on;   /* two-shot push / staged all-reduce: results stored straight into every rank's recv */
 } symmem_coll_params_t;
 
 /* Launch one collective kernel (kernels.cu). `family`, `dtype`, `op` select the instantiation;
@@ -116,7 +119,7 @@ typedef struct symmem_coll_params {
  * finishes and waits for it with griddepcontrol.wait before touching memory, which hides launch latency.
  * Only when no other rank shares the GPU: an early-launched kernel holds SM resources while it waits,
  * which a co-located rank's spinning kernel could need. */
-int symmem_coll_launch(const symmem_coll_params_t *p, int family, int grid, void *stream, int pdl);
+int symmem_coll_launch(const symmem_coll_params_t *p, int family, int grid, int threads, void *stream, int pdl);
 /* The barrier kernel: one block, one sync. */
 int symmem_coll_launch_barrier(const symmem_coll_params_t *p, void *stream, int pdl);
 /* Fill `bytes` at `ptr` (16-byte multiple, aligned) with the Lamport empty word, on `stream`. */
@@ -162,6 +165,7 @@ struct symmem_coll {
     symmem_coll_error_record_t *err;       /* host-mapped pinned memory, host address */
     symmem_coll_error_record_t *err_dev;   /* the same record, device address */
     int max_grid;                          /* blocks per kernel: min(comm->max_blocks, MAX_GRID) */
+    int min_threads;                       /* fewest threads per block (SYMMEM_MIN_BLOCK_THREADS, agreed) */
     int pdl;                               /* launch with programmatic stream serialization (sm_90+, 1 rank per GPU) */
     symmem_link_t link_class;              /* worst link between any two ranks (the same on every rank) */
     symmem_algo_t env_algo;                /* SYMMEM_ALGO, AUTO if unset */

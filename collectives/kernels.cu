@@ -260,6 +260,24 @@ template <typename T, int OP> __device__ __forceinline__ bool run_pull(const P &
     const bool two = p.kind == SYMMEM_COLL_ALL_REDUCE && p.algo == SYMMEM_ALGO_TWOSHOT_PULL;
     const bool zc = p.zc_on != 0;
     uint64_t e = c.epoch;
+    if (two && p.zo_on) {
+        /* Zero copy both ways (coll.c: zero_copy, zero_copy_out): reduce my shard straight from every rank's
+         * input and store the result straight into every rank's output. No workspace, one round, two syncs:
+         * A (every input ready, every output free: each peer's kernel has started) and B (every peer's
+         * stores into my output have landed). In place is safe: position i of shard s is read and written,
+         * on every rank, only by rank s's thread that owns it, which loads before it stores. */
+        if (!sync_peers(p, c, e + 1)) return false;
+        for (uint64_t pk = t0; pk < segp; pk += nt) {
+            const uint64_t i = pk * V;
+            const int nv = shard_valid<V>(p, r, i);
+            if (nv <= 0) continue;
+            const uint64_t ue = r * p.stride + i;
+            const uint4 out = reduce_ranks<T, OP>(n, [&](int src) { return load_user<T>(p.zc[src], ue, nv, al, src != r); });
+            store_user<T>(recv, ue, out, nv, al);
+            for (int k = 1; k < n; k++) store_user<T>(p.zo[(r + k) % n], ue, out, nv, al);
+        }
+        return sync_peers(p, c, e + 2);
+    }
     for (uint32_t rd = 0; rd < p.rounds; rd++, e += 2) {
         const uint64_t off = (uint64_t)rd * segp * V;
         const uint64_t hoff = half_off(p, e);
@@ -338,6 +356,7 @@ template <typename T, int OP> __device__ __forceinline__ bool run_push(const P &
     const char *send = g.send;
     char *recv = g.recv;
     const bool staged = p.algo == SYMMEM_ALGO_STAGED;
+    const bool zo = p.zo_on != 0; /* all-reduce: results straight into every rank's recv (coll.c, zero_copy_out) */
     const uint64_t gat = ag ? 0 : (uint64_t)n * segp * 16; /* offset of gather[] in a half */
     uint64_t e = c.epoch;
     for (uint32_t rd = 0; rd < p.rounds; rd++, e += 2) {
@@ -410,6 +429,8 @@ template <typename T, int OP> __device__ __forceinline__ bool run_push(const P &
                 store_user<T>(recv, rs ? i : ue, out, nv, al);
                 if (rs) continue;
                 if (staged) st16(mine + gat + (r * segp + pk) * 16, out); /* pushed pass by pass below */
+                else if (zo)
+                    for (int k = 1; k < n; k++) store_user<T>(p.zo[(r + k) % n], ue, out, nv, al);
                 else
                     for (int k = 1; k < n; k++) st16(p.ws[(r + k) % n] + hoff + gat + (r * segp + pk) * 16, out);
             }
@@ -419,12 +440,22 @@ template <typename T, int OP> __device__ __forceinline__ bool run_push(const P &
                     const int d = (r + 1 + q) % n;
                     for (uint64_t pk = t0; pk < segp; pk += nt) {
                         const uint64_t i = off + pk * V;
-                        if (shard_valid<V>(p, r, i) > 0) {
+                        const int nv = shard_valid<V>(p, r, i);
+                        if (nv > 0) {
                             const uint64_t o = gat + (r * segp + pk) * 16;
-                            st16(p.ws[d] + hoff + o, ld_cg16(mine + o)); /* same thread wrote it above */
+                            const uint4 v = ld_cg16(mine + o); /* same thread wrote it above */
+                            if (zo) store_user<T>(p.zo[d], r * p.stride + i, v, nv, al);
+                            else st16(p.ws[d] + hoff + o, v);
                         }
                     }
                 }
+            }
+            if (zo) {
+                /* Every result is in place already: no gather. Only the call's last round waits (sync B), so
+                 * that every peer's stores into my recv precede my kernel's end; the rounds before need no
+                 * second sync (the next round's sync A keeps the halves' reuse safe). */
+                if (rd + 1 == p.rounds && !sync_peers(p, c, e + 2)) return false;
+                continue;
             }
             if (!sync_peers(p, c, e + 2)) return false;
         }
@@ -705,7 +736,7 @@ static cudaError_t launch(const void *fn, const symmem_coll_params_t *p, int gri
     return cudaLaunchKernelExC(&cfg, fn, args);
 }
 
-extern "C" int symmem_coll_launch(const symmem_coll_params_t *p, int family, int grid, void *stream, int pdl)
+extern "C" int symmem_coll_launch(const symmem_coll_params_t *p, int family, int grid, int threads, void *stream, int pdl)
 {
     using namespace symmem_k;
     /* all-gather moves bytes: it runs in the SUM instantiation of its dtype */
@@ -717,8 +748,8 @@ extern "C" int symmem_coll_launch(const symmem_coll_params_t *p, int family, int
     case SYMMEM_COLL_FAM_LAMPORT: fn = kernel_for<SYMMEM_COLL_FAM_LAMPORT>(p->dtype, op); break;
     default: break;
     }
-    if (!fn) return (int)cudaErrorInvalidValue;
-    return (int)launch(fn, p, grid, SYMMEM_COLL_THREADS, stream, pdl);
+    if (!fn || threads < 32 || threads > SYMMEM_COLL_THREADS || threads % 32) return (int)cudaErrorInvalidValue;
+    return (int)launch(fn, p, grid, threads, stream, pdl);
 }
 
 extern "C" int symmem_coll_launch_barrier(const symmem_coll_params_t *p, void *stream, int pdl)

@@ -74,13 +74,16 @@ void symmem_coll_table_defaults(symmem_comm_t comm, symmem_coll_table_t *t)
         add_rule(t, SYMMEM_COLL_ALL_GATHER, SIZE_MAX, SYMMEM_ALGO_STAGED);
         return;
     }
-    /* NVLink, or every rank on one GPU. Two ranks: one-shot and two-shot move the same bytes, so
-     * one-shot wins at every size; measured on 2x H200 (bench/results/h200x2-nvlink, --tune): Lamport push
-     * up to ~2-3 MiB, then pull (64 MiB: 228 us vs 264 us for two-shot push). More ranks: one-shot moves
-     * (n-1)S per GPU against two-shot's 2(n-1)S/n, so two-shot takes over early. */
+    /* NVLink, or every rank on one GPU. Two ranks: one-shot and two-shot move the same bytes; measured on
+     * 2x H200 (bench/NOTES.md, session 4): Lamport push up to 2 MiB (no sync at all), then two-shot push,
+     * whose stores reach the link's write rate (64 MiB: 205 us, against 226 for one-shot pull, which both
+     * GPUs' simultaneous reads cap at 307 GB/s). With symmetric receive buffers it stores results straight
+     * into the peers' outputs (zero copy out); with cudaMalloc buffers it was still the best or within 3%
+     * of it (4-64 MiB). More ranks: one-shot moves (n-1)S per GPU against two-shot's 2(n-1)S/n, so
+     * two-shot takes over early. */
     if (n <= 2) {
         add_rule(t, SYMMEM_COLL_ALL_REDUCE, 2 * MIB, SYMMEM_ALGO_ONESHOT_PUSH);
-        add_rule(t, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_ONESHOT_PULL);
+        add_rule(t, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH);
     } else {
         add_rule(t, SYMMEM_COLL_ALL_REDUCE, n <= 4 ? 256 * KIB : 128 * KIB, SYMMEM_ALGO_ONESHOT_PUSH);
         add_rule(t, SYMMEM_COLL_ALL_REDUCE, 2 * MIB, SYMMEM_ALGO_TWOSHOT_PULL);

@@ -12,43 +12,19 @@ Usage: python3 bench/torch_alloc_bench.py [--nranks 2] [--min-mib 2] [--max-mib 
 """
 import argparse
 import json
-import os
-import socket
 import statistics
 import sys
 import time
 
-for _k, _v in {"TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1"}.items():
-    os.environ[_k] = _v
+import torch_symm_util as tsu
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def worker(rank, world, args, port, queue):
+def worker(rank, world, port, args, queue):
     import torch
     import torch.distributed as dist
     import torch.distributed._symmetric_memory as symm_mem
 
-    dev = torch.device("cuda", rank % torch.cuda.device_count())
-    torch.cuda.set_device(dev)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    name = dist.group.WORLD.group_name
-    if hasattr(symm_mem, "set_backend"):
-        try:
-            symm_mem.set_backend("CUDA")
-        except Exception:  # older or newer torch: keep its default
-            pass
-    if hasattr(symm_mem, "enable_symm_mem_for_group"):
-        try:
-            symm_mem.enable_symm_mem_for_group(name)
-        except Exception:
-            pass
+    dev, name = tsu.init_rank(rank, world, port)
 
     def one(size):
         dist.barrier()
@@ -99,12 +75,8 @@ def main():
     print(f"# torch {torch.__version__}: symm_mem.empty + rendezvous, {args.nranks} ranks, median of {args.reps}, "
           "slowest rank")
     print(f"# {'size(B)':>11s} {'torch(ms)':>12s}")
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=worker, args=(r, args.nranks, args, port, queue)) for r in range(args.nranks)]
-    for pr in procs:
-        pr.start()
+    queue = mp.get_context("spawn").Queue()
+    procs = tsu.spawn_ranks(worker, args.nranks, args, queue)
     results = None
     try:
         results = queue.get(timeout=600)

@@ -13,13 +13,10 @@ Usage: python3 bench/torch_allreduce_bench.py [--nranks 2] [-b 1K] [-e 64M] [-f 
 Prints one row per size: bytes, one_shot us, two_shot us (or "-" where torch refused the size or failed).
 """
 import argparse
-import os
-import socket
 import statistics
 import sys
 
-for _k, _v in {"TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1"}.items():
-    os.environ[_k] = _v
+import torch_symm_util as tsu
 
 
 def parse_size(s):
@@ -27,33 +24,12 @@ def parse_size(s):
     return int(float(s[:-1] if mult != 1 else s) * mult)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def worker(rank, world, args, port):
+def worker(rank, world, port, args):
     import torch
     import torch.distributed as dist
     import torch.distributed._symmetric_memory as symm_mem
 
-    dev = torch.device("cuda", rank % torch.cuda.device_count())
-    torch.cuda.set_device(dev)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    name = dist.group.WORLD.group_name
-    if hasattr(symm_mem, "set_backend"):
-        try:
-            symm_mem.set_backend("CUDA")
-        except Exception:  # a torch without the switch keeps its default
-            pass
-    if hasattr(symm_mem, "enable_symm_mem_for_group"):
-        try:
-            symm_mem.enable_symm_mem_for_group(name)
-        except Exception:
-            pass
+    dev, name = tsu.init_rank(rank, world, port)
     dt = torch.bfloat16
     max_count = args.max_bytes // 2
     buf = symm_mem.empty(max_count, dtype=dt, device=dev)
@@ -147,7 +123,6 @@ def main():
     ap.add_argument("-R", type=int, default=15)
     args = ap.parse_args()
     import torch
-    import torch.multiprocessing as mp
 
     if torch.cuda.device_count() < 1:
         print("no CUDA device", file=sys.stderr)
@@ -155,11 +130,7 @@ def main():
     print(f"# torch {torch.__version__} symmetric memory (CUDA backend, no multicast), bf16 sum, {args.nranks} ranks;"
           f" CUDA-graph replays, {args.n} ops per graph, median of {args.R}, slowest rank; warm-up {args.w}")
     print(f"#{'size (B)':>11s} {'one_shot us':>12s} {'two_shot us':>12s}")
-    ctx = mp.get_context("spawn")
-    port = free_port()
-    procs = [ctx.Process(target=worker, args=(r, args.nranks, args, port)) for r in range(args.nranks)]
-    for p in procs:
-        p.start()
+    procs = tsu.spawn_ranks(worker, args.nranks, args)
     for p in procs:
         p.join()
     return 0 if all(p.exitcode == 0 for p in procs) else 1

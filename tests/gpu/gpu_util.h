@@ -64,6 +64,19 @@ static inline void gpu_safe_environment(void)
     setenv("NVSHMEM_DISABLE_NVLS", "1", 1);
 }
 
+/* In a forked rank: the safe environment, then this rank's communicator on GPU rank % ngpus (timeout_ms
+ * 0: the library's default). Exits the rank on failure (CHECK_OK). */
+static inline symmem_comm_t gpu_rank_comm(int rank, int nranks, const symmem_unique_id_t *id, int ngpus, int timeout_ms)
+{
+    gpu_safe_environment();
+    symmem_options_t o = SYMMEM_OPTIONS_INIT;
+    o.device = rank % ngpus;
+    if (timeout_ms > 0) o.timeout_ms = timeout_ms;
+    symmem_comm_t c = NULL;
+    CHECK_OK(symmem_comm_init(nranks, rank, id, &o, &c));
+    return c;
+}
+
 __host__ __device__ static inline uint32_t gpu_pattern(int rank, size_t i, uint32_t round)
 {
     uint64_t x = ((uint64_t)rank << 48) ^ (uint64_t)i ^ ((uint64_t)round << 40);

@@ -31,12 +31,7 @@ static unsigned long long verify_all_peers(symmem_comm_t c, symmem_buffer_t b, u
 
 static void rank_pattern(int rank, int nranks, const symmem_unique_id_t *id)
 {
-    gpu_safe_environment();
-    symmem_options_t o = SYMMEM_OPTIONS_INIT;
-    o.device = rank % g_ngpus;
-    o.timeout_ms = 120000;
-    symmem_comm_t c;
-    CHECK_OK(symmem_comm_init(nranks, rank, id, &o, &c));
+    symmem_comm_t c = gpu_rank_comm(rank, nranks, id, g_ngpus, 120000);
     CHECK(symmem_comm_device(c) == rank % g_ngpus);
     cudaStream_t s;
     CUDA_CHECK(cudaStreamCreate(&s));
@@ -129,11 +124,7 @@ static void host_numa_placement(void) { inprocess(2, SYMMEM_PLACEMENT_HOST_NUMA)
 
 static void rank_cycles(int rank, int nranks, const symmem_unique_id_t *id)
 {
-    gpu_safe_environment();
-    symmem_options_t o = SYMMEM_OPTIONS_INIT;
-    o.device = rank % g_ngpus;
-    symmem_comm_t c;
-    CHECK_OK(symmem_comm_init(nranks, rank, id, &o, &c));
+    symmem_comm_t c = gpu_rank_comm(rank, nranks, id, g_ngpus, 0);
     symmem_buffer_t b;
     CHECK_OK(symmem_alloc(c, 1 << 20, &b)); /* first allocation creates lazily made driver state */
     CHECK_OK(symmem_free(b));
@@ -160,11 +151,7 @@ static void ten_thousand_cycles_leak_nothing(void) { CHECK(spawn(2, rank_cycles)
 /* Out of device memory: every rank fails cleanly, naming the rank, and the communicator stays usable. */
 static void rank_oom(int rank, int nranks, const symmem_unique_id_t *id)
 {
-    gpu_safe_environment();
-    symmem_options_t o = SYMMEM_OPTIONS_INIT;
-    o.device = rank % g_ngpus;
-    symmem_comm_t c;
-    CHECK_OK(symmem_comm_init(nranks, rank, id, &o, &c));
+    symmem_comm_t c = gpu_rank_comm(rank, nranks, id, g_ngpus, 0);
     size_t free_b, total;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
     symmem_buffer_t b;

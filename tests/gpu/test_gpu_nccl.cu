@@ -52,12 +52,8 @@ static unsigned long long allreduce_and_check(ncclComm_t nc, float *p, size_t n,
 
 static void rank_main(int rank, int nranks, const symmem_unique_id_t *id)
 {
-    gpu_safe_environment();
     setenv("NCCL_CUMEM_ENABLE", "1", 1);
-    symmem_options_t o = SYMMEM_OPTIONS_INIT;
-    o.device = rank;
-    symmem_comm_t c;
-    CHECK_OK(symmem_comm_init(nranks, rank, id, &o, &c));
+    symmem_comm_t c = gpu_rank_comm(rank, nranks, id, g_ngpus, 0);
     /* NCCL's id travels over symmem's own bootstrap. */
     ncclUniqueId nid, all[2];
     if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&nid));

@@ -24,11 +24,8 @@ __global__ static void fill_inputs(float *p, size_t n, int comm, int rank, int k
 
 static void rank_main(int rank, int nranks, const symmem_unique_id_t *ids)
 {
-    gpu_safe_environment();
-    symmem_options_t o = SYMMEM_OPTIONS_INIT;
-    o.device = rank % g_ngpus;
     symmem_comm_t comm[2];
-    for (int c = 0; c < 2; c++) CHECK_OK(symmem_comm_init(nranks, rank, &ids[c], &o, &comm[c]));
+    for (int c = 0; c < 2; c++) comm[c] = gpu_rank_comm(rank, nranks, &ids[c], g_ngpus, 0);
     cudaStream_t s[2];
     for (int c = 0; c < 2; c++) CUDA_CHECK(cudaStreamCreateWithFlags(&s[c], cudaStreamNonBlocking));
     for (size_t t = 0; t < sizeof kCounts / sizeof kCounts[0]; t++) {
@@ -86,12 +83,7 @@ static void rank_main(int rank, int nranks, const symmem_unique_id_t *ids)
  * (its single call completes or times out) and tear down. */
 static void same_communicator_rank(int rank, int nranks, const symmem_unique_id_t *ids)
 {
-    gpu_safe_environment();
-    symmem_options_t o = SYMMEM_OPTIONS_INIT;
-    o.device = rank % g_ngpus;
-    o.timeout_ms = 3000;
-    symmem_comm_t comm;
-    CHECK_OK(symmem_comm_init(nranks, rank, &ids[0], &o, &comm));
+    symmem_comm_t comm = gpu_rank_comm(rank, nranks, &ids[0], g_ngpus, 3000);
     cudaStream_t s[2];
     for (int c = 0; c < 2; c++) CUDA_CHECK(cudaStreamCreateWithFlags(&s[c], cudaStreamNonBlocking));
     const size_t n = 256;

@@ -65,6 +65,8 @@ step tests_coll 240 ctest --test-dir "$BUILD" -L coll --output-on-failure --time
 # 2. symmem vs NCCL, 2 ranks (one process per GPU), bf16 sum, graph timing.
 step bench_all_algos 60 "$BENCH" -a all -b 1K -e 64M -f 4
 step bench_auto 60 "$BENCH" -b 1K -e 256M -f 2
+# PyTorch's own symmetric-memory all-reduce (one_shot / two_shot), same GPUs, same timing method
+step torch_allreduce 90 python3 "$HERE/torch_allreduce_bench.py" --nranks 2 -b 1K -e 64M -f 4
 step bench_eager 30 "$BENCH" -G 0 -b 1K -e 16M -f 16
 step bench_copyin 40 "$BENCH" -z 0 -a all -b 1K -e 16M -f 16
 step bench_fp32_max 30 "$BENCH" -d float -o max -b 4K -e 4M -f 32

@@ -13,7 +13,8 @@
  * Timing (METHOD): per size and algorithm, -n operations are captured into one CUDA graph per rank
  * (rotating among several buffer sets while they fit in ~3x L2, so the cache is not what is measured),
  * warmed up (-w eager operations plus one replay), then replayed -R times; each replay is timed with CUDA
- * events on each rank's stream after a host barrier; per-op time = elapsed / n; a rank's time is the
+ * events on each rank's stream, after a host barrier and one untimed replay that aligns the ranks (eager:
+ * one untimed operation); per-op time = elapsed / n; a rank's time is the
  * median over replays; the reported time is the largest over ranks. -G 0 times eager launches the same way.
  * Check (-c 1): fresh random data per rank and size (never zeros), float64 host reference, #wrong = wrong
  * elements summed over ranks plus the number of ranks whose output differs bitwise from rank 0's
@@ -51,6 +52,7 @@ typedef struct opts {
     size_t minb, maxb;
     double factor;
     int iters, warmup, replays, check, graph, zero_copy, nranks, inprocess, nccl, tune;
+    int align; /* one untimed replay (eager: operation) before each timed one */
     const char *tune_file; /* --tune FILE; NULL: $SYMMEM_TUNE_FILE, else <cache dir>/tune.txt */
     int algo_given;        /* -a was on the command line (--tune ignores it) */
     symmem_dtype_t dt;
@@ -122,6 +124,7 @@ static void usage(void)
            "  -N N        ranks (default: number of GPUs); one process per rank\n"
            "  --inprocess ranks as one process (symmem_comm_init_all); N may exceed the GPU count\n"
            "  --nccl 0|1  NCCL baseline in the same run (default 1 when built with NCCL)\n"
+           "  --align 0|1 one untimed replay before each timed one, so ranks start the clock together (default 1)\n"
            "  --tune [FILE]  tune the algorithm table for -t/-d/-o over the -b..-e sizes: time every algorithm\n"
            "              (-a is ignored), take per size the fastest with #wrong 0 (slowest-rank time), set it on\n"
            "              every rank as contiguous size ranges, write the table to FILE (default\n"
@@ -143,6 +146,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
     o->replays = 10;
     o->check = 1;
     o->graph = 1;
+    o->align = 1;
     o->zero_copy = 1;
     o->nranks = 0;
 #ifdef SYMMEM_HAVE_NCCL
@@ -210,6 +214,9 @@ static int parse_args(int argc, char **argv, opts_t *o)
         } else if (!strcmp(a, "--nccl")) {
             NEED_ARG;
             o->nccl = atoi(v) != 0;
+        } else if (!strcmp(a, "--align")) {
+            NEED_ARG;
+            o->align = atoi(v) != 0;
         } else if (!strcmp(a, "-d")) {
             NEED_ARG;
             if (!strcasecmp(v, "bfloat16") || !strcasecmp(v, "bf16")) o->dt = SYMMEM_BFLOAT16;
@@ -520,6 +527,19 @@ static int timing(bench_t *b, const geom_t *g, int algo, int nccl, double *us_ou
             rc = -1;
             break;
         }
+        /* Align the ranks before the clock starts: the processes leave the host barrier and launch at
+         * slightly different times (tens of microseconds), and a rank that starts early would count its
+         * wait for the others as time of the first operation. One untimed replay (eager: one operation)
+         * ends on every rank within an operation's latency of the others, since each operation waits
+         * for every rank; the timed part follows on the same stream with nothing in between. */
+        if (o->align && o->graph) {
+            for (int i = 0; i < ctx->nlocal; i++) {
+                cudaSetDevice(ctx->r[i].device);
+                cudaGraphLaunch(exec[i], ctx->r[i].stream);
+            }
+        } else if (o->align) {
+            rc = enqueue_all(b, g, 0, algo, nccl);
+        }
         for (int i = 0; i < ctx->nlocal; i++) {
             cudaSetDevice(ctx->r[i].device);
             cudaEventRecord(ev0[i], ctx->r[i].stream);
@@ -826,9 +846,10 @@ static void print_header(const bench_t *b)
            SYMMEM_VERSION_MINOR, SYMMEM_VERSION_PATCH, t_names[o->coll], n,
            o->inprocess ? "threads of one process" : "one process each", ctx->ngpus, symmem_dtype_name(o->dt),
            o->coll == T_AG || o->coll == T_BARRIER ? "" : symmem_redop_name(o->op));
-    printf("# timing: %s, %d ops per %s, median of %d, slowest rank; warm-up %d; check %s; symmem buffers: %s\n",
+    printf("# timing: %s, %d ops per %s, median of %d, slowest rank; warm-up %d;%s check %s; symmem buffers: %s\n",
            o->graph ? "CUDA-graph replays" : "eager launches", o->iters, o->graph ? "graph" : "batch", o->replays,
-           o->warmup, o->check ? "on" : "off", o->zero_copy ? "symmetric (zero copy)" : "cudaMalloc (copy-in)");
+           o->warmup, o->align ? " ranks aligned by an untimed replay;" : "", o->check ? "on" : "off",
+           o->zero_copy ? "symmetric (zero copy)" : "cudaMalloc (copy-in)");
     printf("# NCCL baseline: %s%s\n", b->have_nccl ? "on (cudaMalloc buffers, same timing)" : "off",
            o->coll == T_BARRIER && b->have_nccl ? "; NCCL has no barrier: a 1-element all-reduce stands in" : "");
     char deftab[4096];

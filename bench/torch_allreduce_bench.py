@@ -6,8 +6,9 @@ multicast stays off: TORCH_SYMM_MEM_DISABLE_MULTICAST=1, and the multimem ops ar
 symmetric buffer per rank, one process per GPU spawned here, a gloo group on localhost for the rendezvous
 and the gather of timings. Per size and op: one eager call checked against the exact sum (inputs are small
 integers, exact in bf16), then a CUDA graph of -n ops, -w warm-up replays, -R timed replays (CUDA events
-around each replay); a rank's time is its median replay / n, the slowest rank's time is reported -- the
-same method and defaults as symmem-bench (bench/NOTES.md, "Method").
+around each replay, after a barrier and one untimed replay that aligns the ranks); a rank's time is its
+median replay / n, the slowest rank's time is reported -- the same method and defaults as symmem-bench
+(bench/NOTES.md, "Method").
 
 Usage: python3 bench/torch_allreduce_bench.py [--nranks 2] [-b 1K] [-e 64M] [-f 4] [-n 20] [-w 5] [-R 15]
 Prints one row per size: bytes, one_shot us, two_shot us (or "-" where torch refused the size or failed).
@@ -81,6 +82,7 @@ def worker(rank, world, port, args):
             dist.barrier()
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             with torch.cuda.stream(stream):
+                g.replay()  # untimed: aligns the ranks before the clock starts (as symmem-bench does)
                 a.record()
                 g.replay()
                 b.record()

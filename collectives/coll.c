@@ -553,7 +553,8 @@ symmem_status_t symmem_coll_poll_error(symmem_comm_t comm)
                  "rank %d: %s (%s) sequence number %" PRIu64 ": rank %d reached the same point with different "
                  "arguments (tag %04" PRIx64 ", ours %04x): every rank must pass the same count, dtype, op and "
                  "algorithm, and either all plain device buffers or the same symmetric buffer at the same offset "
-                 "(in-place all_gather: the receive buffer at the same offset)",
+                 "(the send buffer; also the receive buffer for the two-shot all-reduces; in-place all_gather: the "
+                 "receive buffer)",
                  rec->rank, op, algo, rec->call, rec->peer, seen & 0xffffu, rec->tag);
         break;
     case SYMMEM_COLL_ERR_CONCURRENT:

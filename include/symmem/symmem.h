@@ -315,9 +315,11 @@ typedef struct CUstream_st *symmem_stream_t; /* == cudaStream_t */
 
 /* Rules shared by the three data collectives below:
  *  - Pointers: any device memory, copied into the communicator's workspace inside the same kernel; or a
- *    range of a symmetric buffer of `comm`, read in place (zero copy) by the pull algorithms. With zero copy
- *    every rank must pass the same symmetric buffer at the same offset (a mismatch is detected and fails
- *    with SYMMEM_INVALID_USAGE, it is never silently misread).
+ *    range of a symmetric buffer of `comm`, read in place (zero copy) by the pull algorithms. A receive
+ *    buffer in a symmetric buffer is written in place by the two-shot all-reduces (each rank stores its
+ *    reduced shard into every rank's receive buffer; all of it has landed when the call's kernel ends on
+ *    the receiving rank). With zero copy every rank must pass the same symmetric buffer at the same offset
+ *    (a mismatch is detected and fails with SYMMEM_INVALID_USAGE, it is never silently misread).
  *  - Alignment: any pointer aligned to the element size works; 16-byte alignment is the fast path. A
  *    pointer not aligned to its element size fails with SYMMEM_INVALID_ARGUMENT. Any count, odd included.
  *  - In place: the NCCL forms only (all-reduce send == recv; reduce-scatter recv == send + rank*count;

@@ -1,0 +1,117 @@
+/* coll_mismatch: ranks that break the zero-copy-out rule (every rank passes its receive buffer at the same
+ * offset of the same symmetric buffer). Two processes, one symmetric buffer of four regions per rank:
+ * region 0 is the send buffer on both ranks, rank 0 receives into region 1 and rank 1 into region 2, and
+ * region 3 stays untouched as a control. Two-shot all-reduces store results straight into every rank's
+ * receive buffer at the offset the storing rank was given, so without the check rank 0 would write into
+ * rank 1's region 1 and rank 1 into rank 0's region 2. Asserted on both ranks:
+ *  - the call enqueues, the stream completes without a CUDA error (the kernel exits, no trap);
+ *  - symmem_comm_get_async_error reports SYMMEM_INVALID_USAGE with the "different arguments" message;
+ *  - regions 1, 2 and 3 of every rank still hold what this test put there (no store landed anywhere);
+ *  - the error is sticky (the next call fails) and teardown is clean.
+ * Argument: the algorithm (twoshot_push, default, or twoshot_pull, which with both buffers symmetric reads
+ * the peers' inputs in place and writes their outputs, or staged).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "coll_common.h"
+
+#define REGION ((size_t)1 << 20) /* bytes per region: a multi-block kernel */
+
+int main(int argc, char **argv)
+{
+    static const char *const env[] = {"SYMMEM_TIMEOUT_MS=5000", NULL};
+    cc_ctx_t ctx;
+    int rc = 0;
+    if (!cc_start(&argc, argv, "coll_mismatch", 2, 120, NULL, env, &ctx, &rc)) return rc;
+    if (!ctx.multiproc || ctx.nranks != 2) {
+        cc_log(&ctx, "FAIL: run with --mp 2");
+        return 1;
+    }
+    symmem_algo_t algo = SYMMEM_ALGO_TWOSHOT_PUSH;
+    if (argc > 1 && symmem_algo_from_name(argv[1], &algo) != SYMMEM_OK) {
+        cc_log(&ctx, "FAIL: unknown algorithm %s", argv[1]);
+        return 1;
+    }
+    cc_rank_t *R = &ctx.r[0];
+    const size_t count = REGION / 4;
+    symmem_buffer_t sym[1];
+    if (cc_alloc(&ctx, 4 * REGION, sym) != SYMMEM_OK) {
+        cc_shm_abort(ctx.shm);
+        return 1;
+    }
+    unsigned char *base = symmem_buffer_ptr(sym[0]);
+    /* region 0: finite nonzero input; regions 1-3: a per-rank, per-region byte that no all-reduce of the
+     * input could produce in every byte */
+    CC_CUDA_OK(&ctx, cudaMemset(base, 0x3c, REGION));
+    for (int k = 1; k < 4; k++) CC_CUDA_OK(&ctx, cudaMemset(base + k * REGION, 0xa0 + 16 * R->rank + k, REGION));
+    CC_CUDA_OK(&ctx, cudaDeviceSynchronize());
+    if (cc_barrier(&ctx) != 0) return 1;
+
+    int failures = 0;
+    unsigned char *recv = base + (size_t)(1 + R->rank) * REGION;
+    symmem_status_t st = symmem_all_reduce(R->comm, base, recv, count, SYMMEM_FLOAT32, SYMMEM_OP_SUM, algo, R->stream);
+    if (st != SYMMEM_OK) {
+        cc_log(&ctx, "FAIL: the call itself returned %s (%s); expected it to enqueue", symmem_status_name(st),
+               symmem_last_error());
+        failures++;
+    }
+    cudaError_t e = cudaStreamSynchronize(R->stream);
+    if (e != cudaSuccess) {
+        cc_log(&ctx, "FAIL: the kernel must exit, not trap (%s)", cudaGetErrorString(e));
+        failures++;
+    }
+    symmem_status_t ae = SYMMEM_OK;
+    for (int k = 0; k < 200 && ae == SYMMEM_OK; k++) {
+        ae = symmem_comm_get_async_error(R->comm);
+        if (ae == SYMMEM_OK) {
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", symmem_last_error());
+    cc_log(&ctx, "%s: symmem_comm_get_async_error: %s: \"%s\"", symmem_algo_name(algo), symmem_status_name(ae), msg);
+    if (ae != SYMMEM_INVALID_USAGE || !strstr(msg, "different arguments")) {
+        cc_log(&ctx, "FAIL: expected SYMMEM_INVALID_USAGE naming different arguments");
+        failures++;
+    }
+    /* Nothing landed: every region this rank does not send from still holds its fill byte (rank 0's
+     * recv region 1 included: the call failed before any result was stored). */
+    unsigned char *h = malloc(REGION);
+    for (int k = 1; k < 4 && h; k++) {
+        CC_CUDA_OK(&ctx, cudaMemcpy(h, base + k * REGION, REGION, cudaMemcpyDeviceToHost));
+        const unsigned char want = (unsigned char)(0xa0 + 16 * R->rank + k);
+        size_t bad = 0, first = 0;
+        for (size_t i = 0; i < REGION; i++)
+            if (h[i] != want && bad++ == 0) first = i;
+        if (bad) {
+            cc_log(&ctx, "FAIL: region %d: %zu bytes changed (first at %zu: %02x, want %02x)", k, bad, first, h[first],
+                   want);
+            failures++;
+        }
+    }
+    free(h);
+    st = symmem_all_reduce(R->comm, base, recv, count, SYMMEM_FLOAT32, SYMMEM_OP_SUM, algo, R->stream);
+    if (st == SYMMEM_OK) {
+        cc_log(&ctx, "FAIL: a call on a communicator in its error state succeeded");
+        failures++;
+        cudaStreamSynchronize(R->stream);
+    }
+    uint64_t total = cc_sum_u64(&ctx, (uint64_t)failures);
+    symmem_status_t fs = symmem_free(sym[0]);
+    symmem_status_t ds = symmem_comm_destroy(R->comm);
+    R->comm = NULL;
+    if (fs != SYMMEM_OK || ds != SYMMEM_OK) {
+        cc_log(&ctx, "FAIL: teardown: symmem_free %s, symmem_comm_destroy %s: %s", symmem_status_name(fs),
+               symmem_status_name(ds), symmem_last_error());
+        total++;
+    }
+    cudaStreamDestroy(R->stream);
+    if (cc_is_root(&ctx))
+        cc_log(&ctx, "%s with receive buffers at different offsets: reported on both ranks, nothing written: %s",
+               symmem_algo_name(algo), total ? "FAILED" : "ok");
+    return total ? 1 : 0;
+}

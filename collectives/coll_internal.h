@@ -92,7 +92,7 @@ typedef struct symmem_coll_params {
     void *recv;
     char *ws[SYMMEM_MAX_RANKS];       /* every rank's workspace, mapped here */
     const char *zc[SYMMEM_MAX_RANKS]; /* pull zero copy: every rank's send buffer mapped here */
-    char *zo[SYMMEM_MAX_RANKS];       /* push zero copy out: every rank's recv buffer mapped here */
+    char *zo[SYMMEM_MAX_RANKS];       /* zero copy out: every rank's recv buffer mapped here */
     symmem_coll_dev_state_t *st;      /* this rank's device state */
     symmem_coll_error_record_t *err;  /* host-mapped error record */
     uint64_t stride;                  /* elements between shards in the user's buffers */
@@ -110,7 +110,8 @@ typedef struct symmem_coll_params {
     int32_t zc_on;   /* pull: peers read my send buffer directly */
     int32_t in_place;/* the output of my own shard is my input (skip copying it onto itself) */
     uint32_t tag;    /* 16-bit hash of the arguments every rank must agree on */
-    int32_t zo_on;   /* two-shot push / staged all-reduce: results stored straight into every rank's recv */
+    int32_t zo_on;   /* two-shot all-reduce (push, staged; pull with zc_on): results stored straight into every
+                        rank's recv (coll.c, zero_copy_out) */
 } symmem_coll_params_t;
 
 /* Launch one collective kernel (kernels.cu). `family`, `dtype`, `op` select the instantiation;

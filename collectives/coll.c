@@ -147,26 +147,23 @@ static symmem_status_t plan_workspace(symmem_comm_t comm, struct symmem_coll *co
     return SYMMEM_OK;
 }
 
-/* SYMMEM_MIN_BLOCK_THREADS, made a multiple of 32 in [32, SYMMEM_COLL_THREADS] (warning when it was not). */
-static int min_block_threads(void)
+int symmem_coll_min_block_threads(void)
 {
     const int64_t v = symmem_param_int(SYMMEM_PARAM_MIN_BLOCK_THREADS);
-    int64_t t = (v + 31) / 32 * 32;
-    if (t < 32) t = 32;
-    if (t > SYMMEM_COLL_THREADS) t = SYMMEM_COLL_THREADS;
+    const int64_t t = v <= 32 ? 32 : v >= SYMMEM_COLL_THREADS ? SYMMEM_COLL_THREADS : (v + 31) / 32 * 32;
     if (t != v)
         SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_MIN_BLOCK_THREADS=%" PRId64 " is not a multiple of 32 in [32, %d]; using %" PRId64,
                     v, SYMMEM_COLL_THREADS, t);
     return (int)t;
 }
 
-/* Threads per block for `positions` 16-byte positions: enough that max_grid blocks cover them in one pass,
- * at least min_threads, at most SYMMEM_COLL_THREADS. Small messages thus use many small blocks (each SM
- * injects and polls only a little of the message) rather than a few full ones. A function of agreed values
- * only, so every rank launches the same grid. */
-static int block_threads(const struct symmem_coll *co, uint64_t positions)
+/* Small messages use many small blocks (each SM injects and polls only a little of the message) rather than
+ * a few full ones. A function of agreed values only, so every rank launches the same grid. */
+int symmem_coll_block_threads(const struct symmem_coll *co, uint64_t positions)
 {
-    uint64_t t = (positions + (uint64_t)co->max_grid - 1) / (uint64_t)co->max_grid;
+    const uint64_t g = co->max_grid > 0 ? (uint64_t)co->max_grid : 1;
+    uint64_t t = positions / g + (positions % g != 0);
+    if (t > SYMMEM_COLL_THREADS) t = SYMMEM_COLL_THREADS; /* before rounding: no overflow for any count */
     t = (t + 31) / 32 * 32;
     if (t < (uint64_t)co->min_threads) t = (uint64_t)co->min_threads;
     if (t > SYMMEM_COLL_THREADS) t = SYMMEM_COLL_THREADS;
@@ -370,7 +367,7 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
 
     co->max_grid = comm->max_blocks < SYMMEM_COLL_MAX_GRID ? comm->max_blocks : SYMMEM_COLL_MAX_GRID;
     if (co->max_grid < 1) co->max_grid = 1;
-    co->min_threads = min_block_threads();
+    co->min_threads = symmem_coll_min_block_threads();
     /* Programmatic dependent launch (see symmem_coll_launch): Hopper and newer, one rank per GPU. */
     co->pdl = symmem_param_int(SYMMEM_PARAM_PDL) != 0 && comm->ranks_per_device == 1 &&
               comm->peers[comm->rank].cc_major >= 9;
@@ -888,7 +885,7 @@ static symmem_status_t run_collective(symmem_comm_t comm, const coll_call_t *c)
     /* Grid: a deterministic function of (algorithm, size, ranks, max_grid, min_threads), so every rank
      * launches the same. */
     const uint64_t positions = (fam == SYMMEM_COLL_FAM_LAMPORT && c->kind == SYMMEM_COLL_ALL_REDUCE) ? (uint64_t)n * p.segp : p.segp;
-    const int threads = block_threads(co, positions);
+    const int threads = symmem_coll_block_threads(co, positions);
     uint64_t grid = (positions + (uint64_t)threads - 1) / (uint64_t)threads;
     if (grid > (uint64_t)co->max_grid) grid = (uint64_t)co->max_grid;
     if (grid < 1) grid = 1;

@@ -207,6 +207,12 @@ symmem_coll_prefer_t symmem_coll_prefer_from_figures(double read_gbs, double wri
 int symmem_coll_table_apply_prefer(symmem_coll_table_t *t, symmem_coll_prefer_t prefer);
 const char *symmem_coll_prefer_name(symmem_coll_prefer_t prefer);
 
+/* SYMMEM_MIN_BLOCK_THREADS made a multiple of 32 in [32, SYMMEM_COLL_THREADS] (a warning when it was not). */
+int symmem_coll_min_block_threads(void);
+/* Threads per block of a kernel over `positions` 16-byte positions: enough that co->max_grid blocks cover
+ * them in one pass, at least co->min_threads, at most SYMMEM_COLL_THREADS, a multiple of 32. */
+int symmem_coll_block_threads(const struct symmem_coll *co, uint64_t positions);
+
 /* Built-in defaults for this communicator's link class and rank count. */
 void symmem_coll_table_defaults(symmem_comm_t comm, symmem_coll_table_t *t);
 /* The algorithm the table gives for `bytes` (see symmem_coll_message_bytes). */

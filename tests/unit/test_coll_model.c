@@ -1,5 +1,6 @@
 /* Collectives model unit tests (no GPU): the push-or-pull decision of the init probe (SYMMEM_COLL_PROBE)
- * from measured peer read/write bandwidth, and how it rewrites the built-in default table. */
+ * from measured peer read/write bandwidth, how it rewrites the built-in default table, and the block-size
+ * rule (SYMMEM_MIN_BLOCK_THREADS). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -102,6 +103,52 @@ static void keep_and_push_leave_defaults(void)
         }
 }
 
+/* The block size rule: one pass over the positions with up to max_grid blocks, at least min_threads, at
+ * most 512, a multiple of 32; and SYMMEM_MIN_BLOCK_THREADS clamped into that range. */
+static void block_threads_rule(void)
+{
+    struct symmem_coll co;
+    memset(&co, 0, sizeof co);
+    co.max_grid = 132;
+    co.min_threads = 256;
+    CHECK(symmem_coll_block_threads(&co, 1) == 256);
+    CHECK(symmem_coll_block_threads(&co, 1024) == 256);        /* 16 KiB bf16 Lamport at 2 ranks: 4 blocks */
+    CHECK(symmem_coll_block_threads(&co, 132 * 256) == 256);
+    CHECK(symmem_coll_block_threads(&co, 132 * 256 + 1) == 288); /* 257 needed, rounded up to a warp */
+    CHECK(symmem_coll_block_threads(&co, 132 * 512) == 512);
+    CHECK(symmem_coll_block_threads(&co, UINT64_MAX) == 512);  /* grid-stride above one pass */
+    co.min_threads = 32;
+    CHECK(symmem_coll_block_threads(&co, 1024) == 32);         /* ceil(1024/132) = 8 -> one warp */
+    CHECK(symmem_coll_block_threads(&co, 4096) == 32);
+    CHECK(symmem_coll_block_threads(&co, 4225) == 64);         /* 33 per block */
+    co.max_grid = 0; /* never 0 in a communicator; treated as 1 */
+    CHECK(symmem_coll_block_threads(&co, 100) == 128);
+    /* the one-pass property and the bounds, over many sizes and grid limits */
+    for (int g = 1; g <= 256; g += 17)
+        for (uint64_t pos = 1; pos < ((uint64_t)1 << 22); pos = pos * 3 + 1)
+            for (int m = 32; m <= 512; m *= 2) {
+                co.max_grid = g;
+                co.min_threads = m;
+                const int t = symmem_coll_block_threads(&co, pos);
+                CHECK(t % 32 == 0 && t >= m && t <= 512);
+                CHECK(t == 512 || (uint64_t)t * (uint64_t)g >= pos);
+                CHECK(t == m || t == 512 || (uint64_t)(t - 32) * (uint64_t)g < pos); /* the fewest that do */
+            }
+    static const struct {
+        const char *env;
+        int want;
+    } v[] = {{NULL, 256}, {"64", 64}, {"100", 128}, {"0", 32}, {"-5", 32}, {"1000", 512}, {"512", 512},
+             {"9223372036854775807", 512}};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        if (v[i].env) setenv("SYMMEM_MIN_BLOCK_THREADS", v[i].env, 1);
+        else unsetenv("SYMMEM_MIN_BLOCK_THREADS");
+        symmem_param_reload();
+        CHECK(symmem_coll_min_block_threads() == v[i].want);
+    }
+    unsetenv("SYMMEM_MIN_BLOCK_THREADS");
+    symmem_param_reload();
+}
+
 static void probe_parameter(void)
 {
     unsetenv("SYMMEM_COLL_PROBE");
@@ -123,6 +170,7 @@ int main(void)
         {"pull_rewrites_pcie_defaults", pull_rewrites_pcie_defaults, 10},
         {"keep_and_push_leave_defaults", keep_and_push_leave_defaults, 10},
         {"probe_parameter", probe_parameter, 10},
+        {"block_threads_rule", block_threads_rule, 10},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
 }

@@ -492,6 +492,33 @@ symmem_status_t cc_async_error(cc_ctx_t *ctx)
     return SYMMEM_OK;
 }
 
+symmem_status_t cc_wait_async_error(cc_rank_t *R, char *msg, size_t len)
+{
+    /* the error is host-visible once the stream is done; allow a moment for the host-side record */
+    symmem_status_t st = SYMMEM_OK;
+    for (int k = 0; k < 200 && st == SYMMEM_OK; k++) {
+        st = symmem_comm_get_async_error(R->comm);
+        if (st == SYMMEM_OK) {
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    snprintf(msg, len, "%s", symmem_last_error());
+    return st;
+}
+
+int cc_teardown_rank(cc_ctx_t *ctx, cc_rank_t *R, symmem_buffer_t buf)
+{
+    symmem_status_t fs = symmem_free(buf);
+    symmem_status_t ds = symmem_comm_destroy(R->comm);
+    R->comm = NULL;
+    cudaStreamDestroy(R->stream);
+    if (fs == SYMMEM_OK && ds == SYMMEM_OK) return 0;
+    cc_log(ctx, "FAIL: teardown: symmem_free %s, symmem_comm_destroy %s: %s", symmem_status_name(fs),
+           symmem_status_name(ds), symmem_last_error());
+    return 1;
+}
+
 /* ======================================================================================================
  * Number formats.
  * ==================================================================================================== */

@@ -98,6 +98,12 @@ void cc_free(cc_ctx_t *ctx, symmem_buffer_t *bufs);
 cudaError_t cc_sync(cc_ctx_t *ctx);
 /* First non-OK symmem_comm_get_async_error of the local ranks (message printed), or SYMMEM_OK. */
 symmem_status_t cc_async_error(cc_ctx_t *ctx);
+/* For tests that drive a communicator into its error state (one rank per process): wait up to 2 s for
+ * R's communicator to report an asynchronous error, copy symmem_last_error() into msg, return the status. */
+symmem_status_t cc_wait_async_error(cc_rank_t *R, char *msg, size_t len);
+/* The same tests' teardown of R: symmem_free(buf), symmem_comm_destroy, the stream. Returns 0, or 1 after
+ * logging which step failed. */
+int cc_teardown_rank(cc_ctx_t *ctx, cc_rank_t *R, symmem_buffer_t buf);
 
 /* printf to stdout prefixed with the test name and the process's rank(s), flushed. */
 void cc_log(const cc_ctx_t *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "coll_common.h"
 
@@ -63,16 +62,8 @@ int main(int argc, char **argv)
         cc_log(&ctx, "FAIL: the kernel must exit, not trap (%s)", cudaGetErrorString(e));
         failures++;
     }
-    symmem_status_t ae = SYMMEM_OK;
-    for (int k = 0; k < 200 && ae == SYMMEM_OK; k++) {
-        ae = symmem_comm_get_async_error(R->comm);
-        if (ae == SYMMEM_OK) {
-            struct timespec ts = {0, 10 * 1000 * 1000};
-            nanosleep(&ts, NULL);
-        }
-    }
     char msg[1024];
-    snprintf(msg, sizeof msg, "%s", symmem_last_error());
+    symmem_status_t ae = cc_wait_async_error(R, msg, sizeof msg);
     cc_log(&ctx, "%s: symmem_comm_get_async_error: %s: \"%s\"", symmem_algo_name(algo), symmem_status_name(ae), msg);
     if (ae != SYMMEM_INVALID_USAGE || !strstr(msg, "different arguments")) {
         cc_log(&ctx, "FAIL: expected SYMMEM_INVALID_USAGE naming different arguments");
@@ -81,6 +72,10 @@ int main(int argc, char **argv)
     /* Nothing landed: every region this rank does not send from still holds its fill byte (rank 0's
      * recv region 1 included: the call failed before any result was stored). */
     unsigned char *h = malloc(REGION);
+    if (!h) {
+        cc_log(&ctx, "FAIL: out of host memory for the region check");
+        failures++;
+    }
     for (int k = 1; k < 4 && h; k++) {
         CC_CUDA_OK(&ctx, cudaMemcpy(h, base + k * REGION, REGION, cudaMemcpyDeviceToHost));
         const unsigned char want = (unsigned char)(0xa0 + 16 * R->rank + k);
@@ -101,15 +96,7 @@ int main(int argc, char **argv)
         cudaStreamSynchronize(R->stream);
     }
     uint64_t total = cc_sum_u64(&ctx, (uint64_t)failures);
-    symmem_status_t fs = symmem_free(sym[0]);
-    symmem_status_t ds = symmem_comm_destroy(R->comm);
-    R->comm = NULL;
-    if (fs != SYMMEM_OK || ds != SYMMEM_OK) {
-        cc_log(&ctx, "FAIL: teardown: symmem_free %s, symmem_comm_destroy %s: %s", symmem_status_name(fs),
-               symmem_status_name(ds), symmem_last_error());
-        total++;
-    }
-    cudaStreamDestroy(R->stream);
+    total += (uint64_t)cc_teardown_rank(&ctx, R, sym[0]);
     if (cc_is_root(&ctx))
         cc_log(&ctx, "%s with receive buffers at different offsets: reported on both ranks, nothing written: %s",
                symmem_algo_name(algo), total ? "FAILED" : "ok");

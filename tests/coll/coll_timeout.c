@@ -63,17 +63,8 @@ int main(int argc, char **argv)
             cc_log(&ctx, "FAIL: completion after %.2f s with a 2 s timeout", dt);
             failures++;
         }
-        /* The error is host-visible once the stream is done; allow a moment for the host-side record. */
-        symmem_status_t ae = SYMMEM_OK;
-        for (int k = 0; k < 200 && ae == SYMMEM_OK; k++) {
-            ae = symmem_comm_get_async_error(R->comm);
-            if (ae == SYMMEM_OK) {
-                struct timespec ts = {0, 10 * 1000 * 1000};
-                nanosleep(&ts, NULL);
-            }
-        }
         char msg[1024];
-        snprintf(msg, sizeof msg, "%s", symmem_last_error());
+        symmem_status_t ae = cc_wait_async_error(R, msg, sizeof msg);
         cc_log(&ctx, "symmem_comm_get_async_error: %s: \"%s\"", symmem_status_name(ae), msg);
         if (ae != SYMMEM_TIMEOUT) {
             cc_log(&ctx, "FAIL: expected SYMMEM_TIMEOUT");
@@ -102,16 +93,7 @@ int main(int argc, char **argv)
     /* Rank 0's verdict, then both tear down. */
     uint64_t total = cc_sum_u64(&ctx, (uint64_t)failures);
     cudaFree(d);
-    symmem_status_t fs = symmem_free(sym[0]);
-    symmem_status_t ds = symmem_comm_destroy(R->comm);
-    R->comm = NULL;
-    if (fs != SYMMEM_OK || ds != SYMMEM_OK) {
-        cc_log(&ctx, "FAIL: teardown: symmem_free %s, symmem_comm_destroy %s: %s", symmem_status_name(fs),
-               symmem_status_name(ds), symmem_last_error());
-        failures++;
-    }
-    cudaStreamDestroy(R->stream);
-    total += (uint64_t)failures;
+    total += (uint64_t)cc_teardown_rank(&ctx, R, sym[0]);
     if (R->rank == 0)
         cc_log(&ctx, "checked a missing rank: timeout reported with the rank named, sticky error, clean teardown: %s",
                total ? "FAILED" : "ok");

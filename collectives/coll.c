@@ -715,6 +715,30 @@ static symmem_status_t check_args(symmem_comm_t comm, const coll_call_t *c, size
     return SYMMEM_OK;
 }
 
+/* Whether `bytes` starting at ptr - lead lie inside one symmetric buffer of `comm`: *buf and *region (the
+ * offset of ptr - lead from the buffer's base on this rank, which the zero-copy rules ask to be the same
+ * on every rank). */
+static int sym_region(symmem_comm_t comm, const void *ptr, size_t lead, size_t bytes, symmem_buffer_t *buf,
+                      size_t *region)
+{
+    *buf = symmem_buffer_lookup(comm, ptr);
+    if (!*buf) return 0;
+    const size_t size = symmem_buffer_size(*buf);
+    const size_t off = (size_t)((const char *)ptr - (const char *)symmem_buffer_ptr(*buf));
+    if (off < lead) return 0; /* e.g. in-place all-gather whose receive buffer starts before this buffer */
+    *region = off - lead;
+    return bytes <= size && *region <= size - bytes;
+}
+
+/* A zero-copy region as the tag must cover it: its offset and which buffer (two of one size told apart). */
+static uint32_t hash_region(uint32_t h, symmem_buffer_t buf, size_t region)
+{
+    h = hash_mix(h, region);
+    h = hash_mix(h, symmem_buffer_size(buf));
+    h = hash_mix(h, symmem_buffer_mapped_size(buf));
+    return hash_mix(h, symmem_buffer_seq(buf));
+}
+
 /* Pull algorithms may read the senders' inputs in place when they lie in a symmetric buffer of this
  * communicator ("zero copy"): p->zc[q] is where rank q's input is mapped here. Every rank computes every
  * zc[q] from ITS OWN view of the shared buffer, so the rule every rank must follow is stated for the buffer
@@ -733,17 +757,11 @@ static symmem_status_t check_args(symmem_comm_t comm, const coll_call_t *c, size
 static int zero_copy(symmem_comm_t comm, const coll_call_t *c, size_t in_bytes, size_t out_bytes, int two,
                      symmem_coll_params_t *p, uint32_t *h)
 {
-    symmem_buffer_t buf = symmem_buffer_lookup(comm, c->send);
-    if (!buf) return 0;
-    const char *base = symmem_buffer_ptr(buf);
-    const size_t size = symmem_buffer_size(buf);
-    const size_t off = (size_t)((const char *)c->send - base);
     const int ag_in_place = c->kind == SYMMEM_COLL_ALL_GATHER && p->in_place;
     const size_t lead = ag_in_place ? (size_t)comm->rank * in_bytes : 0; /* send - start of the region */
-    const size_t region_bytes = ag_in_place ? out_bytes : in_bytes;
-    if (off < lead) return 0; /* in-place all-gather whose receive buffer starts before this symmetric buffer */
-    const size_t region = off - lead;
-    if (region_bytes > size || region > size - region_bytes) return 0;
+    symmem_buffer_t buf;
+    size_t region;
+    if (!sym_region(comm, c->send, lead, ag_in_place ? out_bytes : in_bytes, &buf, &region)) return 0;
     if (!two) {
         if (in_bytes < ZC_MIN_BYTES) return 0;
         /* one-shot all-reduce in place: peers would read my input while I overwrite it */
@@ -751,11 +769,7 @@ static int zero_copy(symmem_comm_t comm, const coll_call_t *c, size_t in_bytes, 
     }
     for (int q = 0; q < comm->nranks; q++)
         p->zc[q] = (const char *)symmem_buffer_peer_ptr(buf, q) + region + (ag_in_place ? (size_t)q * in_bytes : 0);
-    *h = hash_mix(*h, region);
-    *h = hash_mix(*h, (uint64_t)ag_in_place);
-    *h = hash_mix(*h, size);
-    *h = hash_mix(*h, symmem_buffer_mapped_size(buf));
-    *h = hash_mix(*h, symmem_buffer_seq(buf)); /* two buffers of one size are still told apart */
+    *h = hash_mix(hash_region(*h, buf, region), (uint64_t)ag_in_place);
     return 1;
 }
 
@@ -772,17 +786,11 @@ static int zero_copy(symmem_comm_t comm, const coll_call_t *c, size_t in_bytes, 
 static int zero_copy_out(symmem_comm_t comm, const coll_call_t *c, size_t out_bytes, symmem_coll_params_t *p,
                          uint32_t *h)
 {
-    symmem_buffer_t buf = symmem_buffer_lookup(comm, c->recv);
-    if (!buf) return 0;
-    const char *base = symmem_buffer_ptr(buf);
-    const size_t size = symmem_buffer_size(buf);
-    const size_t region = (size_t)((const char *)c->recv - base);
-    if (out_bytes > size || region > size - out_bytes) return 0;
+    symmem_buffer_t buf;
+    size_t region;
+    if (!sym_region(comm, c->recv, 0, out_bytes, &buf, &region)) return 0;
     for (int q = 0; q < comm->nranks; q++) p->zo[q] = (char *)symmem_buffer_peer_ptr(buf, q) + region;
-    *h = hash_mix(*h, region);
-    *h = hash_mix(*h, size);
-    *h = hash_mix(*h, symmem_buffer_mapped_size(buf));
-    *h = hash_mix(*h, symmem_buffer_seq(buf));
+    *h = hash_region(*h, buf, region);
     return 1;
 }
 

@@ -116,7 +116,10 @@ static void usage(void)
            "  -c 0|1      check results (default 1)\n"
            "  -d TYPE     bfloat16 (default), half, float\n"
            "  -o OP       sum (default), max, min\n"
-           "  -a ALGO     auto (default), oneshot_pull, oneshot_push, twoshot_pull, twoshot_push, staged, all;\n"
+           "  -a ALGO     auto (default), all, or one of:");
+    for (int a = SYMMEM_ALGO_AUTO + 1; a < SYMMEM_ALGO_COUNT; a++)
+        printf("%s %s", a == SYMMEM_ALGO_AUTO + 1 ? "" : ",", symmem_algo_name((symmem_algo_t)a));
+    printf("\n"
            "              auto rows show the algorithm the table chose, e.g. auto:twoshot_pull\n"
            "  -t COLL     all_reduce (default), reduce_scatter, all_gather, barrier\n"
            "  -g          time CUDA-graph replays (default);  -G 0 eager launches, -G 1 graphs\n"

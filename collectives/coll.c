@@ -129,7 +129,14 @@ static symmem_status_t cuda_fail(cudaError_t e, const char *what)
 static size_t align_down(size_t v, size_t a) { return v / a * a; }
 static size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
-/* Carve the workspace: flags, three Lamport buffers (a quarter of the workspace), two data halves. */
+size_t symmem_coll_lamport_buf_bytes(size_t ws)
+{
+    size_t lam = 4096;
+    while (lam <= ws / 16) lam *= 2; /* lam * 2 <= ws / 8, without overflow */
+    return lam;
+}
+
+/* Carve the workspace: flags, three Lamport buffers, two data halves. */
 static symmem_status_t plan_workspace(symmem_comm_t comm, struct symmem_coll *co)
 {
     size_t ws = symmem_param_size(SYMMEM_PARAM_WORKSPACE_BYTES);
@@ -140,7 +147,7 @@ static symmem_status_t plan_workspace(symmem_comm_t comm, struct symmem_coll *co
     }
     co->ws_bytes = ws;
     co->lam_off = SYMMEM_COLL_FLAG_BYTES;
-    co->lam_buf_bytes = align_down(ws / 4 / 3, 4096);
+    co->lam_buf_bytes = symmem_coll_lamport_buf_bytes(ws);
     co->data_off = align_up(co->lam_off + 3 * co->lam_buf_bytes, 4096);
     co->half_bytes = align_down((ws - co->data_off) / 2, 4096);
     (void)comm;
@@ -613,7 +620,9 @@ static int family_of(symmem_coll_kind_t kind, symmem_algo_t algo)
     switch (algo) {
     case SYMMEM_ALGO_ONESHOT_PULL:
     case SYMMEM_ALGO_TWOSHOT_PULL: return SYMMEM_COLL_FAM_PULL;
-    case SYMMEM_ALGO_ONESHOT_PUSH: return kind == SYMMEM_COLL_ALL_GATHER ? SYMMEM_COLL_FAM_PUSH : SYMMEM_COLL_FAM_LAMPORT;
+    case SYMMEM_ALGO_ONESHOT_PUSH:
+    case SYMMEM_ALGO_TWOSHOT_LAMPORT: /* reduce-scatter: its first half, = oneshot_push's */
+        return kind == SYMMEM_COLL_ALL_GATHER ? SYMMEM_COLL_FAM_PUSH : SYMMEM_COLL_FAM_LAMPORT;
     default: return SYMMEM_COLL_FAM_PUSH;
     }
 }
@@ -624,7 +633,10 @@ static int family_of(symmem_coll_kind_t kind, symmem_algo_t algo)
 static uint64_t units_of(symmem_coll_kind_t kind, symmem_algo_t algo, int fam, int n, int zo)
 {
     const uint64_t un = (uint64_t)n;
-    if (fam == SYMMEM_COLL_FAM_LAMPORT) return kind == SYMMEM_COLL_ALL_REDUCE ? un * un : un;
+    if (fam == SYMMEM_COLL_FAM_LAMPORT) {
+        if (kind != SYMMEM_COLL_ALL_REDUCE) return un;
+        return algo == SYMMEM_ALGO_TWOSHOT_LAMPORT ? 2 * un : un * un; /* two-shot: n slots and n gather slots */
+    }
     if (fam == SYMMEM_COLL_FAM_PULL) {
         if (kind == SYMMEM_COLL_ALL_GATHER) return 1;
         return (kind == SYMMEM_COLL_ALL_REDUCE && algo == SYMMEM_ALGO_TWOSHOT_PULL) ? un + 1 : un;
@@ -892,7 +904,9 @@ static symmem_status_t run_collective(symmem_comm_t comm, const coll_call_t *c)
     p.rounds = (uint32_t)rounds;
     /* Grid: a deterministic function of (algorithm, size, ranks, max_grid, min_threads), so every rank
      * launches the same. */
-    const uint64_t positions = (fam == SYMMEM_COLL_FAM_LAMPORT && c->kind == SYMMEM_COLL_ALL_REDUCE) ? (uint64_t)n * p.segp : p.segp;
+    const int lamport_one = fam == SYMMEM_COLL_FAM_LAMPORT && c->kind == SYMMEM_COLL_ALL_REDUCE &&
+                            algo == SYMMEM_ALGO_ONESHOT_PUSH; /* every rank reduces all n shards */
+    const uint64_t positions = lamport_one ? (uint64_t)n * p.segp : p.segp;
     const int threads = symmem_coll_block_threads(co, positions);
     uint64_t grid = (positions + (uint64_t)threads - 1) / (uint64_t)threads;
     if (grid > (uint64_t)co->max_grid) grid = (uint64_t)co->max_grid;

@@ -34,7 +34,8 @@ extern "C" {
 #define SYMMEM_COLL_LAMPORT_EMPTY 0x80000000u
 
 /* Kernel families. ALGO -> family: pull (oneshot_pull, twoshot_pull), push (twoshot_push, staged, and
- * all-gather's oneshot_push), lamport (oneshot_push of all-reduce and reduce-scatter). */
+ * all-gather's oneshot_push and twoshot_lamport), lamport (oneshot_push and twoshot_lamport of all-reduce
+ * and reduce-scatter). */
 typedef enum {
     SYMMEM_COLL_FAM_PULL = 0,
     SYMMEM_COLL_FAM_PUSH = 1,
@@ -201,11 +202,17 @@ typedef enum symmem_coll_prefer {
 } symmem_coll_prefer_t;
 /* The preference given SM peer read and write bandwidth (any unit; non-positive or non-finite: KEEP). */
 symmem_coll_prefer_t symmem_coll_prefer_from_figures(double read_gbs, double write_gbs);
-/* Rewrite a table for a preference: PULL turns oneshot_push into oneshot_pull and twoshot_push / staged into
- * twoshot_pull (every op); KEEP and PUSH leave it as it is (the defaults that matter, PCIe's, are push
- * already). Returns the number of rules changed. */
+/* Rewrite a table for a preference: PULL turns oneshot_push into oneshot_pull and twoshot_push / staged /
+ * twoshot_lamport into twoshot_pull (every op); KEEP and PUSH leave it as it is (the defaults that matter,
+ * PCIe's, are push already). Returns the number of rules changed. */
 int symmem_coll_table_apply_prefer(symmem_coll_table_t *t, symmem_coll_prefer_t prefer);
 const char *symmem_coll_prefer_name(symmem_coll_prefer_t prefer);
+
+/* Bytes of one Lamport buffer in a workspace of `ws` bytes (>= 4 MiB): the largest power of two at most
+ * ws/8 (8 MiB of the default 64 MiB; the three take 37.5%). Powers of two so that power-of-two messages
+ * fill whole rounds: twoshot_lamport moves half a buffer per round, and a message just over a round pays a
+ * whole extra round (~3 us on NVLink, bench/NOTES.md session 5). */
+size_t symmem_coll_lamport_buf_bytes(size_t ws);
 
 /* SYMMEM_MIN_BLOCK_THREADS made a multiple of 32 in [32, SYMMEM_COLL_THREADS] (a warning when it was not). */
 int symmem_coll_min_block_threads(void);

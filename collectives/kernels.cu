@@ -472,13 +472,47 @@ template <typename T, int OP> __device__ __forceinline__ bool run_push(const P &
     return true;
 }
 
-/* ---- Lamport one-shot push (all-reduce, reduce-scatter): no flags, no barrier ----------------------------
- * Round j writes into Lamport buffer j % 3 of every peer, slot r: all-reduce the whole round (n shards),
- * reduce-scatter shard d for rank d. The reader polls its own slots until no word is the sentinel, then
- * rewrites the sentinel in place (the reading thread clears what it read), so buffers are empty again
- * without any barrier. Triple buffering: a peer writes buffer j % 3 again in round j + 3, which it reaches
- * only after reading my pushes of rounds j+1 and j+2, which this block makes after it finished (and
- * cleared) round j; __syncthreads() between rounds orders the block's clears before its next pushes. */
+/* ---- Lamport: pushes without flags or barriers -------------------------------------------------------
+ * The sender stores 16-byte packs (no word the empty sentinel: fix_pack) into a slot of the receiver's
+ * Lamport buffer; the receiver polls its own memory until no word is the sentinel, then rewrites the pack
+ * to empty in place (the reading thread clears what it read), so buffers are empty again without any
+ * barrier. Round j uses Lamport buffer j % 3 (lseq counts rounds on the device). Triple buffering: a peer
+ * writes buffer j % 3 again in round j + 3, which it reaches only after reading what I pushed in rounds
+ * j+1 and j+2, which this block pushes after it finished (and cleared) round j; __syncthreads() between
+ * rounds orders the block's clears before its next pushes. Every slot pushed in a round is polled (and
+ * cleared) in that round: sender and receiver compute the same shard_valid. */
+
+/* Take the pack at `a` (my memory) once no word is the sentinel, and mark it empty again. On abort or
+ * timeout (reported, naming `src` and round j) sets `fail` and returns zeros; a set `fail` stops waiting. */
+__device__ __forceinline__ uint4 lamport_take(const P &p, const Ctx &c, char *a, int src, uint64_t j, bool &fail)
+{
+    uint64_t start = 0;
+    for (uint32_t spin = 0;; spin++) {
+        const uint4 v = ld_volatile16(a);
+        if (lamport_full(v)) {
+            st16(a, lamport_empty4());
+            return v;
+        }
+        if (fail) return zero4();
+        if ((spin & 63u) == 63u) {
+            if (aborted(p)) {
+                fail = true;
+                return zero4();
+            }
+            const uint64_t now = symmem_globaltimer_ns();
+            if (start == 0) {
+                start = now;
+            } else if (p.timeout_ns && now - start > p.timeout_ns) {
+                report(p, c, SYMMEM_TIMEOUT, SYMMEM_COLL_ERR_TIMEOUT, src, j, ((uint64_t)v.x << 32) | v.y);
+                fail = true;
+                return zero4();
+            }
+        }
+    }
+}
+
+/* One-shot (all-reduce: every rank pushes the whole round into slot r of every peer, n shards; reduce-
+ * scatter: shard d for rank d), then every rank reduces what it needs from its own slots. */
 template <typename T, int OP> __device__ __forceinline__ bool run_lamport(const P &p, Ctx &c)
 {
     constexpr int V = Pack<T>::V;
@@ -521,32 +555,85 @@ template <typename T, int OP> __device__ __forceinline__ bool run_lamport(const 
             const uint64_t ue = s * p.stride + i;
             const uint4 out = reduce_ranks<T, OP>(n, [&](int src) -> uint4 {
                 if (src == r) return fix_pack<T>(load_user<T>(send, ue, nv, al, false));
-                char *a = mine + src * slot + q * 16;
-                uint64_t start = 0;
-                for (uint32_t spin = 0;; spin++) {
-                    const uint4 v = ld_volatile16(a);
-                    if (lamport_full(v)) {
-                        st16(a, lamport_empty4());
-                        return v;
-                    }
-                    if (fail) return zero4();
-                    if ((spin & 63u) == 63u) {
-                        if (aborted(p)) {
-                            fail = true;
-                            return zero4();
-                        }
-                        const uint64_t now = symmem_globaltimer_ns();
-                        if (start == 0) {
-                            start = now;
-                        } else if (p.timeout_ns && now - start > p.timeout_ns) {
-                            report(p, c, SYMMEM_TIMEOUT, SYMMEM_COLL_ERR_TIMEOUT, src, j, ((uint64_t)v.x << 32) | v.y);
-                            fail = true;
-                            return zero4();
-                        }
-                    }
-                }
+                return lamport_take(p, c, mine + src * slot + q * 16, src, j, fail);
             });
             if (!fail) store_user<T>(recv, rs ? i : ue, out, nv, al);
+        }
+        if (__syncthreads_or(fail)) return false;
+    }
+    return true;
+}
+
+/* Two-shot all-reduce without flags: a Lamport reduce-scatter (shard d of my input into slot r of rank d),
+ * each owner reduces its shard and pushes the result into gather slot r of every peer (Lamport again), and
+ * every rank copies the shards it polled into its output. Per round each GPU receives 2(n-1)/n of the
+ * round, as the other two-shots, with no sync at all. Buffer layout: slots[src][segp], then
+ * gather[s][segp]. The result is fix_pack'ed before it is sent, and the owner stores that same pack into
+ * its own output, so every rank holds the same bits (a -0.0 result becomes +0.0, as in oneshot_push).
+ * In place is safe: position i of every shard is read and written on this rank only by the thread that
+ * owns position i, and it loads each input before it stores that output. Reuse of buffer j % 3 (the
+ * family's comment above): every thread of a block that pushes to me in round j+3 read, in round j+2,
+ * a slot this block of mine pushed in round j+2 (its own shard's slot from me, or my shard's result),
+ * pushed after my block finished round j. */
+template <typename T, int OP> __device__ __forceinline__ bool run_lamport_two(const P &p, Ctx &c)
+{
+    constexpr int V = Pack<T>::V;
+    const Geo g(p);
+    const int n = g.n, r = g.r;
+    const bool al = g.al;
+    const uint64_t segp = g.segp, t0 = g.t0, nt = g.nt;
+    const char *send = g.send;
+    char *recv = g.recv;
+    const uint64_t gat = (uint64_t)n * segp * 16; /* offset of gather[] in a Lamport buffer */
+    uint64_t j = c.lseq;
+    for (uint32_t rd = 0; rd < p.rounds; rd++, j++) {
+        const uint64_t off = (uint64_t)rd * segp * V;
+        const uint64_t boff = p.lam_off + (j % 3) * p.lam_buf_bytes;
+        char *mine = p.ws[r] + boff;
+        /* reduce-scatter push: four loads in flight, then four stores */
+        for (uint64_t pk = t0; pk < segp; pk += nt) {
+            const uint64_t i = off + pk * V;
+            for (int k0 = 1; k0 < n; k0 += 4) {
+                uint4 v[4];
+#pragma unroll
+                for (int jj = 0; jj < 4; jj++) {
+                    const int d = (r + k0 + jj) % n;
+                    const int nv = k0 + jj < n ? shard_valid<V>(p, d, i) : 0;
+                    v[jj] = nv > 0 ? fix_pack<T>(load_user<T>(send, d * p.stride + i, nv, al, false)) : zero4();
+                }
+#pragma unroll
+                for (int jj = 0; jj < 4; jj++) {
+                    const int d = (r + k0 + jj) % n;
+                    if (k0 + jj < n && shard_valid<V>(p, d, i) > 0) st16(p.ws[d] + boff + (r * segp + pk) * 16, v[jj]);
+                }
+            }
+        }
+        if (threadIdx.x == 0) publish(p, c); /* the state protocol, while the pushes travel */
+        bool fail = false;
+        /* my shard: reduce in rank order, push the result to every peer's gather[r], keep my copy */
+        for (uint64_t pk = t0; pk < segp && !fail; pk += nt) {
+            const uint64_t i = off + pk * V;
+            const int nv = shard_valid<V>(p, r, i);
+            if (nv <= 0) continue;
+            const uint64_t ue = r * p.stride + i;
+            const uint4 out = fix_pack<T>(reduce_ranks<T, OP>(n, [&](int src) -> uint4 {
+                if (src == r) return fix_pack<T>(load_user<T>(send, ue, nv, al, false));
+                return lamport_take(p, c, mine + (src * segp + pk) * 16, src, j, fail);
+            }));
+            if (fail) break;
+            for (int k = 1; k < n; k++) st16(p.ws[(r + k) % n] + boff + gat + (r * segp + pk) * 16, out);
+            store_user<T>(recv, ue, out, nv, al);
+        }
+        /* the other shards, as their owners pushed them */
+        for (uint64_t pk = t0; pk < segp && !fail; pk += nt) {
+            const uint64_t i = off + pk * V;
+            for (int k = 1; k < n && !fail; k++) {
+                const int s = (r + k) % n;
+                const int nv = shard_valid<V>(p, s, i);
+                if (nv <= 0) continue;
+                const uint4 v = lamport_take(p, c, mine + gat + (s * segp + pk) * 16, s, j, fail);
+                if (!fail) store_user<T>(recv, s * p.stride + i, v, nv, al);
+            }
         }
         if (__syncthreads_or(fail)) return false;
     }
@@ -570,6 +657,7 @@ __global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) coll_kernel(const __gr
     if (!prologue(p, c, epochs_of<FAM>(p), FAM == SYMMEM_COLL_FAM_LAMPORT ? p.rounds : 0)) return;
     if (FAM == SYMMEM_COLL_FAM_PULL) run_pull<T, OP>(p, c);
     else if (FAM == SYMMEM_COLL_FAM_PUSH) run_push<T, OP>(p, c);
+    else if (p.kind == SYMMEM_COLL_ALL_REDUCE && p.algo == SYMMEM_ALGO_TWOSHOT_LAMPORT) run_lamport_two<T, OP>(p, c);
     else run_lamport<T, OP>(p, c);
     block_end(p, c);
 }

@@ -75,18 +75,20 @@ void symmem_coll_table_defaults(symmem_comm_t comm, symmem_coll_table_t *t)
         return;
     }
     /* NVLink, or every rank on one GPU. Two ranks: one-shot and two-shot move the same bytes; measured on
-     * 2x H200 (bench/NOTES.md, session 4): Lamport push up to 2 MiB (no sync at all), then two-shot push,
-     * whose stores reach the link's write rate (64 MiB: 205 us, against 226 for one-shot pull, which both
-     * GPUs' simultaneous reads cap at 307 GB/s). With symmetric receive buffers it stores results straight
-     * into the peers' outputs (zero copy out); with cudaMalloc buffers it was still the best or within 3%
-     * of it (4-64 MiB). More ranks: one-shot moves (n-1)S per GPU against two-shot's 2(n-1)S/n, so
-     * two-shot takes over early. */
+     * 2x H200 (bench/NOTES.md, session 5): Lamport push up to 2 MiB (no sync at all), then the Lamport
+     * two-shot (no sync either, and half the bytes per step): 4 MiB 17.6 us against 20.3 for two-shot
+     * push and 19.9 for PyTorch's two-shot, 64 MiB 196 against 199-205. More ranks: one-shot moves (n-1)S
+     * per GPU against two-shot's 2(n-1)S/n, so two-shot takes over early; the Lamport two-shot up to
+     * 4 MiB, two-shot push above. Not measured on more than two GPUs: with 4 ranks on 2 GPUs (co-located,
+     * so only the order means something) the Lamport two-shot led two-shot pull at 64 KiB-1 MiB (8.6 /
+     * 9.1 / 13.3 against 9.4 / 10.1 / 14.1 us), tied two-shot push at 4 MiB and trailed it by 4% at
+     * 16 MiB. `symmem-bench --tune` measures the real machine. */
     if (n <= 2) {
         add_rule(t, SYMMEM_COLL_ALL_REDUCE, 2 * MIB, SYMMEM_ALGO_ONESHOT_PUSH);
-        add_rule(t, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH);
+        add_rule(t, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_LAMPORT);
     } else {
         add_rule(t, SYMMEM_COLL_ALL_REDUCE, n <= 4 ? 256 * KIB : 128 * KIB, SYMMEM_ALGO_ONESHOT_PUSH);
-        add_rule(t, SYMMEM_COLL_ALL_REDUCE, 2 * MIB, SYMMEM_ALGO_TWOSHOT_PULL);
+        add_rule(t, SYMMEM_COLL_ALL_REDUCE, 4 * MIB, SYMMEM_ALGO_TWOSHOT_LAMPORT);
         add_rule(t, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH);
     }
     add_rule(t, SYMMEM_COLL_REDUCE_SCATTER, 256 * KIB, SYMMEM_ALGO_ONESHOT_PUSH);
@@ -124,7 +126,9 @@ int symmem_coll_table_apply_prefer(symmem_coll_table_t *t, symmem_coll_prefer_t 
     for (int i = 0; i < t->nrules; i++) {
         symmem_coll_rule_t *r = &t->rules[i];
         if (r->algo == SYMMEM_ALGO_ONESHOT_PUSH) r->algo = SYMMEM_ALGO_ONESHOT_PULL;
-        else if (r->algo == SYMMEM_ALGO_TWOSHOT_PUSH || r->algo == SYMMEM_ALGO_STAGED) r->algo = SYMMEM_ALGO_TWOSHOT_PULL;
+        else if (r->algo == SYMMEM_ALGO_TWOSHOT_PUSH || r->algo == SYMMEM_ALGO_STAGED ||
+                 r->algo == SYMMEM_ALGO_TWOSHOT_LAMPORT)
+            r->algo = SYMMEM_ALGO_TWOSHOT_PULL;
         else continue;
         changed++;
     }

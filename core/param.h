@@ -22,8 +22,8 @@ extern "C" {
     X(FABRIC, INT, "1", "also request fabric handles where the GPU supports them (0 disables)")            \
     X(GDR, INT, "1", "request the GPUDirect RDMA flag on allocations where supported (0 disables)")        \
     X(NCCL_LIBRARY, STR, "", "NCCL library to load when none is loaded in the process")                    \
-    X(ALGO, STR, "auto", "force a collective algorithm (auto, oneshot_pull, oneshot_push, ...)")          \
-    X(WORKSPACE_BYTES, SIZE, "32M", "per-rank collective workspace (messages above it run in chunks)")    \
+    X(ALGO, STR, "auto", "force a collective algorithm (auto, oneshot_pull, oneshot_push, twoshot_lamport, ...)")          \
+    X(WORKSPACE_BYTES, SIZE, "64M", "per-rank collective workspace (messages above it run in chunks)")    \
     X(MAX_BLOCKS, INT, "0", "upper bound on thread blocks per collective kernel (0: automatic)")           \
     X(MIN_BLOCK_THREADS, INT, "256", "fewest threads per block of a collective kernel (32..512): smaller spreads small messages over more SMs") \
     X(PDL, INT, "1", "programmatic dependent launch of collective kernels on sm_90+ (0 disables)")          \

@@ -295,7 +295,8 @@ typedef enum symmem_redop {
     X(ONESHOT_PUSH, 2, "oneshot_push")                                                                     \
     X(TWOSHOT_PULL, 3, "twoshot_pull")                                                                     \
     X(TWOSHOT_PUSH, 4, "twoshot_push")                                                                     \
-    X(STAGED, 5, "staged")
+    X(STAGED, 5, "staged")                                                                                 \
+    X(TWOSHOT_LAMPORT, 6, "twoshot_lamport")
 
 typedef enum symmem_algo {
 #define SYMMEM_ALGO_ENUM_(name, value, text) SYMMEM_ALGO_##name = value,
@@ -326,8 +327,8 @@ typedef struct CUstream_st *symmem_stream_t; /* == cudaStream_t */
  *    all-gather send == recv + rank*count); any other overlap fails with SYMMEM_INVALID_ARGUMENT.
  *  - Results: 16-bit types accumulate in fp32, each element is reduced in rank order 0..n-1, so every rank
  *    gets bitwise-identical results; sum follows IEEE (Inf - Inf = NaN), max/min return NaN if any input
- *    is NaN. SYMMEM_ALGO_ONESHOT_PUSH marks empty slots with -0.0, so it returns +0.0 where the exact
- *    result is -0.0 (every rank alike).
+ *    is NaN. SYMMEM_ALGO_ONESHOT_PUSH and SYMMEM_ALGO_TWOSHOT_LAMPORT mark empty slots with -0.0, so they
+ *    return +0.0 where the exact result is -0.0 (every rank alike).
  *  - `algo` SYMMEM_ALGO_AUTO picks from the tuning table; SYMMEM_ALGO (environment) overrides AUTO.
  *  - count == 0 is a no-op. A kernel that waits longer than the timeout for a peer exits and puts the
  *    communicator in its error state: symmem_comm_get_async_error and every later call report the missing

@@ -161,7 +161,7 @@ static int run_algo(cc_ctx_t *ctx, rank_state_t *S, symmem_algo_t algo, symmem_d
     }
     failed = cc_sum_u64(ctx, (uint64_t)failed) != 0;
     if (cc_is_root(ctx))
-        cc_log(ctx, "%-13s %-8s %d replays x 2 all-reduces of %d elements: %s (%.1f us per replay)",
+        cc_log(ctx, "%-15s %-8s %d replays x 2 all-reduces of %d elements: %s (%.1f us per replay)",
                symmem_algo_name(algo), symmem_dtype_name(dt), replays, COUNT, failed ? "FAILED" : "ok",
                1e6 * (t1 - t0) / replays);
     return failed;

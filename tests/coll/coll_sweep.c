@@ -385,10 +385,10 @@ int main(int argc, char **argv)
         fail++;
     }
     if (cc_is_root(&ctx)) {
-        cc_log(&ctx, "%-15s %-13s %8s %8s %12s", "operation", "algorithm", "passed", "failed", "unsupported");
+        cc_log(&ctx, "%-15s %-15s %8s %8s %12s", "operation", "algorithm", "passed", "failed", "unsupported");
         for (int c = 0; c < OP_COUNT; c++)
             for (int a = 0; a < SYMMEM_ALGO_COUNT; a++)
-                cc_log(&ctx, "%-15s %-13s %8llu %8llu %12llu", coll_names[c], symmem_algo_name((symmem_algo_t)a),
+                cc_log(&ctx, "%-15s %-15s %8llu %8llu %12llu", coll_names[c], symmem_algo_name((symmem_algo_t)a),
                        (unsigned long long)tally[c][a][R_PASS], (unsigned long long)tally[c][a][R_FAIL],
                        (unsigned long long)tally[c][a][R_UNSUP]);
     }

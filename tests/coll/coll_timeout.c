@@ -7,6 +7,8 @@
  *  - the CUDA context is still usable (a memset and a synchronize succeed);
  *  - symmem_free and symmem_comm_destroy succeed (teardown is clean).
  * Rank 1 waits for rank 0's verdict on the test's own channel, then tears down too.
+ * Optional argument: the algorithm of the all-reduce (default auto, which is Lamport one-shot at this size):
+ * the flag waits and the Lamport polls time out through different loops.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +34,11 @@ int main(int argc, char **argv)
         cc_log(&ctx, "FAIL: run with --mp 2");
         return 1;
     }
+    symmem_algo_t algo = SYMMEM_ALGO_AUTO;
+    if (argc > 1 && symmem_algo_from_name(argv[1], &algo) != SYMMEM_OK) {
+        cc_log(&ctx, "FAIL: unknown algorithm %s", argv[1]);
+        return 1;
+    }
     cc_rank_t *R = &ctx.r[0];
     const size_t count = 4096;
     symmem_buffer_t sym[1];
@@ -46,7 +53,8 @@ int main(int argc, char **argv)
     int failures = 0;
     if (R->rank == 0) {
         double t0 = now_s();
-        symmem_status_t st = symmem_all_reduce(R->comm, d, d, count, SYMMEM_FLOAT32, SYMMEM_OP_SUM, SYMMEM_ALGO_AUTO, R->stream);
+        symmem_status_t st = symmem_all_reduce(R->comm, d, d, count, SYMMEM_FLOAT32, SYMMEM_OP_SUM, algo, R->stream);
+        cc_log(&ctx, "all-reduce of %zu floats with %s, rank 1 absent", count, symmem_algo_name(algo));
         if (st != SYMMEM_OK) {
             cc_log(&ctx, "FAIL: the call itself returned %s (%s); expected it to enqueue", symmem_status_name(st),
                    symmem_last_error());

@@ -66,7 +66,7 @@ static void pull_rewrites_pcie_defaults(void)
         CHECK(symmem_coll_table_apply_prefer(&t, SYMMEM_COLL_PREFER_PULL) == base.nrules);
         CHECK(t.nrules == base.nrules);
         CHECK(!table_has(&t, SYMMEM_ALGO_ONESHOT_PUSH) && !table_has(&t, SYMMEM_ALGO_TWOSHOT_PUSH) &&
-              !table_has(&t, SYMMEM_ALGO_STAGED));
+              !table_has(&t, SYMMEM_ALGO_STAGED) && !table_has(&t, SYMMEM_ALGO_TWOSHOT_LAMPORT));
         for (int i = 0; i < t.nrules; i++) {
             /* the bounds stay; only the algorithms change, one-shot to one-shot, the rest to two-shot pull */
             CHECK(t.rules[i].kind == base.rules[i].kind && t.rules[i].max_bytes == base.rules[i].max_bytes);
@@ -99,7 +99,7 @@ static void keep_and_push_leave_defaults(void)
             /* pull never leaves a push-family algorithm behind, whatever the link */
             CHECK(symmem_coll_table_apply_prefer(&t, SYMMEM_COLL_PREFER_PULL) >= 0);
             CHECK(!table_has(&t, SYMMEM_ALGO_ONESHOT_PUSH) && !table_has(&t, SYMMEM_ALGO_TWOSHOT_PUSH) &&
-                  !table_has(&t, SYMMEM_ALGO_STAGED));
+                  !table_has(&t, SYMMEM_ALGO_STAGED) && !table_has(&t, SYMMEM_ALGO_TWOSHOT_LAMPORT));
         }
 }
 
@@ -163,6 +163,24 @@ static void probe_parameter(void)
     CHECK(symmem_coll_probe_figures(NULL, &r, &w) == 0 && r == -1.0 && w == -1.0);
 }
 
+/* Lamport buffers: a power of two, at most an eighth of the workspace and more than a sixteenth (the largest
+ * such), so three fit with room for the data halves; the default workspace gives 8 MiB. */
+static void lamport_buffer_rule(void)
+{
+    const size_t MIB_ = (size_t)1 << 20;
+    CHECK(symmem_coll_lamport_buf_bytes(64 * MIB_) == 8 * MIB_);
+    CHECK(symmem_coll_lamport_buf_bytes(32 * MIB_) == 4 * MIB_);
+    CHECK(symmem_coll_lamport_buf_bytes(96 * MIB_) == 8 * MIB_);
+    CHECK(symmem_coll_lamport_buf_bytes(4 * MIB_) == MIB_ / 2);
+    const size_t sizes[] = {4 * MIB_, 5 * MIB_ + 12345, 63 * MIB_, 64 * MIB_ - 1, 64 * MIB_ + 1, 1000 * MIB_,
+                            SIZE_MAX / 2, SIZE_MAX};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const size_t ws = sizes[i], lam = symmem_coll_lamport_buf_bytes(ws);
+        CHECK(lam >= 4096 && (lam & (lam - 1)) == 0);
+        CHECK(lam <= ws / 8 && lam > ws / 16);
+    }
+}
+
 int main(void)
 {
     static const test_case_t cases[] = {
@@ -171,6 +189,7 @@ int main(void)
         {"keep_and_push_leave_defaults", keep_and_push_leave_defaults, 10},
         {"probe_parameter", probe_parameter, 10},
         {"block_threads_rule", block_threads_rule, 10},
+        {"lamport_buffer_rule", lamport_buffer_rule, 10},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
 }

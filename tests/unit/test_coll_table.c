@@ -15,8 +15,8 @@ static void two_rank_nvlink_defaults(void)
     symmem_comm_t c = coll_shell(2, SYMMEM_LINK_NVLINK, "fpA");
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 2 * MIB) == SYMMEM_ALGO_ONESHOT_PUSH);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 4 * MIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 256 * MIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 4 * MIB) == SYMMEM_ALGO_TWOSHOT_LAMPORT);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 256 * MIB) == SYMMEM_ALGO_TWOSHOT_LAMPORT);
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 64 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 4 * MIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 64 * MIB) == SYMMEM_ALGO_ONESHOT_PULL);
@@ -24,7 +24,7 @@ static void two_rank_nvlink_defaults(void)
     /* more ranks: one-shot moves (n-1)S per GPU, so two-shot takes over early */
     c = coll_shell(8, SYMMEM_LINK_NVLINK, "fpB");
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 64 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * MIB) == SYMMEM_ALGO_TWOSHOT_LAMPORT);
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 64 * MIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
     coll_shell_free(c);
 }
@@ -68,7 +68,7 @@ static void save_load_round_trip_keeps_other_sections(void)
 
     c = coll_shell(2, SYMMEM_LINK_NVLINK, "no-such-topology"); /* no section: the defaults stand */
     CHECK_OK(symmem_coll_tune_load(c, path));
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 4 * MIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 4 * MIB) == SYMMEM_ALGO_TWOSHOT_LAMPORT);
     coll_shell_free(c);
     unlink(path);
 }

@@ -146,7 +146,8 @@ static symmem_status_t plan_workspace(symmem_comm_t comm, struct symmem_coll *co
         ws = min_ws;
     }
     co->ws_bytes = ws;
-    co->lam_off = SYMMEM_COLL_FLAG_BYTES;
+    co->lam_hdr_off = SYMMEM_COLL_FLAG_BYTES;
+    co->lam_off = co->lam_hdr_off + 3 * SYMMEM_COLL_LAMPORT_HDR_BYTES;
     co->lam_buf_bytes = symmem_coll_lamport_buf_bytes(ws);
     co->data_off = align_up(co->lam_off + 3 * co->lam_buf_bytes, 4096);
     co->half_bytes = align_down((ws - co->data_off) / 2, 4096);
@@ -451,7 +452,8 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
     char *mine = co->ws_peers[comm->rank];
     if ((e = cudaMemsetAsync(mine, 0, SYMMEM_COLL_FLAG_BYTES, s)) != cudaSuccess ||
         (e = cudaMemsetAsync(co->dev_state, 0, sizeof *co->dev_state, s)) != cudaSuccess ||
-        (e = (cudaError_t)symmem_coll_launch_fill_empty(mine + co->lam_off, 3 * co->lam_buf_bytes, s)) != cudaSuccess ||
+        (e = (cudaError_t)symmem_coll_launch_fill_empty(
+             mine + co->lam_hdr_off, co->lam_off - co->lam_hdr_off + 3 * co->lam_buf_bytes, s)) != cudaSuccess ||
         (e = cudaStreamSynchronize(s)) != cudaSuccess) {
         st = cuda_fail(e, "initialising the collective workspace");
         goto fail;
@@ -495,6 +497,8 @@ void symmem_coll_comm_fini(symmem_comm_t comm)
 }
 
 /* ---- errors ------------------------------------------------------------------------------------------------ */
+static int family_of(symmem_coll_kind_t kind, symmem_algo_t algo);
+
 /* Which of the last operations launched here carries `tag` (a flag's tag is the hash of its call's
  * arguments, the same on every rank that made that call): "all_gather oneshot_pull 16411 x half". */
 static void describe_tag(const struct symmem_coll *co, uint32_t tag, char *out, size_t size)
@@ -525,10 +529,12 @@ symmem_status_t symmem_coll_poll_error(symmem_comm_t comm)
     const char *op = symmem_coll_kind_name(kind);
     const char *algo = kind == SYMMEM_COLL_BARRIER ? "barrier" : symmem_algo_name((symmem_algo_t)rec->algo);
     const uint64_t seen = rec->seen;
-    char msg[512], last[128];
+    char msg[640], last[128];
+    const int lamport = kind != SYMMEM_COLL_BARRIER &&
+                        family_of(kind, (symmem_algo_t)rec->algo) == SYMMEM_COLL_FAM_LAMPORT;
     switch (rec->reason) {
     case SYMMEM_COLL_ERR_TIMEOUT:
-        if (rec->algo == SYMMEM_ALGO_ONESHOT_PUSH && kind != SYMMEM_COLL_ALL_GATHER && kind != SYMMEM_COLL_BARRIER)
+        if (lamport)
             snprintf(msg, sizeof msg,
                      "rank %d: %s (%s) sequence number %" PRIu64 " timed out after %d ms waiting for the data of rank "
                      "%d (Lamport round %" PRIu64 ", block %u): rank %d did not make the same call, exited or is "
@@ -553,13 +559,18 @@ symmem_status_t symmem_coll_poll_error(symmem_comm_t comm)
         }
         break;
     case SYMMEM_COLL_ERR_MISMATCH:
+        if (lamport && (seen >> 16) != (rec->epoch & 0x7fffffffu))
+            snprintf(last, sizeof last, "; it is at Lamport round %" PRIu64 ", we at %" PRIu64
+                     ": the ranks made different numbers of Lamport calls", seen >> 16, rec->epoch & 0x7fffffffu);
+        else
+            last[0] = '\0';
         snprintf(msg, sizeof msg,
                  "rank %d: %s (%s) sequence number %" PRIu64 ": rank %d reached the same point with different "
-                 "arguments (tag %04" PRIx64 ", ours %04x): every rank must pass the same count, dtype, op and "
+                 "arguments (tag %04" PRIx64 ", ours %04x%s): every rank must pass the same count, dtype, op and "
                  "algorithm, and either all plain device buffers or the same symmetric buffer at the same offset "
                  "(the send buffer; also the receive buffer for the two-shot all-reduces; in-place all_gather: the "
                  "receive buffer)",
-                 rec->rank, op, algo, rec->call, rec->peer, seen & 0xffffu, rec->tag);
+                 rec->rank, op, algo, rec->call, rec->peer, seen & 0xffffu, rec->tag, last);
         break;
     case SYMMEM_COLL_ERR_CONCURRENT:
         snprintf(msg, sizeof msg,
@@ -862,6 +873,7 @@ static symmem_status_t run_collective(symmem_comm_t comm, const coll_call_t *c)
     p.op = c->kind == SYMMEM_COLL_ALL_GATHER ? SYMMEM_OP_SUM : c->op;
     p.data_off = co->data_off;
     p.half_bytes = co->half_bytes;
+    p.lam_hdr_off = co->lam_hdr_off;
     p.lam_off = co->lam_off;
     p.lam_buf_bytes = co->lam_buf_bytes;
     p.timeout_ns = comm->timeout_ms > 0 ? (uint64_t)comm->timeout_ms * 1000000u : 0;

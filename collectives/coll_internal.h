@@ -27,10 +27,13 @@ extern "C" {
 /* Workspace layout (each rank's part of the symmetric workspace buffer; offsets are the same everywhere):
  *   [0, FLAG_BYTES)                    flags[block][src]: uint64, written only by rank `src` (remote
  *                                      st.release.sys), polled only by the owner. Value = epoch << 16 | tag.
- *   [FLAG_BYTES, +3*lam_buf_bytes)     Lamport buffers 0,1,2: payload or the sentinel word 0x80000000, never
+ *   [lam_hdr_off, +3*LAMPORT_HDR_BYTES) Lamport round headers hdr[buffer][block][src]: one 16-byte pack
+ *                                      (tag, round) per block and sender, pushed and cleared like payload.
+ *   [lam_off, +3*lam_buf_bytes)        Lamport buffers 0,1,2: payload or the sentinel word 0x80000000, never
  *                                      flags (a stale payload word must never end a flag poll or vice versa).
  *   [data_off, +2*half_bytes)          staging/result/slot data, two halves used by alternate rounds. */
 #define SYMMEM_COLL_FLAG_BYTES ((size_t)SYMMEM_COLL_MAX_GRID * SYMMEM_MAX_RANKS * 8)
+#define SYMMEM_COLL_LAMPORT_HDR_BYTES ((size_t)SYMMEM_COLL_MAX_GRID * SYMMEM_MAX_RANKS * 16)
 #define SYMMEM_COLL_LAMPORT_EMPTY 0x80000000u
 
 /* Kernel families. ALGO -> family: pull (oneshot_pull, twoshot_pull), push (twoshot_push, staged, and
@@ -101,6 +104,7 @@ typedef struct symmem_coll_params {
     uint64_t segp;                    /* packs (16 bytes) per shard per round */
     uint64_t data_off;                /* workspace offset of the two data halves */
     uint64_t half_bytes;              /* bytes of one half */
+    uint64_t lam_hdr_off;             /* workspace offset of the Lamport round headers of buffer 0 */
     uint64_t lam_off;                 /* workspace offset of Lamport buffer 0 */
     uint64_t lam_buf_bytes;           /* bytes of one Lamport buffer */
     uint64_t timeout_ns;              /* 0: wait forever */
@@ -162,7 +166,7 @@ struct symmem_coll {
     symmem_buffer_t ws;                /* symmetric workspace */
     char *ws_peers[SYMMEM_MAX_RANKS];  /* every rank's workspace, mapped here */
     size_t ws_bytes;
-    size_t lam_off, lam_buf_bytes, data_off, half_bytes;
+    size_t lam_hdr_off, lam_off, lam_buf_bytes, data_off, half_bytes;
     symmem_coll_dev_state_t *dev_state;    /* device memory */
     symmem_coll_error_record_t *err;       /* host-mapped pinned memory, host address */
     symmem_coll_error_record_t *err_dev;   /* the same record, device address */

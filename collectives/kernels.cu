@@ -511,6 +511,51 @@ __device__ __forceinline__ uint4 lamport_take(const P &p, const Ctx &c, char *a,
     }
 }
 
+/* Round headers. Lamport payload carries no tag, so a peer that made a different call (another count,
+ * algorithm, dtype, op: the tag) would have its slots read as data, silently, and leave payload behind that
+ * a later call would take for its own. So thread t < n (t != r) of every block also pushes (tag, round) into
+ * header slot [block][r] of rank t for the round's buffer, with the data, and before reading any payload
+ * the same threads take the headers their peers pushed and compare: a difference is SYMMEM_INVALID_USAGE
+ * (reported by both sides) before the block stores any output. Headers are taken and cleared like payload
+ * and rotate with the buffers; every block exchanges one every round, whatever its share of the data, so
+ * each block of a peer that pushes into buffer j % 3 in round j+3 has taken the header this block pushed
+ * in round j+2, after it finished round j: the reuse argument holds for every block. */
+#ifndef SYMMEM_COLL_LAMPORT_HEADERS
+#define SYMMEM_COLL_LAMPORT_HEADERS 1
+#endif
+__device__ __forceinline__ char *lamport_hdr(const P &p, int owner, uint64_t j, int src)
+{
+    return p.ws[owner] + p.lam_hdr_off + (j % 3) * SYMMEM_COLL_LAMPORT_HDR_BYTES +
+           ((uint64_t)blockIdx.x * SYMMEM_MAX_RANKS + src) * 16;
+}
+/* No word is the sentinel: the tag has 16 bits, the round is cut to 31. */
+__device__ __forceinline__ uint4 lamport_hdr_value(const P &p, uint64_t j)
+{
+    return make_uint4(p.tag, (uint32_t)(j & 0x7fffffffu), 0u, 0u);
+}
+__device__ __forceinline__ void lamport_hdr_push(const P &p, uint64_t j)
+{
+    const int t = threadIdx.x;
+    if (SYMMEM_COLL_LAMPORT_HEADERS && t < p.nranks && t != p.rank) st16(lamport_hdr(p, t, j, p.rank), lamport_hdr_value(p, j));
+}
+/* False (on every thread of the block): a mismatch (reported here), an abort or a timeout. */
+__device__ __forceinline__ bool lamport_hdr_check(const P &p, const Ctx &c, uint64_t j)
+{
+    if (!SYMMEM_COLL_LAMPORT_HEADERS) return true;
+    const int t = threadIdx.x;
+    bool fail = false;
+    if (t < p.nranks && t != p.rank) {
+        const uint4 v = lamport_take(p, c, lamport_hdr(p, p.rank, j, t), t, j, fail);
+        const uint4 w = lamport_hdr_value(p, j);
+        if (!fail && (v.x != w.x || v.y != w.y)) {
+            /* seen: the peer's round << 16 | its tag, as a flag would read */
+            report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_MISMATCH, t, j, ((uint64_t)v.y << 16) | (v.x & 0xffffu));
+            fail = true;
+        }
+    }
+    return __syncthreads_or(fail) == 0;
+}
+
 /* One-shot (all-reduce: every rank pushes the whole round into slot r of every peer, n shards; reduce-
  * scatter: shard d for rank d), then every rank reduces what it needs from its own slots. */
 template <typename T, int OP> __device__ __forceinline__ bool run_lamport(const P &p, Ctx &c)
@@ -527,6 +572,7 @@ template <typename T, int OP> __device__ __forceinline__ bool run_lamport(const 
     for (uint32_t rd = 0; rd < p.rounds; rd++, j++) {
         const uint64_t off = (uint64_t)rd * segp * V;
         const uint64_t boff = p.lam_off + (j % 3) * p.lam_buf_bytes;
+        lamport_hdr_push(p, j);
         for (uint64_t q = t0; q < npos; q += nt) {
             if (rs) {
                 const uint64_t i = off + q * V;
@@ -545,6 +591,7 @@ template <typename T, int OP> __device__ __forceinline__ bool run_lamport(const 
             }
         }
         if (threadIdx.x == 0) publish(p, c); /* the state protocol, while the pushes travel */
+        if (!lamport_hdr_check(p, c, j)) return false;
         bool fail = false;
         char *mine = p.ws[r] + boff;
         for (uint64_t q = t0; q < npos && !fail; q += nt) {
@@ -590,6 +637,7 @@ template <typename T, int OP> __device__ __forceinline__ bool run_lamport_two(co
         const uint64_t off = (uint64_t)rd * segp * V;
         const uint64_t boff = p.lam_off + (j % 3) * p.lam_buf_bytes;
         char *mine = p.ws[r] + boff;
+        lamport_hdr_push(p, j);
         /* reduce-scatter push: four loads in flight, then four stores */
         for (uint64_t pk = t0; pk < segp; pk += nt) {
             const uint64_t i = off + pk * V;
@@ -609,6 +657,7 @@ template <typename T, int OP> __device__ __forceinline__ bool run_lamport_two(co
             }
         }
         if (threadIdx.x == 0) publish(p, c); /* the state protocol, while the pushes travel */
+        if (!lamport_hdr_check(p, c, j)) return false;
         bool fail = false;
         /* my shard: reduce in rank order, push the result to every peer's gather[r], keep my copy */
         for (uint64_t pk = t0; pk < segp && !fail; pk += nt) {

@@ -186,11 +186,13 @@ typedef struct agree {
     uint64_t table_hash;
     int32_t pdl;
     int32_t probe; /* this rank wants the peer-bandwidth probe */
+    int32_t lam_check;
 } agree_t;
 
 static symmem_status_t agree_across_ranks(symmem_comm_t comm, struct symmem_coll *co)
 {
-    agree_t me = {co->max_grid, co->min_threads, (int32_t)co->env_algo, symmem_coll_table_hash(&co->table), co->pdl, co->probe},
+    agree_t me = {co->max_grid, co->min_threads, (int32_t)co->env_algo, symmem_coll_table_hash(&co->table), co->pdl, co->probe,
+                  co->lam_check},
             all[SYMMEM_MAX_RANKS];
     SYMMEM_CHECK(symmem_comm_allgather(comm, &me, all, sizeof me));
     int table_differs = 0, probe_differs = 0;
@@ -198,6 +200,7 @@ static symmem_status_t agree_across_ranks(symmem_comm_t comm, struct symmem_coll
         if (all[r].max_grid < co->max_grid) co->max_grid = all[r].max_grid;
         if (all[r].min_threads < co->min_threads) co->min_threads = all[r].min_threads; /* grids must match */
         if (!all[r].pdl) co->pdl = 0; /* the same launch mode everywhere keeps timing symmetric */
+        if (all[r].lam_check) co->lam_check = 1; /* a rank that checks waits for headers: all push them */
         /* the probe is collective (barriers, an allgather): every rank runs it or none does */
         if (all[r].probe != me.probe) probe_differs = 1;
         if (!all[r].probe) co->probe = 0;
@@ -379,6 +382,7 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
     /* Programmatic dependent launch (see symmem_coll_launch): Hopper and newer, one rank per GPU. */
     co->pdl = symmem_param_int(SYMMEM_PARAM_PDL) != 0 && comm->ranks_per_device == 1 &&
               comm->peers[comm->rank].cc_major >= 9;
+    co->lam_check = symmem_param_int(SYMMEM_PARAM_LAMPORT_CHECK) != 0;
     co->env_algo = SYMMEM_ALGO_AUTO;
     const char *env = symmem_param_str(SYMMEM_PARAM_ALGO);
     if (env[0] && symmem_algo_from_name(env, &co->env_algo) != SYMMEM_OK) {
@@ -874,6 +878,7 @@ static symmem_status_t run_collective(symmem_comm_t comm, const coll_call_t *c)
     p.data_off = co->data_off;
     p.half_bytes = co->half_bytes;
     p.lam_hdr_off = co->lam_hdr_off;
+    p.lam_check = co->lam_check;
     p.lam_off = co->lam_off;
     p.lam_buf_bytes = co->lam_buf_bytes;
     p.timeout_ns = comm->timeout_ms > 0 ? (uint64_t)comm->timeout_ms * 1000000u : 0;

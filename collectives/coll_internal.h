@@ -117,6 +117,7 @@ typedef struct symmem_coll_params {
     uint32_t tag;    /* 16-bit hash of the arguments every rank must agree on */
     int32_t zo_on;   /* two-shot all-reduce (push, staged; pull with zc_on): results stored straight into every
                         rank's recv (coll.c, zero_copy_out) */
+    int32_t lam_check; /* Lamport kernels exchange and compare round headers (kernels.cu) */
 } symmem_coll_params_t;
 
 /* Launch one collective kernel (kernels.cu). `family`, `dtype`, `op` select the instantiation;
@@ -173,6 +174,7 @@ struct symmem_coll {
     int max_grid;                          /* blocks per kernel: min(comm->max_blocks, MAX_GRID) */
     int min_threads;                       /* fewest threads per block (SYMMEM_MIN_BLOCK_THREADS, agreed) */
     int pdl;                               /* launch with programmatic stream serialization (sm_90+, 1 rank per GPU) */
+    int lam_check;                         /* Lamport round headers (SYMMEM_LAMPORT_CHECK; on if any rank asks) */
     symmem_link_t link_class;              /* worst link between any two ranks (the same on every rank) */
     symmem_algo_t env_algo;                /* SYMMEM_ALGO, AUTO if unset */
     char fingerprint[128];

@@ -511,18 +511,16 @@ __device__ __forceinline__ uint4 lamport_take(const P &p, const Ctx &c, char *a,
     }
 }
 
-/* Round headers. Lamport payload carries no tag, so a peer that made a different call (another count,
- * algorithm, dtype, op: the tag) would have its slots read as data, silently, and leave payload behind that
- * a later call would take for its own. So thread t < n (t != r) of every block also pushes (tag, round) into
- * header slot [block][r] of rank t for the round's buffer, with the data, and before reading any payload
- * the same threads take the headers their peers pushed and compare: a difference is SYMMEM_INVALID_USAGE
- * (reported by both sides) before the block stores any output. Headers are taken and cleared like payload
- * and rotate with the buffers; every block exchanges one every round, whatever its share of the data, so
- * each block of a peer that pushes into buffer j % 3 in round j+3 has taken the header this block pushed
- * in round j+2, after it finished round j: the reuse argument holds for every block. */
-#ifndef SYMMEM_COLL_LAMPORT_HEADERS
-#define SYMMEM_COLL_LAMPORT_HEADERS 1
-#endif
+/* Round headers (SYMMEM_LAMPORT_CHECK=1, p.lam_check). Lamport payload carries no tag, so a peer that made
+ * a different call (another count, algorithm, dtype, op: the tag) would have its slots read as data,
+ * silently, and could leave payload behind that a later call would take for its own. With the check on,
+ * thread t < n (t != r) of every block also pushes (tag, round) into header slot [block][r] of rank t for
+ * the round's buffer, with the data, and before reading any payload the same threads take the headers
+ * their peers pushed and compare: a difference is SYMMEM_INVALID_USAGE (reported by both sides) before the
+ * block stores any output. It costs ~0.35 us below 256 KiB (the block waits for the header and a barrier
+ * before its payload polls; a header warp beside the data threads cost less there but took 32 data
+ * threads from every block, +9% at 64 MiB: bench/NOTES.md, session 5), hence off by default. Headers are
+ * taken and cleared like payload and rotate with the buffers. */
 __device__ __forceinline__ char *lamport_hdr(const P &p, int owner, uint64_t j, int src)
 {
     return p.ws[owner] + p.lam_hdr_off + (j % 3) * SYMMEM_COLL_LAMPORT_HDR_BYTES +
@@ -536,12 +534,12 @@ __device__ __forceinline__ uint4 lamport_hdr_value(const P &p, uint64_t j)
 __device__ __forceinline__ void lamport_hdr_push(const P &p, uint64_t j)
 {
     const int t = threadIdx.x;
-    if (SYMMEM_COLL_LAMPORT_HEADERS && t < p.nranks && t != p.rank) st16(lamport_hdr(p, t, j, p.rank), lamport_hdr_value(p, j));
+    if (p.lam_check && t < p.nranks && t != p.rank) st16(lamport_hdr(p, t, j, p.rank), lamport_hdr_value(p, j));
 }
 /* False (on every thread of the block): a mismatch (reported here), an abort or a timeout. */
 __device__ __forceinline__ bool lamport_hdr_check(const P &p, const Ctx &c, uint64_t j)
 {
-    if (!SYMMEM_COLL_LAMPORT_HEADERS) return true;
+    if (!p.lam_check) return true; /* uniform: every thread of the block returns here */
     const int t = threadIdx.x;
     bool fail = false;
     if (t < p.nranks && t != p.rank) {

@@ -133,24 +133,29 @@ size_t symmem_coll_lamport_buf_bytes(size_t ws)
 {
     size_t lam = 4096;
     while (lam <= ws / 16) lam *= 2; /* lam * 2 <= ws / 8, without overflow */
-    return lam;
+    return lam + SYMMEM_COLL_LAMPORT_SLACK;
 }
 
-/* Carve the workspace: flags, three Lamport buffers, two data halves. */
-static symmem_status_t plan_workspace(symmem_comm_t comm, struct symmem_coll *co)
+void symmem_coll_layout(struct symmem_coll *co, size_t ws)
 {
-    size_t ws = symmem_param_size(SYMMEM_PARAM_WORKSPACE_BYTES);
-    const size_t min_ws = (size_t)4 << 20;
-    if (ws < min_ws) {
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_WORKSPACE_BYTES=%zu is below the minimum; using %zu", ws, min_ws);
-        ws = min_ws;
-    }
     co->ws_bytes = ws;
     co->lam_hdr_off = SYMMEM_COLL_FLAG_BYTES;
     co->lam_off = co->lam_hdr_off + 3 * SYMMEM_COLL_LAMPORT_HDR_BYTES;
     co->lam_buf_bytes = symmem_coll_lamport_buf_bytes(ws);
     co->data_off = align_up(co->lam_off + 3 * co->lam_buf_bytes, 4096);
     co->half_bytes = align_down((ws - co->data_off) / 2, 4096);
+}
+
+/* Carve the workspace: flags, Lamport headers, three Lamport buffers, two data halves. */
+static symmem_status_t plan_workspace(symmem_comm_t comm, struct symmem_coll *co)
+{
+    size_t ws = symmem_param_size(SYMMEM_PARAM_WORKSPACE_BYTES);
+    if (ws < SYMMEM_COLL_MIN_WORKSPACE) {
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_WORKSPACE_BYTES=%zu is below the minimum; using %zu", ws,
+                    SYMMEM_COLL_MIN_WORKSPACE);
+        ws = SYMMEM_COLL_MIN_WORKSPACE;
+    }
+    symmem_coll_layout(co, ws);
     (void)comm;
     return SYMMEM_OK;
 }
@@ -660,6 +665,40 @@ static uint64_t units_of(symmem_coll_kind_t kind, symmem_algo_t algo, int fam, i
     return un;
 }
 
+int symmem_coll_geometry(const struct symmem_coll *co, int n, symmem_coll_kind_t kind, symmem_algo_t algo,
+                         uint64_t count, size_t elem_size, int zo_on, int no_ws, symmem_coll_geom_t *g)
+{
+    const uint64_t V = 16 / elem_size;
+    memset(g, 0, sizeof *g);
+    g->fam = family_of(kind, algo);
+    if (kind == SYMMEM_COLL_ALL_REDUCE) {
+        g->stride = (count + (uint64_t)n - 1) / (uint64_t)n;
+        g->stride = (g->stride + V - 1) / V * V;
+        g->total = count;
+    } else {
+        g->stride = count;
+        g->total = count * (uint64_t)n;
+    }
+    g->units = no_ws ? 0 : units_of(kind, algo, g->fam, n, zo_on);
+    const uint64_t cap = g->fam == SYMMEM_COLL_FAM_LAMPORT ? co->lam_buf_bytes : co->half_bytes;
+    const uint64_t segp_cap = no_ws ? UINT64_MAX : cap / (16 * g->units);
+    if (segp_cap == 0) return 1;
+    const uint64_t needp = (g->stride + V - 1) / V;
+    g->segp = needp < segp_cap ? needp : segp_cap;
+    g->rounds = (needp + g->segp - 1) / g->segp;
+    if (g->rounds > UINT32_MAX) return 2;
+    /* Grid: a deterministic function of (algorithm, size, ranks, max_grid, min_threads), so every rank
+     * launches the same. */
+    const int lamport_one = g->fam == SYMMEM_COLL_FAM_LAMPORT && kind == SYMMEM_COLL_ALL_REDUCE &&
+                            algo == SYMMEM_ALGO_ONESHOT_PUSH; /* every rank reduces all n shards */
+    g->positions = lamport_one ? (uint64_t)n * g->segp : g->segp;
+    g->threads = symmem_coll_block_threads(co, g->positions);
+    uint64_t grid = (g->positions + (uint64_t)g->threads - 1) / (uint64_t)g->threads;
+    if (grid > (uint64_t)co->max_grid) grid = (uint64_t)co->max_grid;
+    g->grid = grid < 1 ? 1 : (int)grid;
+    return 0;
+}
+
 size_t symmem_coll_message_bytes(symmem_comm_t comm, symmem_coll_kind_t kind, size_t count, symmem_dtype_t dtype)
 {
     size_t b = count * symmem_dtype_size(dtype);
@@ -857,7 +896,6 @@ static symmem_status_t run_collective(symmem_comm_t comm, const coll_call_t *c)
     if (c->count == 0) return SYMMEM_OK;
     const int n = comm->nranks;
     const size_t es = symmem_dtype_size(c->dtype);
-    const uint64_t V = 16 / es;
     const size_t bytes = symmem_coll_message_bytes(comm, c->kind, c->count, c->dtype);
     const symmem_algo_t algo = c->algo != SYMMEM_ALGO_AUTO ? c->algo : symmem_coll_choose(comm, c->kind, bytes);
     const int fam = family_of(c->kind, algo);
@@ -882,14 +920,6 @@ static symmem_status_t run_collective(symmem_comm_t comm, const coll_call_t *c)
     p.lam_off = co->lam_off;
     p.lam_buf_bytes = co->lam_buf_bytes;
     p.timeout_ns = comm->timeout_ms > 0 ? (uint64_t)comm->timeout_ms * 1000000u : 0;
-    if (c->kind == SYMMEM_COLL_ALL_REDUCE) {
-        p.stride = (c->count + (uint64_t)n - 1) / (uint64_t)n;
-        p.stride = (p.stride + V - 1) / V * V;
-        p.total = c->count;
-    } else {
-        p.stride = c->count;
-        p.total = (uint64_t)c->count * (uint64_t)n;
-    }
     p.aligned = ((uintptr_t)c->send % 16 == 0 && (uintptr_t)c->recv % 16 == 0 &&
                  (c->kind == SYMMEM_COLL_ALL_REDUCE || (c->count * es) % 16 == 0));
     p.in_place = c->kind == SYMMEM_COLL_ALL_REDUCE ? c->send == c->recv
@@ -906,28 +936,20 @@ static symmem_status_t run_collective(symmem_comm_t comm, const coll_call_t *c)
         p.zo_on = zero_copy_out(comm, c, out_bytes, &p, &hz);
     /* two-shot pull with zero copy both ways uses no workspace: one round of any size */
     const int no_ws = two_pull && p.zc_on && p.zo_on;
-    const uint64_t units = units_of(c->kind, algo, fam, n, p.zo_on);
-    const uint64_t cap = fam == SYMMEM_COLL_FAM_LAMPORT ? co->lam_buf_bytes : co->half_bytes;
-    const uint64_t segp_cap = no_ws ? UINT64_MAX : cap / (16 * units);
-    if (segp_cap == 0)
+    symmem_coll_geom_t geo;
+    const int gst = symmem_coll_geometry(co, n, c->kind, algo, c->count, es, p.zo_on, no_ws, &geo);
+    if (gst == 1)
         return symmem_set_error(SYMMEM_INVALID_USAGE,
                                 "%s: the workspace (%zu bytes) is too small for %s with %d ranks; raise "
                                 "SYMMEM_WORKSPACE_BYTES",
                                 c->name, co->ws_bytes, symmem_algo_name(algo), n);
-    const uint64_t needp = (p.stride + V - 1) / V;
-    p.segp = needp < segp_cap ? needp : segp_cap;
-    const uint64_t rounds = (needp + p.segp - 1) / p.segp;
-    if (rounds > UINT32_MAX) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: message too large", c->name);
-    p.rounds = (uint32_t)rounds;
-    /* Grid: a deterministic function of (algorithm, size, ranks, max_grid, min_threads), so every rank
-     * launches the same. */
-    const int lamport_one = fam == SYMMEM_COLL_FAM_LAMPORT && c->kind == SYMMEM_COLL_ALL_REDUCE &&
-                            algo == SYMMEM_ALGO_ONESHOT_PUSH; /* every rank reduces all n shards */
-    const uint64_t positions = lamport_one ? (uint64_t)n * p.segp : p.segp;
-    const int threads = symmem_coll_block_threads(co, positions);
-    uint64_t grid = (positions + (uint64_t)threads - 1) / (uint64_t)threads;
-    if (grid > (uint64_t)co->max_grid) grid = (uint64_t)co->max_grid;
-    if (grid < 1) grid = 1;
+    if (gst != 0) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: message too large", c->name);
+    p.stride = geo.stride;
+    p.total = geo.total;
+    p.segp = geo.segp;
+    p.rounds = (uint32_t)geo.rounds;
+    const uint64_t grid = (uint64_t)geo.grid;
+    const int threads = geo.threads;
 
     uint32_t h = 2166136261u;
     h = hash_mix(h, (uint64_t)c->kind);

@@ -215,10 +215,35 @@ int symmem_coll_table_apply_prefer(symmem_coll_table_t *t, symmem_coll_prefer_t 
 const char *symmem_coll_prefer_name(symmem_coll_prefer_t prefer);
 
 /* Bytes of one Lamport buffer in a workspace of `ws` bytes (>= 4 MiB): the largest power of two at most
- * ws/8 (8 MiB of the default 64 MiB; the three take 37.5%). Powers of two so that power-of-two messages
- * fill whole rounds: twoshot_lamport moves half a buffer per round, and a message just over a round pays a
- * whole extra round (~3 us on NVLink, bench/NOTES.md session 5). */
+ * ws/8 (8 MiB of the default 64 MiB; the three take 37.5%), plus SYMMEM_COLL_LAMPORT_SLACK. Powers of two so
+ * that power-of-two messages fill whole rounds: twoshot_lamport moves half a buffer per round, and a
+ * message just over a round pays a whole extra round (~3 us on NVLink, bench/NOTES.md session 5). The
+ * slack absorbs the rounding of shards up to a 16-byte pack (under 16 bytes per shard and slot: at most
+ * n^2 * 16 bytes for one-shot, 2n * 16 for two-shot), so that holds at every rank count up to 16, not
+ * only at powers of two. */
+#define SYMMEM_COLL_LAMPORT_SLACK ((size_t)16 << 10)
 size_t symmem_coll_lamport_buf_bytes(size_t ws);
+
+/* Smallest SYMMEM_WORKSPACE_BYTES (smaller values are raised to it). */
+#define SYMMEM_COLL_MIN_WORKSPACE ((size_t)4 << 20)
+/* Fill the workspace layout of `co` (offsets and sizes of the areas above) for `ws` bytes (>= the minimum). */
+void symmem_coll_layout(struct symmem_coll *co, size_t ws);
+
+/* The geometry of one call, a function of agreed values only (every rank computes the same). */
+typedef struct symmem_coll_geom {
+    int fam;            /* symmem_coll_family_t */
+    uint64_t stride;    /* elements between shards */
+    uint64_t total;     /* valid elements of the sharded buffer */
+    uint64_t units;     /* 16-byte packs of workspace per shard position (0: no workspace) */
+    uint64_t segp;      /* packs per shard per round */
+    uint64_t rounds;
+    uint64_t positions; /* 16-byte positions the grid covers per round */
+    int threads, grid;  /* threads per block, blocks */
+} symmem_coll_geom_t;
+/* 0 and *g filled; 1: the workspace holds not even one pack per shard; 2: more than 2^32-1 rounds.
+ * zo_on: the results go straight into the peers' receive buffers; no_ws: the call uses no workspace. */
+int symmem_coll_geometry(const struct symmem_coll *co, int n, symmem_coll_kind_t kind, symmem_algo_t algo,
+                         uint64_t count, size_t elem_size, int zo_on, int no_ws, symmem_coll_geom_t *g);
 
 /* SYMMEM_MIN_BLOCK_THREADS made a multiple of 32 in [32, SYMMEM_COLL_THREADS] (a warning when it was not). */
 int symmem_coll_min_block_threads(void);

@@ -163,22 +163,129 @@ static void probe_parameter(void)
     CHECK(symmem_coll_probe_figures(NULL, &r, &w) == 0 && r == -1.0 && w == -1.0);
 }
 
-/* Lamport buffers: a power of two, at most an eighth of the workspace and more than a sixteenth (the largest
- * such), so three fit with room for the data halves; the default workspace gives 8 MiB. */
+/* Lamport buffers: a power of two (plus the rounding slack), at most an eighth of the workspace and more
+ * than a sixteenth (the largest such), so three fit with room for the data halves; the default workspace
+ * gives 8 MiB. */
 static void lamport_buffer_rule(void)
 {
     const size_t MIB_ = (size_t)1 << 20;
-    CHECK(symmem_coll_lamport_buf_bytes(64 * MIB_) == 8 * MIB_);
-    CHECK(symmem_coll_lamport_buf_bytes(32 * MIB_) == 4 * MIB_);
-    CHECK(symmem_coll_lamport_buf_bytes(96 * MIB_) == 8 * MIB_);
-    CHECK(symmem_coll_lamport_buf_bytes(4 * MIB_) == MIB_ / 2);
+    const size_t sl = SYMMEM_COLL_LAMPORT_SLACK;
+    CHECK(symmem_coll_lamport_buf_bytes(64 * MIB_) == 8 * MIB_ + sl);
+    CHECK(symmem_coll_lamport_buf_bytes(32 * MIB_) == 4 * MIB_ + sl);
+    CHECK(symmem_coll_lamport_buf_bytes(96 * MIB_) == 8 * MIB_ + sl);
+    CHECK(symmem_coll_lamport_buf_bytes(4 * MIB_) == MIB_ / 2 + sl);
     const size_t sizes[] = {4 * MIB_, 5 * MIB_ + 12345, 63 * MIB_, 64 * MIB_ - 1, 64 * MIB_ + 1, 1000 * MIB_,
                             SIZE_MAX / 2, SIZE_MAX};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         const size_t ws = sizes[i], lam = symmem_coll_lamport_buf_bytes(ws);
-        CHECK(lam >= 4096 && (lam & (lam - 1)) == 0);
-        CHECK(lam <= ws / 8 && lam > ws / 16);
+        const size_t pow2 = lam - SYMMEM_COLL_LAMPORT_SLACK;
+        CHECK(pow2 >= 4096 && (pow2 & (pow2 - 1)) == 0 && lam % 4096 == 0);
+        CHECK(pow2 <= ws / 8 && pow2 > ws / 16);
     }
+}
+
+/* Workspace packs per shard position that each kernel layout writes (kernels.cu: the half layouts of pull
+ * and push, the Lamport slot layouts), stated here from the kernels, not from coll.c. */
+static uint64_t kernel_units(symmem_coll_kind_t kind, symmem_algo_t algo, int n, int zo)
+{
+    const uint64_t un = (uint64_t)n;
+    const int ar = kind == SYMMEM_COLL_ALL_REDUCE, ag = kind == SYMMEM_COLL_ALL_GATHER;
+    switch (algo) {
+    case SYMMEM_ALGO_ONESHOT_PULL: return ag ? 1 : un;                     /* staging[s][segp] (AG: mine) */
+    case SYMMEM_ALGO_TWOSHOT_PULL: return ag ? 1 : ar ? un + 1 : un;       /* + result[segp] */
+    case SYMMEM_ALGO_ONESHOT_PUSH:
+    case SYMMEM_ALGO_TWOSHOT_LAMPORT:
+        if (ag) return un;                                                  /* flag push: gather[s][segp] */
+        if (!ar) return un;                                                 /* Lamport RS: slots[src][segp] */
+        return algo == SYMMEM_ALGO_ONESHOT_PUSH ? un * un : 2 * un;         /* slots[src][n*segp] / + gather */
+    case SYMMEM_ALGO_STAGED: return ar ? 2 * un : un;                      /* slots + gather (AR) */
+    default: return ar ? (zo ? un : 2 * un) : un;                           /* twoshot_push */
+    }
+}
+
+/* The per-call geometry over every kind x algorithm x rank count x dtype size and many counts: the
+ * kernel's footprint fits its area, the rounds cover the message and are as few as the area allows, the
+ * grid and block sizes obey their rules; and the rounds the workspace layout was chosen for (session 5:
+ * power-of-two messages fill whole Lamport two-shot rounds). */
+static void geometry_invariants(void)
+{
+    const size_t MIB_ = (size_t)1 << 20;
+    const size_t wss[] = {SYMMEM_COLL_MIN_WORKSPACE, 32 * MIB_, 64 * MIB_, 96 * MIB_ + 4096};
+    const uint64_t counts[] = {1, 2, 3, 7, 8, 9, 15, 17, 255, 1000, 4095, 65537, 1000003, 4194304, 33554433};
+    for (size_t w = 0; w < sizeof wss / sizeof wss[0]; w++) {
+        struct symmem_coll co;
+        memset(&co, 0, sizeof co);
+        symmem_coll_layout(&co, wss[w]);
+        CHECK(co.lam_hdr_off >= SYMMEM_COLL_FLAG_BYTES);
+        CHECK(co.lam_off >= co.lam_hdr_off + 3 * SYMMEM_COLL_LAMPORT_HDR_BYTES);
+        CHECK(co.data_off >= co.lam_off + 3 * co.lam_buf_bytes && co.data_off % 4096 == 0);
+        CHECK(co.half_bytes > 0 && co.data_off + 2 * co.half_bytes <= wss[w]);
+        co.max_grid = 132;
+        co.min_threads = 256;
+        for (int n = 2; n <= 8; n++)
+            for (int k = 0; k < SYMMEM_COLL_KIND_COUNT; k++) {
+                if (k == SYMMEM_COLL_BARRIER) continue;
+                for (int a = SYMMEM_ALGO_AUTO + 1; a < SYMMEM_ALGO_COUNT; a++)
+                    for (size_t es = 2; es <= 4; es += 2)
+                        for (int zo = 0; zo <= 1; zo++)
+                            for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+                                const symmem_coll_kind_t kind = (symmem_coll_kind_t)k;
+                                const symmem_algo_t algo = (symmem_algo_t)a;
+                                symmem_coll_geom_t g;
+                                const int st = symmem_coll_geometry(&co, n, kind, algo, counts[c], es, zo, 0, &g);
+                                CHECK(st == 0);
+                                if (st != 0) continue;
+                                const uint64_t V = 16 / es;
+                                const uint64_t cap = g.fam == 2 /* Lamport */ ? co.lam_buf_bytes : co.half_bytes;
+                                CHECK(g.units == kernel_units(kind, algo, n, zo));
+                                CHECK(g.units * g.segp * 16 <= cap);              /* fits its area */
+                                const uint64_t needp = (g.stride + V - 1) / V;
+                                CHECK(g.segp >= 1 && g.rounds * g.segp >= needp);  /* covers the message */
+                                CHECK((g.rounds - 1) * g.segp < needp);            /* no empty round */
+                                CHECK(g.segp == needp || (g.units * (g.segp + 1) * 16 > cap)); /* fewest rounds */
+                                CHECK(kind != SYMMEM_COLL_ALL_REDUCE || (g.stride % V == 0 && g.stride * (uint64_t)n >= counts[c]));
+                                CHECK(g.threads % 32 == 0 && g.threads >= 256 && g.threads <= SYMMEM_COLL_THREADS);
+                                CHECK(g.grid >= 1 && g.grid <= co.max_grid);
+                                CHECK((uint64_t)g.grid * (uint64_t)g.threads >= g.positions ||
+                                      g.grid == co.max_grid);
+                            }
+            }
+        /* two-shot pull with zero copy both ways: no workspace, one round of any size */
+        symmem_coll_geom_t g;
+        CHECK(symmem_coll_geometry(&co, 8, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PULL, 33554433, 2, 1, 1, &g) == 0);
+        CHECK(g.units == 0 && g.rounds == 1);
+    }
+    /* default workspace: bf16 all-reduce of 4 MiB in one Lamport two-shot round at any rank count, 8 MiB
+     * in two; one-shot Lamport at 2 ranks also one round at 4 MiB */
+    struct symmem_coll co;
+    memset(&co, 0, sizeof co);
+    symmem_coll_layout(&co, 64 * MIB_);
+    co.max_grid = 132;
+    co.min_threads = 256;
+    for (int n = 2; n <= 8; n++) {
+        symmem_coll_geom_t g;
+        const uint64_t count = (4 * MIB_) / 2;
+        CHECK(symmem_coll_geometry(&co, n, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_LAMPORT, count, 2, 0, 0, &g) == 0);
+        CHECK(g.rounds == 1); /* also at 3, 5, 6, 7 ranks: the slack takes the shards' rounding */
+        CHECK(symmem_coll_geometry(&co, n, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_LAMPORT, 2 * count, 2, 0, 0, &g) == 0);
+        CHECK(g.rounds == 2);
+        CHECK(symmem_coll_geometry(&co, n, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_LAMPORT, 2 * count + 16384, 2, 0, 0, &g) == 0);
+        CHECK(g.rounds == 3); /* 32 KiB over: the slack is far smaller than that */
+        /* one-shot Lamport: n slots of the whole round, so 8 MiB / n of message per round: 4 MiB in n/2
+         * rounds, rounded up */
+        CHECK(symmem_coll_geometry(&co, n, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_ONESHOT_PUSH, count, 2, 0, 0, &g) == 0);
+        CHECK(g.rounds == (uint64_t)((n + 1) / 2));
+    }
+    symmem_coll_geom_t g1;
+    CHECK(symmem_coll_geometry(&co, 2, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_ONESHOT_PUSH, 2 * MIB_, 2, 0, 0, &g1) == 0);
+    CHECK(g1.rounds == 1 && g1.positions == 2 * g1.segp);
+    /* the workspace too small for the layout is an error, not a zero-sized round */
+    memset(&co, 0, sizeof co);
+    co.half_bytes = 16;
+    co.lam_buf_bytes = 16;
+    co.max_grid = 1;
+    co.min_threads = 32;
+    CHECK(symmem_coll_geometry(&co, 2, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PUSH, 100, 4, 0, 0, &g1) == 1);
 }
 
 int main(void)
@@ -190,6 +297,7 @@ int main(void)
         {"probe_parameter", probe_parameter, 10},
         {"block_threads_rule", block_threads_rule, 10},
         {"lamport_buffer_rule", lamport_buffer_rule, 10},
+        {"geometry_invariants", geometry_invariants, 60},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
 }

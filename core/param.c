@@ -67,9 +67,10 @@ static void warn_unknown(void)
             size_t d = edit_distance(buf, params[i].name);
             if (d < best_d) best_d = d, best = i;
         }
-        /* Variables used by the tools and tests, not the library. */
+        /* Variables used by the tools, the tests and the Python binding (SYMMEM_LIBRARY: which libsymmem
+         * to load), not the library. */
         if (known || strncmp(buf, "TEST_", 5) == 0 || strncmp(buf, "BENCH_", 6) == 0 ||
-            strcmp(buf, "UNIQUE_ID") == 0)
+            strcmp(buf, "UNIQUE_ID") == 0 || strcmp(buf, "LIBRARY") == 0)
             continue;
         SYMMEM_WARN(SYMMEM_SUBSYS_CORE, "unknown environment variable SYMMEM_%s ignored%s%s%s", buf,
                     best >= 0 && best_d <= 3 ? "; did you mean SYMMEM_" : "",

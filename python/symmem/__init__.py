@@ -13,13 +13,15 @@ import ctypes
 
 from ._lib import (ALGO_AUTO, BACKEND_CUDA, BACKEND_DEFAULT, BACKEND_HOST, BFLOAT16, FLOAT16, FLOAT32, OP_MAX,
                    OP_MIN, OP_SUM, PLACEMENT_AUTO, PLACEMENT_DEFAULT, PLACEMENT_DEVICE, PLACEMENT_HOST_NUMA,
-                   ALLGATHER_FN, BARRIER_FN, Bootstrap, Options, SymmemError, UniqueId, check, lib, version)
+                   ALLGATHER_FN, BARRIER_FN, Bootstrap, Options, SymmemError, UniqueId, algo, algo_names, check, lib,
+                   version)
 
 __all__ = ["Comm", "Buffer", "SymmemError", "new_unique_id", "version", "FLOAT32", "FLOAT16", "BFLOAT16",
            "OP_SUM", "OP_MAX", "OP_MIN", "BACKEND_CUDA", "BACKEND_HOST", "PLACEMENT_AUTO", "PLACEMENT_DEVICE",
-           "PLACEMENT_HOST_NUMA"]
+           "PLACEMENT_HOST_NUMA", "algo", "algo_names"]
 
 _c = lib()
+_algo = algo  # Comm.all_reduce's parameter is also called algo
 
 
 def new_unique_id():
@@ -133,8 +135,9 @@ class Comm:
         return b
 
     def all_reduce(self, send_ptr, recv_ptr, count, dtype, op=OP_SUM, algo=ALGO_AUTO, stream=0):
-        """Stream-ordered, graph-capturable. Pointers and stream are integers (data_ptr(), cuda_stream)."""
-        check(_c.symmem_all_reduce(self._h, send_ptr, recv_ptr, count, dtype, op, algo, stream))
+        """Stream-ordered, graph-capturable. Pointers and stream are integers (data_ptr(), cuda_stream);
+        algo a number or a name ("oneshot_push", "twoshot_lamport", ...: symmem.algo_names())."""
+        check(_c.symmem_all_reduce(self._h, send_ptr, recv_ptr, count, dtype, op, _algo(algo), stream))
 
     def check_async_error(self):
         check(_c.symmem_comm_get_async_error(self._h))

@@ -112,6 +112,9 @@ _c.symmem_all_reduce.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void
 _c.symmem_comm_get_async_error.argtypes = [ctypes.c_void_p]
 _c.symmem_comm_max_message_bytes.argtypes = [ctypes.c_void_p]
 _c.symmem_comm_max_message_bytes.restype = ctypes.c_size_t
+_c.symmem_algo_name.restype = ctypes.c_char_p
+_c.symmem_algo_name.argtypes = [ctypes.c_int]
+_c.symmem_algo_from_name.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]
 
 
 def check(status):
@@ -121,6 +124,29 @@ def check(status):
 
 def lib():
     return _c
+
+
+def algo(name_or_value):
+    """An algorithm as the C API numbers it, from its name ("twoshot_lamport", as SYMMEM_ALGO takes it) or
+    its number; SymmemError (SYMMEM_INVALID_ARGUMENT) for an unknown one."""
+    if isinstance(name_or_value, str):
+        value = ctypes.c_int(0)
+        check(_c.symmem_algo_from_name(name_or_value.encode(), ctypes.byref(value)))
+        return value.value
+    value = int(name_or_value)
+    if _c.symmem_algo_name(value).decode() == "invalid_algo":
+        raise SymmemError(1, f"algorithm {value} is not known to this libsymmem")
+    return value
+
+
+def algo_names():
+    """Every algorithm's name, by number (index 0 is "auto")."""
+    names = []
+    while True:
+        n = _c.symmem_algo_name(len(names)).decode()
+        if n == "invalid_algo":
+            return names
+        names.append(n)
 
 
 def version():

@@ -39,6 +39,18 @@ class HostBackend(unittest.TestCase):
     def test_version(self):
         self.assertEqual(len(symmem.version()), 3)
 
+    def test_algorithm_names(self):
+        names = symmem.algo_names()
+        self.assertEqual(names[0], "auto")
+        self.assertIn("twoshot_lamport", names)
+        for value, name in enumerate(names):
+            self.assertEqual(symmem.algo(name), value)
+            self.assertEqual(symmem.algo(value), value)
+        for bad in ("no_such_algo", len(names), -1):
+            with self.assertRaises(symmem.SymmemError) as cm:
+                symmem.algo(bad)
+            self.assertEqual(cm.exception.name, "SYMMEM_INVALID_ARGUMENT")
+
     def test_unique_id(self):
         a, b = symmem.new_unique_id(), symmem.new_unique_id()
         self.assertEqual(len(a), 128)

@@ -116,7 +116,7 @@ static void usage(void)
            "  -c 0|1      check results (default 1)\n"
            "  -d TYPE     bfloat16 (default), half, float\n"
            "  -o OP       sum (default), max, min\n"
-           "  -a ALGO     auto (default), all, or one of:");
+           "  -a ALGO     auto (default), all, or one or more (comma-separated) of:");
     for (int a = SYMMEM_ALGO_AUTO + 1; a < SYMMEM_ALGO_COUNT; a++)
         printf("%s %s", a == SYMMEM_ALGO_AUTO + 1 ? "" : ",", symmem_algo_name((symmem_algo_t)a));
     printf("\n"
@@ -254,14 +254,27 @@ static int parse_args(int argc, char **argv, opts_t *o)
             if (!strcasecmp(v, "all")) {
                 o->nalgos = SYMMEM_ALGO_COUNT;
                 for (int k = 0; k < SYMMEM_ALGO_COUNT; k++) o->algos[k] = k;
-            } else {
-                symmem_algo_t al;
-                if (symmem_algo_from_name(v, &al) != SYMMEM_OK) {
-                    fprintf(stderr, "symmem-bench: unknown algorithm %s\n", v);
+            } else { /* one name or a comma-separated list, each once */
+                o->nalgos = 0;
+                for (const char *p = v; *p;) {
+                    const size_t len = strcspn(p, ",");
+                    char name[32];
+                    symmem_algo_t al;
+                    snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), p);
+                    if (len >= sizeof name || symmem_algo_from_name(name, &al) != SYMMEM_OK) {
+                        fprintf(stderr, "symmem-bench: unknown algorithm %.*s\n", (int)len, p);
+                        return -1;
+                    }
+                    int seen = 0;
+                    for (int k = 0; k < o->nalgos; k++) seen |= o->algos[k] == (int)al;
+                    if (!seen) o->algos[o->nalgos++] = (int)al;
+                    p += len;
+                    if (*p == ',') p++;
+                }
+                if (o->nalgos == 0) {
+                    fprintf(stderr, "symmem-bench: -a needs an algorithm\n");
                     return -1;
                 }
-                o->algos[0] = (int)al;
-                o->nalgos = 1;
             }
         } else {
             fprintf(stderr, "symmem-bench: unknown option %s (-h for help)\n", a);

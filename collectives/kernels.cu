@@ -245,6 +245,34 @@ template <int V> __device__ __forceinline__ int shard_valid(const P &p, int s, u
     return i >= len ? 0 : (int)min((uint64_t)V, len - i);
 }
 
+/* Reduce-scatter push of pack pk of every shard: shard d of my input (element i of the shard) into slot r
+ * of rank d, at byte offset `base` of d's workspace, for every peer d; four loads in flight, then four
+ * stores. FIX: the Lamport algorithms send fix_pack'ed packs (no word equal to the empty sentinel). */
+template <typename T, bool FIX>
+__device__ __forceinline__ void push_shards(const P &p, const Geo &g, uint64_t base, uint64_t i, uint64_t pk)
+{
+    constexpr int V = Pack<T>::V;
+    const int n = g.n, r = g.r;
+    for (int k0 = 1; k0 < n; k0 += 4) {
+        uint4 v[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int d = (r + k0 + j) % n;
+            const int nv = k0 + j < n ? shard_valid<V>(p, d, i) : 0;
+            if (nv <= 0) v[j] = zero4();
+            else {
+                v[j] = load_user<T>(g.send, d * p.stride + i, nv, g.al, false);
+                if (FIX) v[j] = fix_pack<T>(v[j]);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int d = (r + k0 + j) % n;
+            if (k0 + j < n && shard_valid<V>(p, d, i) > 0) st16(p.ws[d] + base + (r * g.segp + pk) * 16, v[j]);
+        }
+    }
+}
+
 /* ---- pull: one-shot (every rank reduces every shard) and two-shot (reduce own shard, gather) ---------- */
 /* Half layout: staging[s][segp] packs (my input, shard-major; all-gather: my shard only), then for
  * two-shot all-reduce result[segp] (my reduced shard). */
@@ -396,23 +424,7 @@ template <typename T, int OP> __device__ __forceinline__ bool run_push(const P &
                     }
                 }
             } else {
-                for (uint64_t pk = t0; pk < segp; pk += nt) {
-                    const uint64_t i = off + pk * V;
-                    uint4 v[4];
-                    for (int k0 = 1; k0 < n; k0 += 4) { /* four loads in flight, then four stores */
-#pragma unroll
-                        for (int j = 0; j < 4; j++) {
-                            const int d = (r + k0 + j) % n;
-                            const int nv = k0 + j < n ? shard_valid<V>(p, d, i) : 0;
-                            v[j] = nv > 0 ? load_user<T>(send, d * p.stride + i, nv, al, false) : zero4();
-                        }
-#pragma unroll
-                        for (int j = 0; j < 4; j++) {
-                            const int d = (r + k0 + j) % n;
-                            if (k0 + j < n && shard_valid<V>(p, d, i) > 0) st16(p.ws[d] + hoff + (r * segp + pk) * 16, v[j]);
-                        }
-                    }
-                }
+                for (uint64_t pk = t0; pk < segp; pk += nt) push_shards<T, false>(p, g, hoff, off + pk * V, pk);
             }
         }
         if (!sync_peers(p, c, e + 1)) return false;
@@ -573,12 +585,7 @@ template <typename T, int OP> __device__ __forceinline__ bool run_lamport(const 
         lamport_hdr_push(p, j);
         for (uint64_t q = t0; q < npos; q += nt) {
             if (rs) {
-                const uint64_t i = off + q * V;
-                for (int k = 1; k < n; k++) {
-                    const int d = (r + k) % n;
-                    const int nv = shard_valid<V>(p, d, i);
-                    if (nv > 0) st16(p.ws[d] + boff + r * slot + q * 16, fix_pack<T>(load_user<T>(send, d * p.stride + i, nv, al, false)));
-                }
+                push_shards<T, true>(p, g, boff, off + q * V, q); /* slot = segp packs here */
             } else {
                 const int s = (int)(q / segp);
                 const uint64_t i = off + (q % segp) * V;
@@ -636,24 +643,7 @@ template <typename T, int OP> __device__ __forceinline__ bool run_lamport_two(co
         const uint64_t boff = p.lam_off + (j % 3) * p.lam_buf_bytes;
         char *mine = p.ws[r] + boff;
         lamport_hdr_push(p, j);
-        /* reduce-scatter push: four loads in flight, then four stores */
-        for (uint64_t pk = t0; pk < segp; pk += nt) {
-            const uint64_t i = off + pk * V;
-            for (int k0 = 1; k0 < n; k0 += 4) {
-                uint4 v[4];
-#pragma unroll
-                for (int jj = 0; jj < 4; jj++) {
-                    const int d = (r + k0 + jj) % n;
-                    const int nv = k0 + jj < n ? shard_valid<V>(p, d, i) : 0;
-                    v[jj] = nv > 0 ? fix_pack<T>(load_user<T>(send, d * p.stride + i, nv, al, false)) : zero4();
-                }
-#pragma unroll
-                for (int jj = 0; jj < 4; jj++) {
-                    const int d = (r + k0 + jj) % n;
-                    if (k0 + jj < n && shard_valid<V>(p, d, i) > 0) st16(p.ws[d] + boff + (r * segp + pk) * 16, v[jj]);
-                }
-            }
-        }
+        for (uint64_t pk = t0; pk < segp; pk += nt) push_shards<T, true>(p, g, boff, off + pk * V, pk);
         if (threadIdx.x == 0) publish(p, c); /* the state protocol, while the pushes travel */
         if (!lamport_hdr_check(p, c, j)) return false;
         bool fail = false;

@@ -270,6 +270,20 @@ void cc_log(const cc_ctx_t *ctx, const char *fmt, ...)
     fflush(stdout);
 }
 
+int cc_pair_algo(const cc_ctx_t *ctx, int argc, char **argv, symmem_algo_t dflt, symmem_algo_t *algo)
+{
+    if (!ctx->multiproc || ctx->nranks != 2) {
+        cc_log(ctx, "FAIL: run with --mp 2");
+        return 0;
+    }
+    *algo = dflt;
+    if (argc > 1 && symmem_algo_from_name(argv[1], algo) != SYMMEM_OK) {
+        cc_log(ctx, "FAIL: unknown algorithm %s", argv[1]);
+        return 0;
+    }
+    return 1;
+}
+
 int cc_is_root(const cc_ctx_t *ctx) { return ctx->proc == 0; }
 
 int cc_barrier(cc_ctx_t *ctx) { return cc_shm_barrier(ctx->shm, ctx->nprocs, ctx->timeout_s); }

@@ -105,6 +105,10 @@ symmem_status_t cc_wait_async_error(cc_rank_t *R, char *msg, size_t len);
  * logging which step failed. */
 int cc_teardown_rank(cc_ctx_t *ctx, cc_rank_t *R, symmem_buffer_t buf);
 
+/* For the two-process error tests (coll_timeout, coll_mismatch): checks that ctx is one rank per process
+ * on 2 processes and reads the optional algorithm name in argv[1] (default dflt). 1, or 0 after logging. */
+int cc_pair_algo(const cc_ctx_t *ctx, int argc, char **argv, symmem_algo_t dflt, symmem_algo_t *algo);
+
 /* printf to stdout prefixed with the test name and the process's rank(s), flushed. */
 void cc_log(const cc_ctx_t *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define CC_CUDA_OK(ctx, call)                                                                              \

@@ -29,15 +29,8 @@ int main(int argc, char **argv)
     cc_ctx_t ctx;
     int rc = 0;
     if (!cc_start(&argc, argv, "coll_mismatch", 2, 120, NULL, env, &ctx, &rc)) return rc;
-    if (!ctx.multiproc || ctx.nranks != 2) {
-        cc_log(&ctx, "FAIL: run with --mp 2");
-        return 1;
-    }
-    symmem_algo_t algo = SYMMEM_ALGO_TWOSHOT_PUSH;
-    if (argc > 1 && symmem_algo_from_name(argv[1], &algo) != SYMMEM_OK) {
-        cc_log(&ctx, "FAIL: unknown algorithm %s", argv[1]);
-        return 1;
-    }
+    symmem_algo_t algo;
+    if (!cc_pair_algo(&ctx, argc, argv, SYMMEM_ALGO_TWOSHOT_PUSH, &algo)) return 1;
     const int lamport = algo == SYMMEM_ALGO_ONESHOT_PUSH || algo == SYMMEM_ALGO_TWOSHOT_LAMPORT;
     cc_rank_t *R = &ctx.r[0];
     const size_t count = REGION / 4 - (lamport ? (size_t)R->rank : 0);

@@ -30,15 +30,8 @@ int main(int argc, char **argv)
     cc_ctx_t ctx;
     int rc = 0;
     if (!cc_start(&argc, argv, "coll_timeout", 2, 120, NULL, env, &ctx, &rc)) return rc;
-    if (!ctx.multiproc || ctx.nranks != 2) {
-        cc_log(&ctx, "FAIL: run with --mp 2");
-        return 1;
-    }
-    symmem_algo_t algo = SYMMEM_ALGO_AUTO;
-    if (argc > 1 && symmem_algo_from_name(argv[1], &algo) != SYMMEM_OK) {
-        cc_log(&ctx, "FAIL: unknown algorithm %s", argv[1]);
-        return 1;
-    }
+    symmem_algo_t algo;
+    if (!cc_pair_algo(&ctx, argc, argv, SYMMEM_ALGO_AUTO, &algo)) return 1;
     cc_rank_t *R = &ctx.r[0];
     const size_t count = 4096;
     symmem_buffer_t sym[1];

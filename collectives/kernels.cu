@@ -35,22 +35,14 @@ typedef symmem_coll_params_t P;
 
 
 struct Ctx {
-    uint64_t epoch;   /* epoch at kernel start (even) */
-    uint64_t call;    /* sequence number of this operation */
-    uint64_t lseq;    /* Lamport round at kernel start */
-    /* thread 0 only (the state protocol): this block's place in the `started` count (kept in a register:
-     * reading it is the only wait for the atomic) and whether this block has done its part */
-    uint32_t started;
-    bool published;
+    uint64_t epoch; /* epoch at kernel start (even) */
+    uint64_t call;  /* sequence number of this operation */
+    uint64_t lseq;  /* Lamport round at kernel start */
+    /* thread 0 only: `ended` as read after griddepcontrol.wait (a load in flight until late_check uses it)
+     * and whether late_check is still to run */
+    uint64_t ended;
+    bool unchecked;
 };
-
-/* The state a kernel leaves behind (epoch, lseq, calls, blocks), computed by thread 0 at kernel start;
- * one per block, in shared memory so that it costs no registers while the block works. */
-__device__ __forceinline__ uint64_t *state_after()
-{
-    __shared__ uint64_t v[4];
-    return v;
-}
 
 __device__ __forceinline__ uint64_t *flag_slot(char *ws, int block, int src)
 {
@@ -108,94 +100,102 @@ __device__ __forceinline__ bool wait_flag(const P &p, const Ctx &c, const uint64
 }
 
 /* The state protocol. Every value a kernel leaves in the state is known when it starts (epochs and Lamport
- * rounds used are functions of the parameters). Thread 0 of every block reads the state, then counts
- * itself in `started` (each thread 0 stored the values it read to shared memory, which waits for the
- * loads, before issuing the atomic). The block that finds itself the last to do so writes the new state
- * (publish): every block has read the state by then, and nobody reads it again until this grid has
- * completed (the next kernel of the stream starts after it: stream order, or with PDL
- * griddepcontrol.wait, which waits for completion and visibility). A one-block kernel publishes at once;
- * in a larger one thread 0 publishes after it issued its first flag store (sync_peers) or its pushes
- * (Lamport), so the atomic's latency overlaps the block's work instead of delaying it. No fence anywhere
- * (a fence would wait for the thread's remote flag stores: a link round trip). At its end every block
- * adds one to `ended` without waiting: `ended` < `blocks` at a kernel's start means an earlier kernel of
- * this communicator is still running (used from two streams). (`ended` may be ahead of `blocks`: this
- * kernel's own first blocks can end before its last ones start.) A kernel that fails leaves the
- * communicator aborted: its state no longer matters. */
-__device__ __forceinline__ void publish(const P &p, Ctx &c)
+ * rounds used are functions of the parameters), so the state advances at kernel start, before the kernel
+ * waits for its predecessor, and that wait is the only thing left on the critical path:
+ *  1. thread 0 of every block reads the state (epoch, lseq, calls, blocks, abort), then counts its block
+ *     in `started` (the atomic is issued after the loads returned: their values went to shared memory);
+ *  2. the block that finds itself the last to count writes the new state (every block has read the old
+ *     one by then), resets `started`, and fences: the new state is visible on the whole GPU before
+ *  3. thread 0 executes griddepcontrol.launch_dependents (per block: the first execution in a block
+ *     counts, so no other thread may execute it). With programmatic dependent launch (PDL) the next
+ *     kernel of the stream is launched only once every block of this one has done so, hence after the
+ *     new state is visible: it runs its own steps 1-3 while this kernel still moves data;
+ *  4. every thread waits for the predecessor (griddepcontrol.wait: completion and visibility of all its
+ *     memory operations; a no-op without PDL, where the kernel starts only after it anyway).
+ * A predecessor that is not one of ours (a user kernel, a copy) starts after our previous kernel
+ * triggered, so the chain of launches still orders every early read after the publish it needs. The
+ * steps before the wait cost nothing in a CUDA graph or a back-to-back stream (measured: bench/NOTES.md,
+ * session 6); a kernel that starts on an idle stream pays them (a few L2 round trips).
+ * Errors: a block that counts `started` >= the grid size shares its state with another kernel of this
+ * communicator (used from two streams at once): reported, the kernel exits. At its end every block adds
+ * one to `ended` without waiting; after the wait thread 0 loads `ended` and late_check() (called where
+ * thread 0 would otherwise only wait: after its first flag store or its pushes, at the latest at the
+ * block's end) reports `ended` < `blocks` read before the wait: an earlier kernel of this communicator is
+ * still running though this one's predecessor completed, i.e. another stream. That kernel then stops at
+ * its next poll (the abort flag). (`ended` may be ahead of `blocks`: this kernel's own first blocks can
+ * end first.) An aborted communicator's state no longer matters: every kernel exits at its prologue or
+ * its next poll. */
+__device__ __forceinline__ uint64_t *state_blocks()
 {
-    if (c.published) return;
-    c.published = true;
-    if (c.started >= gridDim.x) {
-        report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, c.epoch, c.started);
-        return;
-    }
-    if (c.started != gridDim.x - 1) return;
-    volatile symmem_coll_dev_state_t *st = p.st;
-    const uint64_t *after = state_after();
-    st->epoch = after[0];
-    st->lseq = after[1];
-    st->calls = after[2];
-    st->blocks = after[3];
-    if (gridDim.x > 1) st->started = 0;
+    __shared__ uint64_t v; /* `blocks` as read by thread 0, for its late_check */
+    return &v;
 }
 
-/* Kernel start. False: the communicator is aborted (return at once). */
 __device__ __forceinline__ bool prologue(const P &p, Ctx &c, uint64_t epochs_used, uint64_t lamport_rounds)
 {
     __shared__ uint64_t sh[3];
     __shared__ uint32_t sh_abort;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    /* Programmatic dependent launch: wait until the previous kernel of the stream has completed and its
-     * writes are visible (a no-op when launched without the attribute), then let the next kernel begin
-     * launching: every block has passed this point, so all of this grid is resident before any block of
-     * the next one is placed. */
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-    c.started = 1u; /* other threads never publish */
-    c.published = true;
+    c.unchecked = false;
     if (threadIdx.x == 0) {
         volatile symmem_coll_dev_state_t *st = p.st;
         const uint32_t ab = st->abort;
-        const uint64_t epoch = st->epoch, calls = st->calls, lseq = st->lseq, blocks = st->blocks,
-                       ended = st->ended;
+        const uint64_t epoch = st->epoch, calls = st->calls, lseq = st->lseq, blocks = st->blocks;
         sh_abort = ab;
         sh[0] = epoch;
         sh[1] = calls;
         sh[2] = lseq;
+        *state_blocks() = blocks;
         if (ab == 0) {
             c.call = calls;
             c.epoch = epoch;
-            c.lseq = lseq;
-            if ((int64_t)(ended - blocks) < 0) {
-                report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, epoch, blocks - ended);
+            const uint32_t started = gridDim.x == 1 ? 0u : atomicAdd(&p.st->started, 1u);
+            if (started >= gridDim.x) {
+                report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, epoch, started);
                 sh_abort = 1;
             } else {
-                uint64_t *after = state_after();
-                after[0] = epoch + epochs_used;
-                after[1] = lseq + lamport_rounds;
-                after[2] = calls + 1;
-                after[3] = blocks + gridDim.x;
-                c.published = false;
-                c.started = gridDim.x == 1 ? 0u : atomicAdd(&p.st->started, 1u);
-                if (gridDim.x == 1) publish(p, c); /* plain stores: nothing to wait for */
+                c.unchecked = true;
+                if (started == gridDim.x - 1) {
+                    st->epoch = epoch + epochs_used;
+                    st->lseq = lseq + lamport_rounds;
+                    st->calls = calls + 1;
+                    st->blocks = blocks + gridDim.x;
+                    if (gridDim.x > 1) st->started = 0;
+                    __threadfence();
+                }
             }
         }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
     }
     __syncthreads();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+    if (c.unchecked) c.ended = reinterpret_cast<volatile symmem_coll_dev_state_t *>(p.st)->ended;
     c.epoch = sh[0];
     c.call = sh[1];
     c.lseq = sh[2];
     return sh_abort == 0;
 }
 
-/* End of a block that passed the prologue, on every path (success or failure): publish if not done yet,
- * and count the block in `ended` (a reduction: thread 0 does not wait for it). */
+/* Thread 0: the concurrency check of the state protocol, once per kernel, where it costs no waiting. */
+__device__ __forceinline__ void late_check(const P &p, Ctx &c)
+{
+    if (!c.unchecked) return;
+    c.unchecked = false;
+    const uint64_t blocks = *state_blocks();
+    if ((int64_t)(c.ended - blocks) < 0)
+        report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, c.epoch, blocks - c.ended);
+}
+
+/* End of a block that passed the prologue, on every path (success or failure): the concurrency check if
+ * not done yet, and count the block in `ended` (a reduction: thread 0 does not wait for it). */
 __device__ __forceinline__ void block_end(const P &p, Ctx &c)
 {
     __syncthreads();
     if (threadIdx.x != 0) return;
-    publish(p, c);
+    late_check(p, c);
     atomicAdd(reinterpret_cast<unsigned long long *>(&p.st->ended), 1ull);
 }
 
@@ -207,7 +207,7 @@ __device__ __forceinline__ bool sync_peers(const P &p, Ctx &c, uint64_t e)
     const int t = threadIdx.x;
     const bool flagger = t < p.nranks && t != p.rank;
     if (flagger) symmem_st_release_u64(flag_slot(p.ws[t], blockIdx.x, p.rank), (e << 16) | p.tag);
-    if (t == 0) publish(p, c); /* the state protocol, while the flags travel */
+    if (t == 0) late_check(p, c); /* while the flags travel */
     if (flagger) ok = wait_flag(p, c, flag_slot(p.ws[p.rank], blockIdx.x, t), e, t);
     return __syncthreads_and(ok) != 0;
 }
@@ -595,7 +595,7 @@ template <typename T, int OP> __device__ __forceinline__ bool run_lamport(const 
                 for (int k = 1; k < n; k++) st16(p.ws[(r + k) % n] + boff + r * slot + q * 16, v);
             }
         }
-        if (threadIdx.x == 0) publish(p, c); /* the state protocol, while the pushes travel */
+        if (threadIdx.x == 0) late_check(p, c); /* while the pushes travel */
         if (!lamport_hdr_check(p, c, j)) return false;
         bool fail = false;
         char *mine = p.ws[r] + boff;
@@ -644,7 +644,7 @@ template <typename T, int OP> __device__ __forceinline__ bool run_lamport_two(co
         char *mine = p.ws[r] + boff;
         lamport_hdr_push(p, j);
         for (uint64_t pk = t0; pk < segp; pk += nt) push_shards<T, true>(p, g, boff, off + pk * V, pk);
-        if (threadIdx.x == 0) publish(p, c); /* the state protocol, while the pushes travel */
+        if (threadIdx.x == 0) late_check(p, c); /* while the pushes travel */
         if (!lamport_hdr_check(p, c, j)) return false;
         bool fail = false;
         /* my shard: reduce in rank order, push the result to every peer's gather[r], keep my copy */

@@ -33,6 +33,10 @@ namespace symmem_k {
 
 typedef symmem_coll_params_t P;
 
+/* The Lamport family with round headers (p.lam_check, SYMMEM_LAMPORT_CHECK=1): its own instantiation, so
+ * that the unchecked kernels carry no test of the switch (0.07-0.1 us per small call, session 6 run 2). */
+constexpr int FAM_LAMPORT_CHECKED = SYMMEM_COLL_FAM_COUNT;
+
 
 struct Ctx {
     uint64_t epoch; /* epoch at kernel start (even) */
@@ -523,8 +527,9 @@ __device__ __forceinline__ uint4 lamport_take(const P &p, const Ctx &c, char *a,
     }
 }
 
-/* Round headers (SYMMEM_LAMPORT_CHECK=1, p.lam_check). Lamport payload carries no tag, so a peer that made
- * a different call (another count, algorithm, dtype, op: the tag) would have its slots read as data,
+/* Round headers (SYMMEM_LAMPORT_CHECK=1, p.lam_check: the CHK instantiation). Lamport payload carries no
+ * tag, so a peer that made a different call (another count, algorithm, dtype, op: the tag) would have its
+ * slots read as data,
  * silently, and could leave payload behind that a later call would take for its own. With the check on,
  * thread t < n (t != r) of every block also pushes (tag, round) into header slot [block][r] of rank t for
  * the round's buffer, with the data, and before reading any payload the same threads take the headers
@@ -543,15 +548,15 @@ __device__ __forceinline__ uint4 lamport_hdr_value(const P &p, uint64_t j)
 {
     return make_uint4(p.tag, (uint32_t)(j & 0x7fffffffu), 0u, 0u);
 }
-__device__ __forceinline__ void lamport_hdr_push(const P &p, uint64_t j)
+template <bool CHK> __device__ __forceinline__ void lamport_hdr_push(const P &p, uint64_t j)
 {
     const int t = threadIdx.x;
-    if (p.lam_check && t < p.nranks && t != p.rank) st16(lamport_hdr(p, t, j, p.rank), lamport_hdr_value(p, j));
+    if (CHK && t < p.nranks && t != p.rank) st16(lamport_hdr(p, t, j, p.rank), lamport_hdr_value(p, j));
 }
 /* False (on every thread of the block): a mismatch (reported here), an abort or a timeout. */
-__device__ __forceinline__ bool lamport_hdr_check(const P &p, const Ctx &c, uint64_t j)
+template <bool CHK> __device__ __forceinline__ bool lamport_hdr_check(const P &p, const Ctx &c, uint64_t j)
 {
-    if (!p.lam_check) return true; /* uniform: every thread of the block returns here */
+    if (!CHK) return true;
     const int t = threadIdx.x;
     bool fail = false;
     if (t < p.nranks && t != p.rank) {
@@ -568,7 +573,7 @@ __device__ __forceinline__ bool lamport_hdr_check(const P &p, const Ctx &c, uint
 
 /* One-shot (all-reduce: every rank pushes the whole round into slot r of every peer, n shards; reduce-
  * scatter: shard d for rank d), then every rank reduces what it needs from its own slots. */
-template <typename T, int OP> __device__ __forceinline__ bool run_lamport(const P &p, Ctx &c)
+template <typename T, int OP, bool CHK> __device__ __forceinline__ bool run_lamport(const P &p, Ctx &c)
 {
     constexpr int V = Pack<T>::V;
     const Geo g(p);
@@ -582,7 +587,7 @@ template <typename T, int OP> __device__ __forceinline__ bool run_lamport(const 
     for (uint32_t rd = 0; rd < p.rounds; rd++, j++) {
         const uint64_t off = (uint64_t)rd * segp * V;
         const uint64_t boff = p.lam_off + (j % 3) * p.lam_buf_bytes;
-        lamport_hdr_push(p, j);
+        lamport_hdr_push<CHK>(p, j);
         for (uint64_t q = t0; q < npos; q += nt) {
             if (rs) {
                 push_shards<T, true>(p, g, boff, off + q * V, q); /* slot = segp packs here */
@@ -596,7 +601,7 @@ template <typename T, int OP> __device__ __forceinline__ bool run_lamport(const 
             }
         }
         if (threadIdx.x == 0) late_check(p, c); /* while the pushes travel */
-        if (!lamport_hdr_check(p, c, j)) return false;
+        if (!lamport_hdr_check<CHK>(p, c, j)) return false;
         bool fail = false;
         char *mine = p.ws[r] + boff;
         for (uint64_t q = t0; q < npos && !fail; q += nt) {
@@ -627,7 +632,7 @@ template <typename T, int OP> __device__ __forceinline__ bool run_lamport(const 
  * family's comment above): every thread of a block that pushes to me in round j+3 read, in round j+2,
  * a slot this block of mine pushed in round j+2 (its own shard's slot from me, or my shard's result),
  * pushed after my block finished round j. */
-template <typename T, int OP> __device__ __forceinline__ bool run_lamport_two(const P &p, Ctx &c)
+template <typename T, int OP, bool CHK> __device__ __forceinline__ bool run_lamport_two(const P &p, Ctx &c)
 {
     constexpr int V = Pack<T>::V;
     const Geo g(p);
@@ -642,10 +647,10 @@ template <typename T, int OP> __device__ __forceinline__ bool run_lamport_two(co
         const uint64_t off = (uint64_t)rd * segp * V;
         const uint64_t boff = p.lam_off + (j % 3) * p.lam_buf_bytes;
         char *mine = p.ws[r] + boff;
-        lamport_hdr_push(p, j);
+        lamport_hdr_push<CHK>(p, j);
         for (uint64_t pk = t0; pk < segp; pk += nt) push_shards<T, true>(p, g, boff, off + pk * V, pk);
         if (threadIdx.x == 0) late_check(p, c); /* while the pushes travel */
-        if (!lamport_hdr_check(p, c, j)) return false;
+        if (!lamport_hdr_check<CHK>(p, c, j)) return false;
         bool fail = false;
         /* my shard: reduce in rank order, push the result to every peer's gather[r], keep my copy */
         for (uint64_t pk = t0; pk < segp && !fail; pk += nt) {
@@ -681,7 +686,7 @@ template <typename T, int OP> __device__ __forceinline__ bool run_lamport_two(co
  * publishes; each run_* uses exactly these). */
 template <int FAM> __device__ __forceinline__ uint64_t epochs_of(const P &p)
 {
-    if (FAM == SYMMEM_COLL_FAM_LAMPORT) return 0;
+    if (FAM == SYMMEM_COLL_FAM_LAMPORT || FAM == FAM_LAMPORT_CHECKED) return 0;
     const bool extra = FAM == SYMMEM_COLL_FAM_PULL && p.zc_on &&
                        !(p.kind == SYMMEM_COLL_ALL_REDUCE && p.algo == SYMMEM_ALGO_TWOSHOT_PULL);
     return 2 * (uint64_t)p.rounds + (extra ? 2 : 0);
@@ -691,11 +696,13 @@ template <typename T, int OP, int FAM>
 __global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) coll_kernel(const __grid_constant__ symmem_coll_params_t p)
 {
     Ctx c;
-    if (!prologue(p, c, epochs_of<FAM>(p), FAM == SYMMEM_COLL_FAM_LAMPORT ? p.rounds : 0)) return;
+    const bool lamport = FAM == SYMMEM_COLL_FAM_LAMPORT || FAM == FAM_LAMPORT_CHECKED;
+    if (!prologue(p, c, epochs_of<FAM>(p), lamport ? p.rounds : 0)) return;
     if (FAM == SYMMEM_COLL_FAM_PULL) run_pull<T, OP>(p, c);
     else if (FAM == SYMMEM_COLL_FAM_PUSH) run_push<T, OP>(p, c);
-    else if (p.kind == SYMMEM_COLL_ALL_REDUCE && p.algo == SYMMEM_ALGO_TWOSHOT_LAMPORT) run_lamport_two<T, OP>(p, c);
-    else run_lamport<T, OP>(p, c);
+    else if (p.kind == SYMMEM_COLL_ALL_REDUCE && p.algo == SYMMEM_ALGO_TWOSHOT_LAMPORT)
+        run_lamport_two<T, OP, FAM == FAM_LAMPORT_CHECKED>(p, c);
+    else run_lamport<T, OP, FAM == FAM_LAMPORT_CHECKED>(p, c);
     block_end(p, c);
 }
 
@@ -836,6 +843,7 @@ extern "C" int symmem_coll_preload(symmem_coll_preload_info_t *info)
     int e = preload_family<SYMMEM_COLL_FAM_PULL>(info);
     if (e == 0) e = preload_family<SYMMEM_COLL_FAM_PUSH>(info);
     if (e == 0) e = preload_family<SYMMEM_COLL_FAM_LAMPORT>(info);
+    if (e == 0) e = preload_family<FAM_LAMPORT_CHECKED>(info);
     /* the barrier, the fill and the probe kernels do not count for min_blocks_per_sm (small or optional) */
     symmem_coll_preload_info_t small = {0, 0, -1};
     if (e == 0) e = preload_one(reinterpret_cast<const void *>(&barrier_kernel), SYMMEM_K_BARRIER_THREADS, &small);
@@ -870,7 +878,9 @@ extern "C" int symmem_coll_launch(const symmem_coll_params_t *p, int family, int
     switch (family) {
     case SYMMEM_COLL_FAM_PULL: fn = kernel_for<SYMMEM_COLL_FAM_PULL>(p->dtype, op); break;
     case SYMMEM_COLL_FAM_PUSH: fn = kernel_for<SYMMEM_COLL_FAM_PUSH>(p->dtype, op); break;
-    case SYMMEM_COLL_FAM_LAMPORT: fn = kernel_for<SYMMEM_COLL_FAM_LAMPORT>(p->dtype, op); break;
+    case SYMMEM_COLL_FAM_LAMPORT:
+        fn = p->lam_check ? kernel_for<FAM_LAMPORT_CHECKED>(p->dtype, op) : kernel_for<SYMMEM_COLL_FAM_LAMPORT>(p->dtype, op);
+        break;
     default: break;
     }
     if (!fn || threads < 32 || threads > SYMMEM_COLL_THREADS || threads % 32) return (int)cudaErrorInvalidValue;

@@ -25,7 +25,7 @@ extern "C" {
     X(ALGO, STR, "auto", "force a collective algorithm (auto, oneshot_pull, oneshot_push, twoshot_lamport, ...)")          \
     X(WORKSPACE_BYTES, SIZE, "64M", "per-rank collective workspace (messages above it run in chunks)")    \
     X(MAX_BLOCKS, INT, "0", "upper bound on thread blocks per collective kernel (0: automatic)")           \
-    X(MIN_BLOCK_THREADS, INT, "256", "fewest threads per block of a collective kernel (32..512): smaller spreads small messages over more SMs") \
+    X(MIN_BLOCK_THREADS, INT, "128", "fewest threads per block of a collective kernel (32..512): smaller spreads small messages over more SMs") \
     X(LAMPORT_CHECK, INT, "0", "check that every rank made the same Lamport call (round headers; +0.35 us per small all-reduce)") \
     X(PDL, INT, "1", "programmatic dependent launch of collective kernels on sm_90+ (0 disables)")          \
     X(COLL_PROBE, STR, "auto", "measure peer read/write bandwidth at init to choose pull or push: auto (PCIe only), force, 0") \

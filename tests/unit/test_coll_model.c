@@ -137,7 +137,7 @@ static void block_threads_rule(void)
     static const struct {
         const char *env;
         int want;
-    } v[] = {{NULL, 256}, {"64", 64}, {"100", 128}, {"0", 32}, {"-5", 32}, {"1000", 512}, {"512", 512},
+    } v[] = {{NULL, 128}, {"64", 64}, {"100", 128}, {"0", 32}, {"-5", 32}, {"1000", 512}, {"512", 512},
              {"9223372036854775807", 512}};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         if (v[i].env) setenv("SYMMEM_MIN_BLOCK_THREADS", v[i].env, 1);

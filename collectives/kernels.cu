@@ -164,7 +164,9 @@ __device__ __forceinline__ bool prologue(const P &p, Ctx &c, uint64_t epochs_use
                     st->calls = calls + 1;
                     st->blocks = blocks + gridDim.x;
                     if (gridDim.x > 1) st->started = 0;
-                    __threadfence();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+                    __threadfence(); /* for the next kernel's early read (PDL exists from sm_90 on) */
+#endif
                 }
             }
         }

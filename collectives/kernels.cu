@@ -109,7 +109,8 @@ __device__ __forceinline__ bool wait_flag(const P &p, const Ctx &c, const uint64
  *  1. thread 0 of every block reads the state (epoch, lseq, calls, blocks, abort), then counts its block
  *     in `started` (the atomic is issued after the loads returned: their values went to shared memory);
  *  2. the block that finds itself the last to count writes the new state (every block has read the old
- *     one by then), resets `started`, and fences: the new state is visible on the whole GPU before
+ *     one by then), resets `started`, and fences (sm_90+; older GPUs have no PDL, so no early reader):
+ *     the new state is visible on the whole GPU before
  *  3. thread 0 executes griddepcontrol.launch_dependents (per block: the first execution in a block
  *     counts, so no other thread may execute it). With programmatic dependent launch (PDL) the next
  *     kernel of the stream is launched only once every block of this one has done so, hence after the

@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
-# On a GPU machine: build for the local GPUs and run every GPU test (label gpu), then the topology probe
-# and NCCL's own topology dump for comparison. Logs go to OUTDIR (default ./gpu-logs).
+# On a GPU machine: build for the local GPUs and run every GPU test (label gpu), logs in OUTDIR (default
+# ./gpu-logs). On a machine with fewer GPUs than a test has ranks, ranks share a GPU:
+#  - ranks that are threads of one process (ctest label inproc) run concurrently as they are;
+#  - ranks that are processes run concurrently only under MPS (without it they take turns and kernels that
+#    wait for each other stall until the timeout), so this script starts an MPS daemon for them and stops
+#    it afterwards, when it finds one GPU and no MPS running. In-process tests run outside MPS: under MPS
+#    the streams of one process may share fewer hardware queues than it has ranks (docs/collectives.md,
+#    "Residency").
 #   usage: scripts/gpu_check.sh [OUTDIR] [ctest -R regex]
+#   SYMMEM_BUILD_DIR (default build-gpu), CTEST_TIMEOUT_S (default 420), SYMMEM_GPU_MPS=0|1 (default: 1 on
+#   one GPU) overrides the MPS decision.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUTDIR=${1:-gpu-logs}
@@ -14,14 +22,43 @@ t0=$SECONDS
   nvidia-smi --query-gpu=index,name,driver_version,memory.total,pci.bus_id --format=csv,noheader
   nvidia-smi topo -m
 } > "$OUTDIR/machine.txt" 2>&1
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=native \
   > "$OUTDIR/configure.log" 2>&1 || { cat "$OUTDIR/configure.log"; exit 1; }
 cmake --build "$build" -j "$(nproc)" > "$OUTDIR/build.log" 2>&1 || { grep -E "error|FAILED" -A5 "$OUTDIR/build.log" | head -60; exit 1; }
-echo "build: $((SECONDS - t0)) s"
-sel=(-L gpu)
-[ -n "${2:-}" ] && sel=(-R "$2")
-(cd "$build" && ctest "${sel[@]}" --output-on-failure --timeout "${CTEST_TIMEOUT_S:-420}") > "$OUTDIR/ctest_gpu.log" 2>&1
-rc=$?
-grep -E "Test +#|tests passed|Skipped|Failed|\*\*\*" "$OUTDIR/ctest_gpu.log" | tail -40
+echo "build: $((SECONDS - t0)) s, $ngpu GPU(s)"
+
+mps=${SYMMEM_GPU_MPS:-$([ "$ngpu" -eq 1 ] && echo 1 || echo 0)}
+mps_started=0
+start_mps() {
+  export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/symmem-mps} CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/symmem-mpslog}
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d && mps_started=1 && echo "MPS daemon started ($CUDA_MPS_PIPE_DIRECTORY)"
+}
+stop_mps() {
+  if [ "$mps_started" = 1 ]; then echo quit | nvidia-cuda-mps-control; mps_started=0; sleep 1; fi
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+}
+trap stop_mps EXIT
+
+run_ctest() { # label selection..., log name
+  local log=$1; shift
+  (cd "$build" && ctest "$@" --output-on-failure --timeout "${CTEST_TIMEOUT_S:-420}") > "$OUTDIR/$log" 2>&1
+}
+rc=0
+if [ -n "${2:-}" ]; then
+  [ "$mps" = 1 ] && start_mps
+  run_ctest ctest_gpu.log -R "$2" || rc=$?
+else
+  if [ "$mps" = 1 ]; then
+    run_ctest ctest_inproc.log -L inproc || rc=$?
+    start_mps
+    run_ctest ctest_gpu.log -L gpu -LE inproc || rc=$?
+  else
+    run_ctest ctest_gpu.log -L gpu || rc=$?
+  fi
+fi
+stop_mps
+cat "$OUTDIR"/ctest_*.log | grep -E "Test +#|tests passed|Skipped|Failed|\*\*\*" | tail -80
 echo "ctest rc=$rc after $((SECONDS - t0)) s"
 exit $rc

@@ -352,7 +352,7 @@ int cc_start(int *argc, char **argv, const char *name, int default_nranks, int t
     ctx->nranks = nranks;
     if (multiproc && child < 0) {
         *exit_code = cc_launch("SYMMEM_TEST", nranks, argv_copy, extra_env, timeout_s);
-        if (*exit_code == CC_EXIT_SKIP) printf("[%s] SKIP: no CUDA device\n", name);
+        if (*exit_code == CC_EXIT_SKIP) printf("[%s] SKIP: every rank skipped\n", name);
         return 0;
     }
     int ndev = 0;
@@ -383,6 +383,17 @@ int cc_start(int *argc, char **argv, const char *name, int default_nranks, int t
             cc_log(ctx, "FAIL: CUDA init on device %d", r->device);
             cc_shm_abort(ctx->shm);
             *exit_code = 1;
+            return 0;
+        }
+        /* Processes that share a GPU run their kernels at the same time only under MPS; without it they
+         * take turns (time slices), and kernels that wait for each other stall until the timeout. Every
+         * child sees the same answer, so all skip together. */
+        int mps = 0;
+        if (nranks > ndev && (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, r->device) != cudaSuccess || !mps)) {
+            if (child == 0)
+                printf("[%s] SKIP: %d processes on %d GPU(s) need MPS to run at the same time (scripts/gpu_check.sh "
+                       "starts it)\n", name, nranks, ndev);
+            *exit_code = CC_EXIT_SKIP;
             return 0;
         }
         /* Everyone has a CUDA context before the bootstrap starts its timeout. */

@@ -15,6 +15,7 @@
 
 #include "alloc/alloc.h"
 #include "collectives/coll_internal.h"
+#include "collectives/watch.h"
 #include "core/cache.h"
 #include "core/comm.h"
 #include "core/log.h"
@@ -181,6 +182,32 @@ int symmem_coll_block_threads(const struct symmem_coll *co, uint64_t positions)
     if (t < (uint64_t)co->min_threads) t = (uint64_t)co->min_threads;
     if (t > SYMMEM_COLL_THREADS) t = SYMMEM_COLL_THREADS;
     return (int)t;
+}
+
+int symmem_coll_grid_rule(int blocks_per_sm, int sm_count, int ranks_here, int share_pct, int max_blocks)
+{
+    const int64_t capacity = (int64_t)(blocks_per_sm > 0 ? blocks_per_sm : 1) * (sm_count > 0 ? sm_count : 1);
+    const int64_t share = share_pct < 1 ? 1 : share_pct > 100 ? 100 : share_pct;
+    int64_t g = capacity * share / 100 / (ranks_here > 0 ? ranks_here : 1);
+    if (max_blocks > 0 && g > max_blocks) g = max_blocks;
+    if (g > SYMMEM_COLL_MAX_GRID) g = SYMMEM_COLL_MAX_GRID;
+    return g < 1 ? 1 : (int)g;
+}
+
+/* This rank's grid bound from its own GPU (agree_across_ranks takes the minimum over ranks). */
+static int grid_cap(symmem_comm_t comm, int blocks_per_sm, int *capacity)
+{
+    const symmem_peer_info_t *me = &comm->peers[comm->rank];
+    int here = 0;
+    for (int q = 0; q < comm->nranks; q++) here += strcmp(comm->peers[q].pci_bus_id, me->pci_bus_id) == 0;
+    const int64_t share = symmem_param_int(SYMMEM_PARAM_GRID_SHARE);
+    if (share < 1 || share > 100)
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_GRID_SHARE=%" PRId64 " is not a percentage in 1..100; using %d", share,
+                    share < 1 ? 1 : 100);
+    const int64_t cap = symmem_param_int(SYMMEM_PARAM_MAX_BLOCKS);
+    *capacity = blocks_per_sm * me->sm_count;
+    return symmem_coll_grid_rule(blocks_per_sm, me->sm_count, here, (int)(share < 1 ? 1 : share > 100 ? 100 : share),
+                                 cap > 0 && cap < INT32_MAX ? (int)cap : 0);
 }
 
 /* Facts every rank must agree on, exchanged once at init. */
@@ -381,8 +408,29 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
     cudaError_t e;
     cudaStream_t s = NULL;
 
-    co->max_grid = comm->max_blocks < SYMMEM_COLL_MAX_GRID ? comm->max_blocks : SYMMEM_COLL_MAX_GRID;
-    if (co->max_grid < 1) co->max_grid = 1;
+    /* Load every kernel now (this thread has the communicator's device current): a kernel loaded lazily
+     * at its first launch can wait for the running kernels of its context, and ours wait for each other
+     * (kernels.cu, symmem_coll_preload). It also gives the occupancy the grid rule below needs. */
+    symmem_coll_preload_info_t pre;
+    if ((e = (cudaError_t)symmem_coll_preload(&pre)) != cudaSuccess) {
+        st = cuda_fail(e, "loading the collective kernels");
+        goto fail;
+    }
+    if (pre.min_blocks_per_sm < 1) {
+        st = symmem_set_error(SYMMEM_CUDA_ERROR,
+                              "collectives: a block of %d threads of the collective kernels does not fit on one SM "
+                              "of this GPU (%d registers per thread)",
+                              SYMMEM_COLL_THREADS, pre.max_regs);
+        goto fail;
+    }
+    SYMMEM_DEBUG(SYMMEM_SUBSYS_COLL, "loaded %d collective kernels: at most %d registers per thread, %d block(s) of %d "
+                                     "threads per SM",
+                 pre.kernels, pre.max_regs, pre.min_blocks_per_sm, SYMMEM_COLL_THREADS);
+    co->max_grid = grid_cap(comm, pre.min_blocks_per_sm, &co->capacity);
+    int mps = 0;
+    if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, comm->device) != cudaSuccess) mps = 0;
+    (void)cudaGetLastError();
+    co->mps = mps;
     co->min_threads = symmem_coll_min_block_threads();
     /* Programmatic dependent launch (see symmem_coll_launch): Hopper and newer, one rank per GPU. */
     co->pdl = symmem_param_int(SYMMEM_PARAM_PDL) != 0 && comm->ranks_per_device == 1 &&
@@ -415,25 +463,6 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
         if (q != comm->rank && comm->peers[q].pid == comm->peers[comm->rank].pid &&
             strcmp(comm->peers[q].pci_bus_id, comm->peers[comm->rank].pci_bus_id) == 0)
             co->colocated_peer = q;
-    /* Load every kernel now (this thread has the communicator's device current): a kernel loaded lazily
-     * at its first launch can wait for the running kernels of its context, and ours wait for each other
-     * (kernels.cu, symmem_coll_preload). It also checks that a 512-thread block fits on one SM, which
-     * the co-residency rule (max_blocks per rank, all resident at once) assumes. */
-    symmem_coll_preload_info_t pre;
-    if ((e = (cudaError_t)symmem_coll_preload(&pre)) != cudaSuccess) {
-        st = cuda_fail(e, "loading the collective kernels");
-        goto fail;
-    }
-    if (pre.min_blocks_per_sm < 1) {
-        st = symmem_set_error(SYMMEM_CUDA_ERROR,
-                              "collectives: a block of %d threads of the collective kernels does not fit on one SM "
-                              "of this GPU (%d registers per thread)",
-                              SYMMEM_COLL_THREADS, pre.max_regs);
-        goto fail;
-    }
-    SYMMEM_DEBUG(SYMMEM_SUBSYS_COLL, "loaded %d collective kernels: at most %d registers per thread, %d block(s) of %d "
-                                     "threads per SM",
-                 pre.kernels, pre.max_regs, pre.min_blocks_per_sm, SYMMEM_COLL_THREADS);
     SYMMEM_CHECK_GOTO(symmem_alloc(comm, co->ws_bytes, &co->ws), st, fail);
     for (int r = 0; r < comm->nranks; r++) co->ws_peers[r] = symmem_buffer_peer_ptr(co->ws, r);
 
@@ -482,6 +511,8 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
                 co->link_class == SYMMEM_LINK_NVLINK ? "nvlink" : co->link_class == SYMMEM_LINK_PCIE ? "pcie" : "host",
                 co->fingerprint, co->table.nrules ? "from the tuning file" : "built-in",
                 co->probe_prefer == SYMMEM_COLL_PREFER_PULL ? " (defaults: pull, from the probe)" : "");
+    symmem_watch_add(comm, co->max_grid, co->capacity);
+    co->watched = 1;
     return SYMMEM_OK;
 fail:
     if (s) cudaStreamDestroy(s);
@@ -493,6 +524,7 @@ void symmem_coll_comm_fini(symmem_comm_t comm)
 {
     if (!comm || !comm->coll) return;
     struct symmem_coll *co = comm->coll;
+    if (co->watched) symmem_watch_remove(comm); /* before anything the watcher reads is freed */
     /* cudaFree waits for the device, so no kernel of ours still uses the workspace when it is unmapped (a
      * kernel waiting on a dead peer ends at its timeout). */
     if (co->dev_state) cudaFree(co->dev_state);
@@ -512,15 +544,19 @@ static int family_of(symmem_coll_kind_t kind, symmem_algo_t algo);
  * arguments, the same on every rank that made that call): "all_gather oneshot_pull 16411 x half". */
 static void describe_tag(const struct symmem_coll *co, uint32_t tag, char *out, size_t size)
 {
-    const uint64_t n = co->launches < SYMMEM_COLL_HIST ? co->launches : SYMMEM_COLL_HIST;
+    const uint64_t launches = __atomic_load_n(&co->launches, __ATOMIC_ACQUIRE);
+    const uint64_t n = launches < SYMMEM_COLL_HIST ? launches : SYMMEM_COLL_HIST;
     for (uint64_t k = 1; k <= n; k++) {
-        const struct symmem_coll_hist *e = &co->hist[(co->launches - k) % SYMMEM_COLL_HIST];
-        if (e->tag != tag) continue;
-        if (e->kind == SYMMEM_COLL_BARRIER)
+        const struct symmem_coll_hist *e = &co->hist[(launches - k) % SYMMEM_COLL_HIST];
+        if (__atomic_load_n(&e->tag, __ATOMIC_RELAXED) != tag) continue;
+        const int32_t kind = __atomic_load_n(&e->kind, __ATOMIC_RELAXED);
+        if (kind == SYMMEM_COLL_BARRIER)
             snprintf(out, size, "a barrier");
         else
-            snprintf(out, size, "%s %s %" PRIu64 " x %s", symmem_coll_kind_name((symmem_coll_kind_t)e->kind),
-                     symmem_algo_name((symmem_algo_t)e->algo), e->count, symmem_dtype_name((symmem_dtype_t)e->dtype));
+            snprintf(out, size, "%s %s %" PRIu64 " x %s", symmem_coll_kind_name((symmem_coll_kind_t)kind),
+                     symmem_algo_name((symmem_algo_t)__atomic_load_n(&e->algo, __ATOMIC_RELAXED)),
+                     __atomic_load_n(&e->count, __ATOMIC_RELAXED),
+                     symmem_dtype_name((symmem_dtype_t)__atomic_load_n(&e->dtype, __ATOMIC_RELAXED)));
         return;
     }
     snprintf(out, size, "tag %04x, none of the last %d operations launched here", tag, SYMMEM_COLL_HIST);
@@ -538,7 +574,7 @@ symmem_status_t symmem_coll_poll_error(symmem_comm_t comm)
     const char *op = symmem_coll_kind_name(kind);
     const char *algo = kind == SYMMEM_COLL_BARRIER ? "barrier" : symmem_algo_name((symmem_algo_t)rec->algo);
     const uint64_t seen = rec->seen;
-    char msg[640], last[128];
+    char msg[1024], last[128];
     const int lamport = kind != SYMMEM_COLL_BARRIER &&
                         family_of(kind, (symmem_algo_t)rec->algo) == SYMMEM_COLL_FAM_LAMPORT;
     switch (rec->reason) {
@@ -593,7 +629,18 @@ symmem_status_t symmem_coll_poll_error(symmem_comm_t comm)
                  algo, rec->call, rec->reason);
         break;
     }
-    if (!co->error_reported && rec->reason == SYMMEM_COLL_ERR_TIMEOUT && rec->peer >= 0 &&
+    const uint32_t started = rec->started, grid = rec->grid;
+    if (rec->reason == SYMMEM_COLL_ERR_TIMEOUT && started != 0 && started < grid) {
+        const size_t len = strlen(msg);
+        snprintf(msg + len, sizeof msg - len,
+                 ". Only %u of the kernel's %u blocks had started on rank %d: the GPU could not hold every rank's "
+                 "kernel at once beside other work (docs/collectives.md, \"Residency\"): lower SYMMEM_GRID_SHARE or "
+                 "SYMMEM_MAX_BLOCKS, or keep other spinning kernels (another communicator, NCCL) off the GPU meanwhile",
+                 started, grid, rec->rank);
+    }
+    /* The watcher thread and the caller's thread may both get here: one of them logs. */
+    const int first = !__atomic_exchange_n(&co->error_reported, 1, __ATOMIC_ACQ_REL);
+    if (first && rec->reason == SYMMEM_COLL_ERR_TIMEOUT && rec->peer >= 0 &&
         rec->peer < comm->nranks && comm->peers[rec->peer].pid == comm->peers[comm->rank].pid)
         SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
                     "rank %d runs in this process (GPU %s): one thread that drives several ranks enqueues rank after "
@@ -603,10 +650,7 @@ symmem_status_t symmem_coll_poll_error(symmem_comm_t comm)
                     "first, or set CUDA_MODULE_LOADING=EAGER)",
                     rec->peer, comm->peers[rec->peer].pci_bus_id);
     symmem_comm_set_error(comm, (symmem_status_t)status, msg);
-    if (!co->error_reported) {
-        co->error_reported = 1;
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "%s", msg);
-    }
+    if (first) SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "%s", msg);
     int prev = symmem_log_set_rank(-1); /* the message names the rank */
     symmem_status_t r = symmem_set_error((symmem_status_t)status, "%s", msg);
     symmem_log_set_rank(prev);
@@ -864,13 +908,15 @@ static int zero_copy_out(symmem_comm_t comm, const coll_call_t *c, size_t out_by
 static void record_launch(struct symmem_coll *co, uint32_t tag, symmem_coll_kind_t kind, symmem_algo_t algo,
                           symmem_dtype_t dtype, size_t count)
 {
+    /* Relaxed atomics: the watcher thread may read the history (describe_tag) while this thread writes
+     * it; a torn entry only blurs an error message. */
     struct symmem_coll_hist *e = &co->hist[co->launches % SYMMEM_COLL_HIST];
-    e->tag = tag;
-    e->kind = (int32_t)kind;
-    e->algo = (int32_t)algo;
-    e->dtype = (int32_t)dtype;
-    e->count = count;
-    co->launches++;
+    __atomic_store_n(&e->tag, tag, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->kind, (int32_t)kind, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->algo, (int32_t)algo, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->dtype, (int32_t)dtype, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->count, (uint64_t)count, __ATOMIC_RELAXED);
+    __atomic_store_n(&co->launches, co->launches + 1, __ATOMIC_RELEASE);
 }
 
 /* Two ranks of this process on one GPU must run their kernels at the same time: the legacy default stream

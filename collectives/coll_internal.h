@@ -76,8 +76,10 @@ typedef struct symmem_coll_error_record {
     uint64_t seen;        /* what it last saw in the flag (epoch << 16 | tag) */
     uint32_t block;       /* block index */
     uint32_t tag;         /* the tag this rank expected */
+    uint32_t started;     /* blocks of the failed kernel that had started (0: all of them) */
+    uint32_t grid;        /* blocks the failed kernel was launched with */
 } symmem_coll_error_record_t;
-SYMMEM_STATIC_ASSERT(sizeof(symmem_coll_error_record_t) == 56, "error record layout is shared with kernels");
+SYMMEM_STATIC_ASSERT(sizeof(symmem_coll_error_record_t) == 64, "error record layout is shared with kernels");
 
 enum {
     SYMMEM_COLL_ERR_TIMEOUT = 1,    /* a peer's flag or payload did not arrive in time */
@@ -171,7 +173,10 @@ struct symmem_coll {
     symmem_coll_dev_state_t *dev_state;    /* device memory */
     symmem_coll_error_record_t *err;       /* host-mapped pinned memory, host address */
     symmem_coll_error_record_t *err_dev;   /* the same record, device address */
-    int max_grid;                          /* blocks per kernel: min(comm->max_blocks, MAX_GRID) */
+    int max_grid;                          /* blocks per kernel: symmem_coll_grid_rule, agreed (minimum) */
+    int capacity;                          /* blocks of SYMMEM_COLL_THREADS threads this GPU keeps resident */
+    int watched;                           /* registered with the watcher (collectives/watch.c) */
+    int mps;                               /* this GPU's contexts are shared through MPS */
     int min_threads;                       /* fewest threads per block (SYMMEM_MIN_BLOCK_THREADS, agreed) */
     int pdl;                               /* launch with programmatic stream serialization (sm_90+, 1 rank per GPU) */
     int lam_check;                         /* Lamport round headers (SYMMEM_LAMPORT_CHECK; on if any rank asks) */
@@ -244,6 +249,13 @@ typedef struct symmem_coll_geom {
  * zo_on: the results go straight into the peers' receive buffers; no_ws: the call uses no workspace. */
 int symmem_coll_geometry(const struct symmem_coll *co, int n, symmem_coll_kind_t kind, symmem_algo_t algo,
                          uint64_t count, size_t elem_size, int zo_on, int no_ws, symmem_coll_geom_t *g);
+
+/* Blocks per collective kernel (docs/collectives.md, "Residency"). The ranks of a communicator that share
+ * a GPU wait for each other inside their kernels, so all their blocks must be resident at once, beside
+ * other work: share_pct percent of what the GPU keeps resident (blocks_per_sm blocks of
+ * SYMMEM_COLL_THREADS threads on each of sm_count SMs), divided among the ranks_here ranks on the GPU;
+ * at most max_blocks (SYMMEM_MAX_BLOCKS; 0: no bound) and SYMMEM_COLL_MAX_GRID, at least 1. Pure. */
+int symmem_coll_grid_rule(int blocks_per_sm, int sm_count, int ranks_here, int share_pct, int max_blocks);
 
 /* SYMMEM_MIN_BLOCK_THREADS made a multiple of 32 in [32, SYMMEM_COLL_THREADS] (a warning when it was not). */
 int symmem_coll_min_block_threads(void);

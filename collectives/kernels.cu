@@ -71,6 +71,10 @@ __device__ __noinline__ void report(const P &p, const Ctx &c, uint32_t status, u
     r->seen = seen;
     r->block = blockIdx.x;
     r->tag = p.tag;
+    /* Nonzero: only that many blocks of this kernel had read the state so far, i.e. the rest never became
+     * resident (the state protocol resets `started` when the last block arrives). */
+    r->started = gridDim.x == 1 ? 0u : *reinterpret_cast<volatile uint32_t *>(&p.st->started);
+    r->grid = gridDim.x;
     __threadfence_system();
     r->status = status;
     __threadfence_system();
@@ -695,17 +699,41 @@ template <int FAM> __device__ __forceinline__ uint64_t epochs_of(const P &p)
     return 2 * (uint64_t)p.rounds + (extra ? 2 : 0);
 }
 
+/* The defined output of a failed communicator (docs/collectives.md, "After an error"): every element of the
+ * receive buffer becomes a quiet NaN. A kernel that starts after the communicator failed (the abort flag is
+ * up at its prologue) does this with all its blocks, grid-stride, after griddepcontrol.wait (its
+ * predecessor, which may still read or write that buffer, has completed), so its whole output is NaN: a
+ * CUDA-graph replay after a timeout yields NaN rather than partial sums that differ between ranks. A block
+ * of the kernel that fails stores its part the same way; parts other blocks finished earlier may stand. */
+template <typename T> __device__ __noinline__ void poison_output(const P &p)
+{
+    constexpr int V = Pack<T>::V;
+    float f[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) f[k] = __int_as_float(0x7fc00000);
+    const uint4 nan = Conv<T>::pack(f);
+    const uint64_t n = p.kind == SYMMEM_COLL_REDUCE_SCATTER ? p.stride : p.total;
+    const uint64_t packs = (n + V - 1) / V;
+    for (uint64_t pk = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; pk < packs; pk += (uint64_t)gridDim.x * blockDim.x)
+        store_user<T>(p.recv, pk * V, nan, (int)min((uint64_t)V, n - pk * V), p.aligned != 0);
+}
+
 template <typename T, int OP, int FAM>
 __global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) coll_kernel(const __grid_constant__ symmem_coll_params_t p)
 {
     Ctx c;
     const bool lamport = FAM == SYMMEM_COLL_FAM_LAMPORT || FAM == FAM_LAMPORT_CHECKED;
-    if (!prologue(p, c, epochs_of<FAM>(p), lamport ? p.rounds : 0)) return;
-    if (FAM == SYMMEM_COLL_FAM_PULL) run_pull<T, OP>(p, c);
-    else if (FAM == SYMMEM_COLL_FAM_PUSH) run_push<T, OP>(p, c);
+    if (!prologue(p, c, epochs_of<FAM>(p), lamport ? p.rounds : 0)) {
+        poison_output<T>(p);
+        return;
+    }
+    bool ok;
+    if (FAM == SYMMEM_COLL_FAM_PULL) ok = run_pull<T, OP>(p, c);
+    else if (FAM == SYMMEM_COLL_FAM_PUSH) ok = run_push<T, OP>(p, c);
     else if (p.kind == SYMMEM_COLL_ALL_REDUCE && p.algo == SYMMEM_ALGO_TWOSHOT_LAMPORT)
-        run_lamport_two<T, OP, FAM == FAM_LAMPORT_CHECKED>(p, c);
-    else run_lamport<T, OP, FAM == FAM_LAMPORT_CHECKED>(p, c);
+        ok = run_lamport_two<T, OP, FAM == FAM_LAMPORT_CHECKED>(p, c);
+    else ok = run_lamport<T, OP, FAM == FAM_LAMPORT_CHECKED>(p, c);
+    if (!ok) poison_output<T>(p);
     block_end(p, c);
 }
 

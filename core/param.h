@@ -25,6 +25,9 @@ extern "C" {
     X(ALGO, STR, "auto", "force a collective algorithm (auto, oneshot_pull, oneshot_push, twoshot_lamport, ...)")          \
     X(WORKSPACE_BYTES, SIZE, "64M", "per-rank collective workspace (messages above it run in chunks)")    \
     X(MAX_BLOCKS, INT, "0", "upper bound on thread blocks per collective kernel (0: automatic)")           \
+    X(GRID_SHARE, INT, "75", "percent of the GPU's resident thread blocks that all ranks of a communicator on one GPU may hold at once (1..100)") \
+    X(ON_ERROR, STR, "report", "when a communicator fails: report (return codes, symmem_comm_get_async_error, the error handler) or abort (log it and abort the process)") \
+    X(ERROR_POLL_MS, INT, "10", "how often the error watcher reads the error records of watched communicators (milliseconds)") \
     X(MIN_BLOCK_THREADS, INT, "128", "fewest threads per block of a collective kernel (32..512): smaller spreads small messages over more SMs") \
     X(LAMPORT_CHECK, INT, "0", "check that every rank made the same Lamport call (round headers; +0.35 us per small all-reduce)") \
     X(PDL, INT, "1", "programmatic dependent launch of collective kernels on sm_90+ (0 disables)")          \

@@ -201,6 +201,20 @@ SYMMEM_API symmem_status_t symmem_comm_peer_link(symmem_comm_t comm, int peer, s
  * failure) with the detail in symmem_last_error(). Non-blocking: it reads host-mapped status only. */
 SYMMEM_API symmem_status_t symmem_comm_get_async_error(symmem_comm_t comm);
 
+/* Told when a communicator fails, without polling: a kernel that times out inside a CUDA-graph replay has no
+ * call to return its error from. `handler` is called once per communicator, on a thread of the library
+ * (the error watcher), soon after the communicator enters its error state (a collective kernel timed out,
+ * met a peer with other arguments or a concurrent use; a host call met a dead or inconsistent peer), with
+ * the status and the message symmem_comm_get_async_error would give. It may log, record, call
+ * symmem_comm_get_async_error, destroy this communicator or end the process; it must not make collective
+ * calls. Local. A handler set after the failure is called at once. NULL removes it. The watcher polls
+ * host-mapped memory every SYMMEM_ERROR_POLL_MS (10) ms and runs only while some communicator has a
+ * handler (or SYMMEM_ON_ERROR=abort: then every failure is logged and the process aborts, for programs
+ * that cannot act on errors themselves). SYMMEM_UNSUPPORTED for the host backend (no asynchronous errors). */
+typedef void (*symmem_error_handler_t)(symmem_comm_t comm, symmem_status_t status, const char *message, void *ctx);
+SYMMEM_API symmem_status_t symmem_comm_set_error_handler(symmem_comm_t comm, symmem_error_handler_t handler,
+                                                         void *ctx);
+
 /* Group calls, so that one thread can drive several ranks of symmem_comm_init_all: collective calls made
  * between symmem_group_start() and symmem_group_end() on the calling thread are recorded and run together
  * (one helper thread per call) at symmem_group_end(), which returns the first failure. Outputs of the
@@ -331,8 +345,16 @@ typedef struct CUstream_st *symmem_stream_t; /* == cudaStream_t */
  *    return +0.0 where the exact result is -0.0 (every rank alike).
  *  - `algo` SYMMEM_ALGO_AUTO picks from the tuning table; SYMMEM_ALGO (environment) overrides AUTO.
  *  - count == 0 is a no-op. A kernel that waits longer than the timeout for a peer exits and puts the
- *    communicator in its error state: symmem_comm_get_async_error and every later call report the missing
- *    rank and the operation's sequence number. */
+ *    communicator in its error state: symmem_comm_get_async_error, every later call and the error handler
+ *    (symmem_comm_set_error_handler) report the missing rank and the operation's sequence number.
+ *  - After an error: every collective kernel of the communicator that starts once it has failed (e.g. the
+ *    rest of a CUDA graph being replayed) writes a quiet NaN to every element of its receive buffer and
+ *    returns at once; the output of the call that failed is unspecified (NaN where its blocks stopped).
+ *  - Grids: a collective kernel has at most SYMMEM_GRID_SHARE percent (default 75) of the thread blocks
+ *    its GPU keeps resident, divided among the communicator's ranks on that GPU, so that every rank's
+ *    kernel can be resident at once beside other work. Communicators whose collectives may run at the same
+ *    time on one GPU (two streams) must have shares that add up to at most 100: see docs/collectives.md,
+ *    "Residency". */
 
 /* All-reduce `count` elements from `sendbuf` into `recvbuf` on every rank. */
 SYMMEM_API symmem_status_t symmem_all_reduce(symmem_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,

@@ -168,6 +168,9 @@ cudaError_t cc_dev_record(void *hist, const void *src, size_t bytes, const uint3
 cudaError_t cc_dev_incr(uint32_t *iter, cudaStream_t stream);
 /* Busy-wait ns nanoseconds on the GPU; with iter != NULL only when *iter % modulo == rank. */
 cudaError_t cc_dev_spin(uint64_t ns, const uint32_t *iter, int modulo, int rank, cudaStream_t stream);
+/* `blocks` blocks of `threads` threads, each holding `smem` bytes of shared memory for ns nanoseconds and
+ * waiting on nothing: SMs taken from the collectives, as a GEMM or another stream's work takes them. */
+cudaError_t cc_dev_occupy(uint64_t ns, int blocks, int threads, size_t smem, cudaStream_t stream);
 /* dst[p] = ((const uint64_t *)peer_ptrs[p])[slot] for p < nranks (read every peer's word through the
  * symmetric mapping); src_ptrs is a host array of peer pointers copied into the kernel's arguments. */
 cudaError_t cc_dev_read_peers(uint64_t *dst, void *const *peer_ptrs, int nranks, size_t slot,

@@ -43,6 +43,23 @@ __global__ void spin_kernel(uint64_t ns, const uint32_t *iter, int modulo, int r
     } while (t - t0 < ns);
 }
 
+/* Work that takes SMs from the collectives, like a GEMM or another stream's kernels: every block holds
+ * `smem` bytes of shared memory and its threads for `ns` nanoseconds, waiting on nothing. */
+__device__ unsigned occupy_sink;
+__global__ void occupy_kernel(uint64_t ns, unsigned *sink)
+{
+    extern __shared__ unsigned scratch[];
+    uint64_t t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    unsigned acc = threadIdx.x;
+    do {
+        scratch[threadIdx.x] = acc;
+        acc = acc * 1664525u + scratch[(threadIdx.x + 1) % blockDim.x];
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+    if (acc == 0x9e3779b9u) *sink = acc; /* keeps the loop */
+}
+
 struct peer_ptrs {
     const uint64_t *p[CC_MAX_RANKS];
 };
@@ -98,6 +115,20 @@ extern "C" cudaError_t cc_dev_spin(uint64_t ns, const uint32_t *iter, int modulo
     return cudaGetLastError();
 }
 
+extern "C" cudaError_t cc_dev_occupy(uint64_t ns, int blocks, int threads, size_t smem, cudaStream_t stream)
+{
+    unsigned *p = nullptr;
+    cudaError_t e = cudaGetSymbolAddress(reinterpret_cast<void **>(&p), occupy_sink);
+    if (e != cudaSuccess) return e;
+    if (smem > 48 * 1024) {
+        e = cudaFuncSetAttribute(occupy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return e;
+    }
+    if (smem < threads * sizeof(unsigned)) smem = threads * sizeof(unsigned);
+    occupy_kernel<<<blocks, threads, smem, stream>>>(ns, p);
+    return cudaGetLastError();
+}
+
 extern "C" cudaError_t cc_dev_read_peers(uint64_t *dst, void *const *peer_ptrs_host, int nranks, size_t slot,
                                          cudaStream_t stream)
 {
@@ -125,6 +156,7 @@ extern "C" cudaError_t cc_dev_preload(void)
         reinterpret_cast<const void *>(&fill_kernel),       reinterpret_cast<const void *>(&record_kernel),
         reinterpret_cast<const void *>(&incr_kernel),       reinterpret_cast<const void *>(&spin_kernel),
         reinterpret_cast<const void *>(&read_peers_kernel), reinterpret_cast<const void *>(&write_u64_kernel),
+        reinterpret_cast<const void *>(&occupy_kernel),
     };
     for (const void *fn : fns) {
         cudaFuncAttributes a;

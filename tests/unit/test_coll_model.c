@@ -1,6 +1,6 @@
 /* Collectives model unit tests (no GPU): the push-or-pull decision of the init probe (SYMMEM_COLL_PROBE)
- * from measured peer read/write bandwidth, how it rewrites the built-in default table, and the block-size
- * rule (SYMMEM_MIN_BLOCK_THREADS). */
+ * from measured peer read/write bandwidth, how it rewrites the built-in default table, the block-size
+ * rule (SYMMEM_MIN_BLOCK_THREADS) and the grid (residency) rule (SYMMEM_GRID_SHARE). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -288,6 +288,34 @@ static void geometry_invariants(void)
     CHECK(symmem_coll_geometry(&co, 2, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PUSH, 100, 4, 0, 0, &g1) == 1);
 }
 
+/* The residency rule: the blocks of every rank on one GPU fit in the share of what the GPU keeps resident. */
+static void grid_rule(void)
+{
+    /* H200: 132 SMs, one 512-thread block per SM; one rank per GPU: 75% of 132 */
+    CHECK(symmem_coll_grid_rule(1, 132, 1, 75, 0) == 99);
+    CHECK(symmem_coll_grid_rule(1, 132, 1, 100, 0) == 132);
+    for (int bps = 1; bps <= 4; bps++)
+        for (int sms = 1; sms <= 200; sms += 13)
+            for (int n = 1; n <= 16; n++)
+                for (int share = 1; share <= 100; share += 11) {
+                    const int g = symmem_coll_grid_rule(bps, sms, n, share, 0);
+                    CHECK(g >= 1 && g <= SYMMEM_COLL_MAX_GRID);
+                    /* all n ranks' grids together within the share, unless one block each is already more */
+                    CHECK((int64_t)g * n * 100 <= (int64_t)bps * sms * share || g == 1);
+                    /* and not needlessly small: one more block each would exceed the share (or the bound) */
+                    CHECK((int64_t)(g + 1) * n * 100 > (int64_t)bps * sms * share || g == SYMMEM_COLL_MAX_GRID);
+                    /* SYMMEM_MAX_BLOCKS only ever lowers it */
+                    CHECK(symmem_coll_grid_rule(bps, sms, n, share, 3) == (g < 3 ? g : 3));
+                }
+    /* 8 co-located ranks on an H200: 12 blocks each, 96 of 132 */
+    CHECK(symmem_coll_grid_rule(1, 132, 8, 75, 0) == 12);
+    /* out-of-range shares are clamped to 1..100 */
+    CHECK(symmem_coll_grid_rule(1, 132, 1, 0, 0) == symmem_coll_grid_rule(1, 132, 1, 1, 0));
+    CHECK(symmem_coll_grid_rule(1, 132, 1, 400, 0) == 132);
+    /* never more than the flag slots */
+    CHECK(symmem_coll_grid_rule(4, 200, 1, 100, 0) == SYMMEM_COLL_MAX_GRID);
+}
+
 int main(void)
 {
     static const test_case_t cases[] = {
@@ -298,6 +326,7 @@ int main(void)
         {"block_threads_rule", block_threads_rule, 10},
         {"lamport_buffer_rule", lamport_buffer_rule, 10},
         {"geometry_invariants", geometry_invariants, 60},
+        {"grid_rule", grid_rule, 10},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
 }

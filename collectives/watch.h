@@ -1,0 +1,23 @@
+/* The process's live CUDA communicators (collectives/watch.c): the residency check across communicators
+ * that share a GPU, and the error watcher behind symmem_comm_set_error_handler and SYMMEM_ON_ERROR. */
+#ifndef SYMMEM_COLLECTIVES_WATCH_H
+#define SYMMEM_COLLECTIVES_WATCH_H
+
+#include "symmem/symmem.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* At the end of a CUDA communicator's collectives init: `grid` blocks per kernel, `capacity` blocks of the
+ * largest block size that this GPU keeps resident at once. Warns when the communicators of this process on
+ * that GPU could hold more blocks together than fit. Starts the watcher when SYMMEM_ON_ERROR=abort. */
+void symmem_watch_add(symmem_comm_t comm, int grid, int capacity);
+/* Before the communicator's collectives state is freed. Waits for a handler of this communicator that runs
+ * on the watcher thread, unless called from that handler. */
+void symmem_watch_remove(symmem_comm_t comm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,185 @@
+/* coll_busy: collectives interleaved with work that takes the GPU's SMs, as a tensor-parallel model runs
+ * them (a GEMM before every all-reduce, other streams busy meanwhile), with co-located ranks: the case in
+ * which a rank's spinning kernel can wait for a peer's blocks that cannot become resident.
+ * Before every operation each rank enqueues, on its own stream, a wave of "occupy" blocks (twice as many
+ * blocks as SMs, each holding 48 KiB of shared memory and 512 threads for 20 us: like a GEMM's grid), and
+ * every third operation also a long occupy kernel on a second stream (a quarter of the SMs for 300 us)
+ * that runs beside the collective. Operations cycle every algorithm (auto included) of all-reduce over
+ * 4 KiB .. 16 MiB of bf16 (odd counts too), plus reduce-scatter and all-gather, in windows of back-to-back
+ * operations without host synchronisation; every result is checked against the float64 reference and must
+ * be bitwise equal on every rank.
+ * Usage: coll_busy [--mp N | --inproc N] [--ops K]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_common.h"
+
+enum { K_AR = 0, K_RS, K_AG };
+static const char *const kind_names[] = {"all_reduce", "reduce_scatter", "all_gather"};
+
+typedef struct busy_op {
+    int kind;
+    symmem_algo_t algo;
+    size_t count; /* elements per rank-buffer as the API counts them */
+    size_t in_bytes, out_bytes;
+    uint64_t seed;
+} busy_op_t;
+
+#define WINDOW 6
+
+/* bf16 element counts: 4 KiB, 64 KiB + 1 element, 1 MiB - 3 elements, 16 MiB */
+static const size_t ar_counts[] = {2048, 32769, 524285, 8388608};
+
+int main(int argc, char **argv)
+{
+    cc_ctx_t ctx;
+    int rc = 0;
+    symmem_options_t opts = SYMMEM_OPTIONS_INIT;
+    opts.timeout_ms = 20000;
+    if (!cc_start(&argc, argv, "coll_busy", 2, 290, &opts, NULL, &ctx, &rc)) return rc;
+    const int n = ctx.nranks;
+    int K = SYMMEM_ALGO_COUNT * (int)(sizeof ar_counts / sizeof *ar_counts) + 6;
+    for (int a = 1; a + 1 < argc; a++)
+        if (!strcmp(argv[a], "--ops")) K = atoi(argv[a + 1]);
+    const symmem_dtype_t dt = SYMMEM_BFLOAT16;
+    const size_t es = 2;
+
+    /* The plan, the same on every rank: every algorithm at every size, then reduce-scatter / all-gather. */
+    busy_op_t *ops = calloc((size_t)K, sizeof *ops);
+    const int nar = SYMMEM_ALGO_COUNT * (int)(sizeof ar_counts / sizeof *ar_counts);
+    size_t in_max = 0, out_max = 0;
+    for (int j = 0; j < K; j++) {
+        busy_op_t *o = &ops[j];
+        if (j < nar) {
+            o->kind = K_AR;
+            o->algo = (symmem_algo_t)(j % SYMMEM_ALGO_COUNT);
+            o->count = ar_counts[(size_t)(j / SYMMEM_ALGO_COUNT) % (sizeof ar_counts / sizeof *ar_counts)];
+        } else {
+            o->kind = (j - nar) % 2 ? K_AG : K_RS;
+            o->algo = (symmem_algo_t)((j - nar) / 2 % SYMMEM_ALGO_COUNT);
+            o->count = ((size_t)1 << (10 + 3 * ((j - nar) / 2 % 4))) + (size_t)(j % 3); /* 1K..2M elements per rank */
+        }
+        o->seed = cc_mix64(0xb5e7ull + (uint64_t)j);
+        o->in_bytes = o->count * es * (o->kind == K_RS ? (size_t)n : 1);
+        o->out_bytes = o->count * es * (o->kind == K_AG ? (size_t)n : 1);
+        if (o->in_bytes > in_max) in_max = o->in_bytes;
+        if (o->out_bytes > out_max) out_max = o->out_bytes;
+    }
+    in_max = (in_max + 255) & ~(size_t)255;
+    out_max = (out_max + 255) & ~(size_t)255;
+
+    int sms = 0;
+    unsigned char *din[CC_MAX_RANKS], *dout[CC_MAX_RANKS];
+    cudaStream_t side[CC_MAX_RANKS];
+    for (int i = 0; i < ctx.nlocal; i++) {
+        cc_rank_t *R = &ctx.r[i];
+        CC_CUDA_OK(&ctx, cudaSetDevice(R->device));
+        CC_CUDA_OK(&ctx, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, R->device));
+        CC_CUDA_OK(&ctx, cudaMalloc((void **)&din[i], in_max * WINDOW));
+        CC_CUDA_OK(&ctx, cudaMalloc((void **)&dout[i], out_max * WINDOW));
+        CC_CUDA_OK(&ctx, cudaStreamCreateWithFlags(&side[i], cudaStreamNonBlocking));
+        /* load the occupy kernel (and set its shared-memory limit) before any collective runs */
+        CC_CUDA_OK(&ctx, cc_dev_occupy(1000, 1, 512, 48 << 10, side[i]));
+        CC_CUDA_OK(&ctx, cudaDeviceSynchronize());
+    }
+    if (cc_barrier(&ctx) != 0) return 1;
+
+    unsigned char *hout = malloc(out_max);
+    size_t wrong_ops = 0;
+    int fail = 0;
+    for (int w0 = 0; w0 < K && !fail; w0 += WINDOW) {
+        const int w1 = w0 + WINDOW < K ? w0 + WINDOW : K;
+        /* a window of operations back to back, rank after rank, no host synchronisation */
+        for (int j = w0; j < w1 && !fail; j++) {
+            const busy_op_t *o = &ops[j];
+            for (int i = 0; i < ctx.nlocal && !fail; i++) {
+                cc_rank_t *R = &ctx.r[i];
+                cudaSetDevice(R->device);
+                unsigned char *in = din[i] + (size_t)(j - w0) * in_max, *out = dout[i] + (size_t)(j - w0) * out_max;
+                cudaError_t e = cc_dev_fill(in, dt, o->in_bytes / es, o->seed, NULL, R->rank, 0, R->stream);
+                if (e == cudaSuccess) e = cc_dev_occupy(20000, 2 * sms, 512, 48 << 10, R->stream);
+                if (e == cudaSuccess && j % 3 == 0) e = cc_dev_occupy(300000, sms / 4 > 0 ? sms / 4 : 1, 512, 48 << 10, side[i]);
+                symmem_status_t st = SYMMEM_OK;
+                if (e == cudaSuccess && o->kind == K_AR)
+                    st = symmem_all_reduce(R->comm, in, out, o->count, dt, SYMMEM_OP_SUM, o->algo, R->stream);
+                else if (e == cudaSuccess && o->kind == K_RS) {
+                    st = symmem_reduce_scatter(R->comm, in, out, o->count, dt, SYMMEM_OP_SUM, o->algo, R->stream);
+                    if (st == SYMMEM_UNSUPPORTED)
+                        st = symmem_reduce_scatter(R->comm, in, out, o->count, dt, SYMMEM_OP_SUM, SYMMEM_ALGO_AUTO, R->stream);
+                } else if (e == cudaSuccess) {
+                    st = symmem_all_gather(R->comm, in, out, o->count, dt, o->algo, R->stream);
+                    if (st == SYMMEM_UNSUPPORTED)
+                        st = symmem_all_gather(R->comm, in, out, o->count, dt, SYMMEM_ALGO_AUTO, R->stream);
+                }
+                if (e != cudaSuccess || st != SYMMEM_OK) {
+                    cc_log(&ctx, "FAIL: op %d (%s %s count %zu): rank %d: %s%s%s", j, kind_names[o->kind],
+                           symmem_algo_name(o->algo), o->count, R->rank,
+                           e != cudaSuccess ? cudaGetErrorString(e) : symmem_status_name(st), st != SYMMEM_OK ? ": " : "",
+                           st != SYMMEM_OK ? symmem_last_error() : "");
+                    fail = 1;
+                }
+            }
+        }
+        if (fail) break;
+        if (cc_sync(&ctx) != cudaSuccess || cc_async_error(&ctx) != SYMMEM_OK) {
+            cc_log(&ctx, "FAIL: operations %d..%d did not complete", w0, w1 - 1);
+            fail = 1;
+            break;
+        }
+        /* check the window: full reference on the first local rank (every rank for reduce-scatter), and a
+         * hash of every output for bitwise equality across ranks */
+        for (int j = w0; j < w1; j++) {
+            const busy_op_t *o = &ops[j];
+            uint64_t h_local[CC_MAX_RANKS], h_all[CC_MAX_RANKS];
+            for (int i = 0; i < ctx.nlocal; i++) {
+                cc_rank_t *R = &ctx.r[i];
+                cudaSetDevice(R->device);
+                CC_CUDA_OK(&ctx, cudaMemcpy(hout, dout[i] + (size_t)(j - w0) * out_max, o->out_bytes, cudaMemcpyDeviceToHost));
+                h_local[i] = cc_hash(hout, o->out_bytes);
+                if (i != 0 && o->kind != K_RS) continue;
+                cc_bad_t bad = {0, 0, 0, 0};
+                size_t wrong = 0;
+                if (o->kind == K_AR) wrong = cc_check_reduce(hout, dt, SYMMEM_OP_SUM, o->count, 0, n, o->seed, &bad);
+                else if (o->kind == K_RS)
+                    wrong = cc_check_reduce(hout, dt, SYMMEM_OP_SUM, o->count, (uint64_t)R->rank * o->count, n, o->seed, &bad);
+                else wrong = cc_check_gather(hout, dt, o->count, n, o->seed, &bad);
+                if (wrong) {
+                    if (wrong_ops < 5)
+                        cc_log(&ctx, "FAIL: op %d (%s %s count %zu): rank %d: %zu wrong (first at %zu: got %.9g want %.9g)",
+                               j, kind_names[o->kind], symmem_algo_name(o->algo), o->count, R->rank, wrong, bad.first,
+                               bad.got, bad.want);
+                    wrong_ops++;
+                }
+            }
+            if (o->kind == K_RS) continue; /* each rank holds another shard */
+            if (cc_allgather_u64(&ctx, h_local, h_all) != 0) return 1;
+            for (int r = 1; r < n; r++)
+                if (h_all[r] != h_all[0]) {
+                    if (cc_is_root(&ctx))
+                        cc_log(&ctx, "FAIL: op %d (%s %s): rank %d's output differs bitwise from rank 0's", j,
+                               kind_names[o->kind], symmem_algo_name(o->algo), r);
+                    wrong_ops++;
+                    break;
+                }
+        }
+    }
+    if (fail) cc_shm_abort(ctx.shm);
+    const uint64_t failed = cc_sum_u64(&ctx, (uint64_t)(wrong_ops + (size_t)fail));
+    for (int i = 0; i < ctx.nlocal; i++) {
+        cudaSetDevice(ctx.r[i].device);
+        cudaStreamSynchronize(side[i]);
+        cudaStreamDestroy(side[i]);
+        cudaFree(din[i]);
+        cudaFree(dout[i]);
+    }
+    cc_barrier(&ctx);
+    cc_finish(&ctx);
+    free(hout);
+    free(ops);
+    if (cc_is_root(&ctx))
+        cc_log(&ctx, "checked %d operations (every algorithm, 4 KiB..16 MiB) interleaved with SM-occupying work on "
+               "the same and a second stream, %d ranks: %s", K, n, failed ? "FAILED" : "all correct");
+    return failed ? 1 : 0;
+}

@@ -463,6 +463,20 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
         if (q != comm->rank && comm->peers[q].pid == comm->peers[comm->rank].pid &&
             strcmp(comm->peers[q].pci_bus_id, comm->peers[comm->rank].pci_bus_id) == 0)
             co->colocated_peer = q;
+    /* Under MPS a client process gets only a few hardware work queues (CUDA_DEVICE_MAX_CONNECTIONS, shared
+     * pool); several ranks' streams of this process may then share one queue, and a rank's collective
+     * waits behind a co-located rank's that waits for it: a timeout (coll_b2b --inproc 4 under MPS: timed
+     * out; with CUDA_DEVICE_MAX_CONNECTIONS=32: passed; bench/NOTES.md). Say so before it happens. */
+    if (co->colocated_peer >= 0 && co->mps && comm->rank < co->colocated_peer) {
+        const char *conn = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+        if (!conn || atoi(conn) <= comm->ranks_per_device)
+            SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
+                        "ranks %d and %d of this process share GPU %s under MPS, where the process's streams may "
+                        "share hardware work queues: their collectives would then run one after the other and "
+                        "time out. Set CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts, or run such ranks "
+                        "without MPS (docs/collectives.md, \"Residency\")",
+                        comm->rank, co->colocated_peer, comm->peers[comm->rank].pci_bus_id);
+    }
     SYMMEM_CHECK_GOTO(symmem_alloc(comm, co->ws_bytes, &co->ws), st, fail);
     for (int r = 0; r < comm->nranks; r++) co->ws_peers[r] = symmem_buffer_peer_ptr(co->ws, r);
 

@@ -258,15 +258,14 @@ Tensor all_reduce(Tensor input, std::string reduce_op, std::string group_name)
     return out;
 }
 
-Tensor all_reduce_(Tensor input, std::string reduce_op, std::string group_name)
+void all_reduce_(Tensor input, std::string reduce_op, std::string group_name)
 {
     const Ctx c{"all_reduce_", group_name, lookup("all_reduce_", group_name)};
     const symmem_dtype_t dt = check_tensor(c, "input", input);
     all_reduce_into(c, dt, input, reduce_op, input);
-    return input;
 }
 
-Tensor all_reduce_out(Tensor input, std::string reduce_op, std::string group_name, Tensor out)
+void all_reduce_out(Tensor input, std::string reduce_op, std::string group_name, Tensor out)
 {
     const Ctx c{"all_reduce_out", group_name, lookup("all_reduce_out", group_name)};
     const symmem_dtype_t dt = check_tensor(c, "input", input);
@@ -274,10 +273,9 @@ Tensor all_reduce_out(Tensor input, std::string reduce_op, std::string group_nam
     check_same_dtype(c, input, out);
     check_same_shape(c, input, out);
     all_reduce_into(c, dt, input, reduce_op, out);
-    return out;
 }
 
-Tensor reduce_scatter_out(Tensor input, std::string reduce_op, std::string group_name, Tensor out)
+void reduce_scatter_out(Tensor input, std::string reduce_op, std::string group_name, Tensor out)
 {
     const Ctx c{"reduce_scatter_out", group_name, lookup("reduce_scatter_out", group_name)};
     const symmem_dtype_t dt = check_tensor(c, "input", input);
@@ -289,10 +287,9 @@ Tensor reduce_scatter_out(Tensor input, std::string reduce_op, std::string group
     void *stream = current_stream(c);
     check_status(c, symmem_reduce_scatter(c.g.comm, input.data_ptr(), out.data_ptr(), (size_t)out.numel(), dt, op,
                                           SYMMEM_ALGO_AUTO, (symmem_stream_t)stream));
-    return out;
 }
 
-Tensor all_gather_out(Tensor input, std::string group_name, Tensor out)
+void all_gather_out(Tensor input, std::string group_name, Tensor out)
 {
     const Ctx c{"all_gather_out", group_name, lookup("all_gather_out", group_name)};
     const symmem_dtype_t dt = check_tensor(c, "input", input);
@@ -303,7 +300,6 @@ Tensor all_gather_out(Tensor input, std::string group_name, Tensor out)
     void *stream = current_stream(c);
     check_status(c, symmem_all_gather(c.g.comm, input.data_ptr(), out.data_ptr(), (size_t)input.numel(), dt,
                                       SYMMEM_ALGO_AUTO, (symmem_stream_t)stream));
-    return out;
 }
 
 void barrier(std::string group_name)
@@ -421,15 +417,18 @@ SYMMEM_TORCH_EXPORT int symmem_torch_unregister_group(const char *name)
     return erased ? 0 : -1;
 }
 
-// The schemas. The out/in-place forms mark what they write (a!) so that functionalization and Inductor
-// order them; barrier has no tensor argument, so its kernel sits at CompositeExplicitAutograd.
+// The schemas. The in-place and out forms mark what they write (a!) and return nothing: torch's
+// functionalization (torch.compile) handles a mutating custom op only when no output aliases an input, so a
+// `-> Tensor(a!)` form would trace under make_fx and Dynamo but fail in AOTAutograd and Inductor. The Python
+// communicator returns the written tensor. barrier has no tensor argument, so its kernel sits at
+// CompositeExplicitAutograd.
 STABLE_TORCH_LIBRARY(symmem, m)
 {
     m.def("all_reduce(Tensor input, str reduce_op, str group_name) -> Tensor");
-    m.def("all_reduce_(Tensor(a!) input, str reduce_op, str group_name) -> Tensor(a!)");
-    m.def("all_reduce_out(Tensor input, str reduce_op, str group_name, Tensor(a!) out) -> Tensor(a!)");
-    m.def("reduce_scatter_out(Tensor input, str reduce_op, str group_name, Tensor(a!) out) -> Tensor(a!)");
-    m.def("all_gather_out(Tensor input, str group_name, Tensor(a!) out) -> Tensor(a!)");
+    m.def("all_reduce_(Tensor(a!) input, str reduce_op, str group_name) -> ()");
+    m.def("all_reduce_out(Tensor input, str reduce_op, str group_name, Tensor(a!) out) -> ()");
+    m.def("reduce_scatter_out(Tensor input, str reduce_op, str group_name, Tensor(a!) out) -> ()");
+    m.def("all_gather_out(Tensor input, str group_name, Tensor(a!) out) -> ()");
     m.def("barrier(str group_name) -> ()");
 }
 

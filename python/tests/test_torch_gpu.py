@@ -29,6 +29,21 @@ COUNTS = (1, 7, 1000, 6144, 57343, 262147)
 TIMEOUT_MS = 60000
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _errors_fail_tests_not_the_run():
+    """A collective that times out must fail its test, not abort pytest (the watchdog's default), here and
+    in spawned ranks."""
+    prev_env = os.environ.get("SYMMEM_TORCH_ERROR_HANDLING")
+    os.environ["SYMMEM_TORCH_ERROR_HANDLING"] = "raise"
+    prev = st.set_error_handling("raise")
+    yield
+    st.set_error_handling(prev)
+    if prev_env is None:
+        os.environ.pop("SYMMEM_TORCH_ERROR_HANDLING", None)
+    else:
+        os.environ["SYMMEM_TORCH_ERROR_HANDLING"] = prev_env
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Harness: run body(rank, comm, ctx) on every rank, as threads or as processes.
 # ---------------------------------------------------------------------------------------------------------
@@ -402,11 +417,7 @@ def test_threads_compile():
 
 
 def test_timeout_reaches_the_caller():
-    prev = st.set_error_handling("raise")
-    try:
-        run_threads(2, body_timeout, timeout_ms=3000)
-    finally:
-        st.set_error_handling(prev)
+    run_threads(2, body_timeout, timeout_ms=3000)
 
 
 @pytest.mark.parametrize("nranks", [2, 4])

@@ -223,10 +223,15 @@ class SymmemCommunicator:
             wd.remove(self)
             if self.group_name is not None:
                 _ops.unregister_group(self.group_name)
+            if self._pool is not None:
+                # The pool returns its cached segments through the slot's free function: while still bound.
+                self._pool = None
+                if torch.cuda.is_available() and not torch.cuda.is_current_stream_capturing():
+                    torch.cuda.synchronize(self.device)
+                    torch.cuda.empty_cache()
             if self._pool_slot >= 0:
                 _ops.pool_unbind(self._pool_slot)
                 self._pool_slot = -1
-            self._pool = None
             if self.comm is not None:
                 if torch.cuda.is_available() and not torch.cuda.is_current_stream_capturing():
                     torch.cuda.synchronize(self.device)

@@ -142,7 +142,9 @@ def pool_unbind(slot):
 # Checks shared by the fakes and the ctypes kernels; the op library's C++ checks say the same things.
 # ---------------------------------------------------------------------------------------------------------
 def _where(op, group_name):
-    return f"symmem::{op} (group '{group_name}')"
+    g = _py_groups.get(group_name)
+    rank = f", rank {g.rank} of {g.size}" if g is not None else ""
+    return f"symmem::{op} (group '{group_name}'{rank})"
 
 
 def _check_tensor(op, group_name, which, t):

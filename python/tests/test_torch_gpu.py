@@ -109,6 +109,7 @@ class ProcCtx:
 
 def _proc_main(rank, nranks, init_file, body_name, q):
     import torch.distributed as dist
+    os.environ["NCCL_CUMEM_ENABLE"] = "1"  # NCCL registers cuMem memory only on its cuMem path
     try:
         ndev = torch.cuda.device_count()
         dev = torch.device("cuda", rank % ndev)
@@ -389,6 +390,26 @@ def body_timeout(rank, comm, ctx):
     del g
 
 
+def body_nccl(rank, comm, ctx):
+    """A symmetric tensor registered with the NCCL communicator of a ProcessGroupNCCL (one GPU per rank)."""
+    import torch.distributed as dist
+    dev, n = comm.device, comm.world_size
+    pg = dist.new_group(backend="nccl")
+    warm = torch.ones(8, device=dev)
+    dist.all_reduce(warm, group=pg)  # NCCL makes its communicator lazily
+    torch.cuda.synchronize(dev)
+    x = st.empty(1 << 16, dtype=torch.float32, group=comm)
+    parts = parts_for((1 << 16,), torch.float32, n, 321)
+    x.copy_(parts[rank])
+    reg = st.register_with_nccl(x, pg)
+    dist.all_reduce(x, group=pg)
+    torch.cuda.synchronize(dev)
+    assert torch.allclose(x.cpu().double(), sum(p.double() for p in parts), rtol=1e-5, atol=1e-5)
+    reg.deregister()
+    reg.deregister()  # idempotent
+    ctx.barrier()
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The tests.
 # ---------------------------------------------------------------------------------------------------------
@@ -427,3 +448,9 @@ def test_processes(nranks, body):
     if not multiprocess_ok(nranks):
         pytest.skip(f"{nranks} processes need {nranks} GPUs or MPS (SYMMEM_TEST_MPS=1)")
     run_processes(nranks, body)
+
+
+def test_processes_nccl_registration():
+    if torch.cuda.device_count() < 2:
+        pytest.skip("NCCL needs one GPU per rank: 2 GPUs")
+    run_processes(2, body_nccl)

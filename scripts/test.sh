@@ -34,5 +34,6 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${archs[@]}"
 cmake --build "$build" -j "$(nproc)"
 label=${SYMMEM_TEST_LABEL:-all}
 sel=(); [ "$label" = all ] || sel=(-L "^$label\$")
-cd "$build"
-ctest --output-on-failure "${sel[@]}"
+(cd "$build" && ctest --output-on-failure "${sel[@]}")
+# The Python package, installed with pip into fresh venvs and tested from outside the source tree.
+[ "$label" = gpu ] || ./scripts/test_python.sh

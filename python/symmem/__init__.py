@@ -7,16 +7,22 @@
     buf.ptr, buf.peer_ptr(1)                         # this rank's part, rank 1's part mapped here
     comm.all_reduce(x_ptr, x_ptr, count, symmem.BFLOAT16, stream=torch.cuda.current_stream().cuda_stream)
 
-The PyTorch integration (a communicator for SGLang / vLLM) is in symmem.torch.
+    comms = symmem.Comm.init_all(4, devices=[0, 0, 0, 0])   # every rank in this process
+    with symmem.group():                                 # one thread drives collective host calls of all
+        bufs = [c.alloc(1 << 20) for c in comms]
+
+The PyTorch integration is in symmem.torch: torch.ops.symmem.* custom ops, symmetric tensors and memory
+pools, and SymmemCommunicator (the interface SGLang's and vLLM's communicators have).
 """
+import contextlib
 import ctypes
 
 from ._lib import (ALGO_AUTO, BACKEND_CUDA, BACKEND_DEFAULT, BACKEND_HOST, BFLOAT16, FLOAT16, FLOAT32, OP_MAX,
                    OP_MIN, OP_SUM, PLACEMENT_AUTO, PLACEMENT_DEFAULT, PLACEMENT_DEVICE, PLACEMENT_HOST_NUMA,
                    ALLGATHER_FN, BARRIER_FN, Bootstrap, Options, SymmemError, UniqueId, algo, algo_names, check, lib,
-                   version)
+                   library_path, version)
 
-__all__ = ["Comm", "Buffer", "SymmemError", "new_unique_id", "version", "FLOAT32", "FLOAT16", "BFLOAT16",
+__all__ = ["Comm", "Buffer", "SymmemError", "new_unique_id", "group", "version", "library_path", "FLOAT32", "FLOAT16", "BFLOAT16",
            "OP_SUM", "OP_MAX", "OP_MIN", "BACKEND_CUDA", "BACKEND_HOST", "PLACEMENT_AUTO", "PLACEMENT_DEVICE",
            "PLACEMENT_HOST_NUMA", "algo", "algo_names"]
 
@@ -37,6 +43,17 @@ def _parse_unique_id(text):
     uid = UniqueId()
     check(_c.symmem_unique_id_from_string(text.encode(), ctypes.byref(uid)))
     return uid
+
+
+@contextlib.contextmanager
+def group():
+    """symmem_group_start/end: collective host calls (alloc) made inside by this thread on several ranks of
+    one process (Comm.init_all) are run together at the end; the first failure is raised there."""
+    check(_c.symmem_group_start())
+    try:
+        yield
+    finally:
+        check(_c.symmem_group_end())
 
 
 class Buffer:
@@ -64,6 +81,10 @@ class Buffer:
         if self._h:
             check(_c.symmem_free(self._h))
             self._h = None
+            try:
+                self.comm._buffers.remove(self)
+            except ValueError:
+                pass
 
     def __enter__(self):
         return self
@@ -90,6 +111,33 @@ class Comm:
             check(self._init_with_allgather(nranks, rank, allgather, opts, handle))
         self._h = handle
         self._buffers = []
+
+    @classmethod
+    def _wrap(cls, handle):
+        self = cls.__new__(cls)
+        self._h = handle
+        self._buffers = []
+        return self
+
+    @classmethod
+    def init_all(cls, nranks, devices=None, backend=BACKEND_DEFAULT, placement=PLACEMENT_DEFAULT, timeout_ms=0):
+        """Every rank in this process (symmem_comm_init_all): a list of nranks Comms. devices[r] is rank r's
+        GPU (repeats allowed: several ranks on one GPU); None puts rank r on GPU r. Drive them from one
+        thread per rank, or from one thread with collective host calls inside symmem.group()."""
+        opts = Options.make(timeout_ms=timeout_ms, backend=backend, placement=placement)
+        handles = (ctypes.c_void_p * nranks)()
+        devs = None
+        if devices is not None:
+            if len(devices) != nranks:
+                raise ValueError(f"devices has {len(devices)} entries for {nranks} ranks")
+            devs = (ctypes.c_int * nranks)(*devices)
+        check(_c.symmem_comm_init_all(nranks, devs, ctypes.byref(opts), handles))
+        return [cls._wrap(ctypes.c_void_p(h)) for h in handles]
+
+    @property
+    def handle(self):
+        """The symmem_comm_t as an integer (0 once destroyed), e.g. for the PyTorch op library."""
+        return self._h.value or 0 if self._h else 0
 
     @staticmethod
     def _init_with_allgather(nranks, rank, allgather, opts, handle):
@@ -139,12 +187,24 @@ class Comm:
         algo a number or a name ("oneshot_push", "twoshot_lamport", ...: symmem.algo_names())."""
         check(_c.symmem_all_reduce(self._h, send_ptr, recv_ptr, count, dtype, op, _algo(algo), stream))
 
+    def reduce_scatter(self, send_ptr, recv_ptr, count, dtype, op=OP_SUM, algo=ALGO_AUTO, stream=0):
+        """recv gets `count` elements: block `rank` of the reduction of every rank's nranks*count elements."""
+        check(_c.symmem_reduce_scatter(self._h, send_ptr, recv_ptr, count, dtype, op, _algo(algo), stream))
+
+    def all_gather(self, send_ptr, recv_ptr, count, dtype, algo=ALGO_AUTO, stream=0):
+        """recv gets nranks*count elements, rank r's at offset r*count."""
+        check(_c.symmem_all_gather(self._h, send_ptr, recv_ptr, count, dtype, _algo(algo), stream))
+
+    def barrier(self, stream=0):
+        """Every rank's stream waits until every rank's stream has reached this point (stream-ordered)."""
+        check(_c.symmem_barrier(self._h, stream))
+
     def check_async_error(self):
         check(_c.symmem_comm_get_async_error(self._h))
 
     def destroy(self):
         if self._h:
-            for b in self._buffers:
+            for b in list(self._buffers):
                 b.free()
             check(_c.symmem_comm_destroy(self._h))
             self._h = None

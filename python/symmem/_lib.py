@@ -1,8 +1,9 @@
 """ctypes binding of libsymmem's C API (include/symmem/symmem.h).
 
-The library is found through SYMMEM_LIBRARY (a path), then next to this package, then the usual build
-folders of a source checkout, then the dynamic loader's search path. Only the standard library is used
-here; the PyTorch integration lives in symmem.torch.
+The library is found through SYMMEM_LIBRARY (a path), then next to this package (where `pip install .` puts
+it), then the build folders of a source checkout (python/ on PYTHONPATH), then the dynamic loader's search
+path. Only the standard library is used here; the PyTorch integration (ops, communicator, symmetric
+tensors) lives in symmem.torch.
 """
 import ctypes
 import os
@@ -65,6 +66,7 @@ def _candidates():
     if env:
         yield env
     here = Path(__file__).resolve().parent
+    yield str(here / "libsymmem.so.0")
     yield str(here / "libsymmem.so")
     root = here.parent.parent
     for build in sorted(root.glob("build*")):
@@ -112,6 +114,22 @@ _c.symmem_all_reduce.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void
 _c.symmem_comm_get_async_error.argtypes = [ctypes.c_void_p]
 _c.symmem_comm_max_message_bytes.argtypes = [ctypes.c_void_p]
 _c.symmem_comm_max_message_bytes.restype = ctypes.c_size_t
+_c.symmem_reduce_scatter.argtypes = _c.symmem_all_reduce.argtypes
+_c.symmem_all_gather.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                 ctypes.c_int, ctypes.c_void_p]
+_c.symmem_barrier.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+_c.symmem_comm_init_all.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(Options),
+                                    ctypes.POINTER(ctypes.c_void_p)]
+_c.symmem_comm_backend.argtypes = [ctypes.c_void_p]
+_c.symmem_buffer_lookup.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+_c.symmem_buffer_lookup.restype = ctypes.c_void_p
+_c.symmem_buffer_mapped_size.restype = ctypes.c_size_t
+_c.symmem_buffer_mapped_size.argtypes = [ctypes.c_void_p]
+_c.symmem_nccl_register.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+_c.symmem_nccl_deregister.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+_c.symmem_nccl_window_register.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
+                                           ctypes.POINTER(ctypes.c_void_p)]
+_c.symmem_nccl_window_deregister.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
 _c.symmem_algo_name.restype = ctypes.c_char_p
 _c.symmem_algo_name.argtypes = [ctypes.c_int]
 _c.symmem_algo_from_name.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]
@@ -124,6 +142,11 @@ def check(status):
 
 def lib():
     return _c
+
+
+def library_path():
+    """The file of the libsymmem this process loaded."""
+    return _c._name
 
 
 def algo(name_or_value):

@@ -1,13 +1,12 @@
-"""The Python binding over the host backend (no GPU): unique ids, a user allgather, allocation and
-peer mappings across real processes, and errors surfacing as SymmemError."""
+"""The Python binding over the host backend (no GPU): unique ids, a user allgather, allocation and peer
+mappings across real processes, ranks of one process, and errors surfacing as SymmemError."""
 import ctypes
 import multiprocessing as mp
-import os
-import sys
-import unittest
+import threading
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-import symmem  # noqa: E402
+import pytest
+
+import symmem
 
 
 def _rank_main(rank, nranks, uid, barrier, q):
@@ -35,76 +34,93 @@ def _rank_main(rank, nranks, uid, barrier, q):
         q.put((rank, repr(e)))
 
 
-class HostBackend(unittest.TestCase):
-    def test_version(self):
-        self.assertEqual(len(symmem.version()), 3)
-
-    def test_algorithm_names(self):
-        names = symmem.algo_names()
-        self.assertEqual(names[0], "auto")
-        self.assertIn("twoshot_lamport", names)
-        for value, name in enumerate(names):
-            self.assertEqual(symmem.algo(name), value)
-            self.assertEqual(symmem.algo(value), value)
-        for bad in ("no_such_algo", len(names), -1):
-            with self.assertRaises(symmem.SymmemError) as cm:
-                symmem.algo(bad)
-            self.assertEqual(cm.exception.name, "SYMMEM_INVALID_ARGUMENT")
-
-    def test_unique_id(self):
-        a, b = symmem.new_unique_id(), symmem.new_unique_id()
-        self.assertEqual(len(a), 128)
-        self.assertNotEqual(a, b)
-        with self.assertRaises(symmem.SymmemError) as cm:
-            symmem.Comm(2, 0, unique_id="nonsense", backend=symmem.BACKEND_HOST)
-        self.assertEqual(cm.exception.name, "SYMMEM_INVALID_ARGUMENT")
-
-    def test_three_processes(self):
-        ctx = mp.get_context("fork")
-        uid = symmem.new_unique_id()
-        n = 3
-        barrier, q = ctx.Barrier(n), ctx.Queue()
-        procs = [ctx.Process(target=_rank_main, args=(r, n, uid, barrier, q)) for r in range(n)]
-        for p in procs:
-            p.start()
-        results = dict(q.get(timeout=60) for _ in range(n))
-        for p in procs:
-            p.join(timeout=30)
-        self.assertEqual(results, {r: "ok" for r in range(n)})
-
-    def test_user_allgather(self):
-        # Threads stand in for processes; the allgather is a Python callable, as with a PyTorch Store.
-        import threading
-        n = 2
-        slots, bar = [None] * n, threading.Barrier(n)
-        out, errors = [None] * n, []
-
-        def make_allgather(rank):
-            def allgather(data):
-                slots[rank] = data
-                bar.wait()
-                res = list(slots)
-                bar.wait()
-                return res
-            return allgather
-
-        def run(rank):
-            try:
-                comm = symmem.Comm(n, rank, allgather=make_allgather(rank), backend=symmem.BACKEND_HOST)
-                buf = comm.alloc(4096)
-                out[rank] = (buf.peer_ptr(0), buf.peer_ptr(1))
-                comm.destroy()
-            except Exception as e:  # noqa: BLE001
-                errors.append(repr(e))
-
-        threads = [threading.Thread(target=run, args=(r,)) for r in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        self.assertEqual(errors, [])
-        self.assertTrue(all(o is not None for o in out))
+def test_version():
+    assert symmem.version() == (0, 1, 0)
 
 
-if __name__ == "__main__":
-    unittest.main()
+def test_algorithm_names():
+    names = symmem.algo_names()
+    assert names[0] == "auto" and "twoshot_lamport" in names
+    for value, name in enumerate(names):
+        assert symmem.algo(name) == value
+        assert symmem.algo(value) == value
+    for bad in ("no_such_algo", len(names), -1):
+        with pytest.raises(symmem.SymmemError) as e:
+            symmem.algo(bad)
+        assert e.value.name == "SYMMEM_INVALID_ARGUMENT"
+
+
+def test_unique_id():
+    a, b = symmem.new_unique_id(), symmem.new_unique_id()
+    assert len(a) == 128 and a != b
+    with pytest.raises(symmem.SymmemError) as e:
+        symmem.Comm(2, 0, unique_id="nonsense", backend=symmem.BACKEND_HOST)
+    assert e.value.name == "SYMMEM_INVALID_ARGUMENT"
+    assert isinstance(e.value, RuntimeError)
+
+
+def test_three_processes():
+    ctx = mp.get_context("fork")
+    uid = symmem.new_unique_id()
+    n = 3
+    barrier, q = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=_rank_main, args=(r, n, uid, barrier, q)) for r in range(n)]
+    for p in procs:
+        p.start()
+    results = dict(q.get(timeout=60) for _ in range(n))
+    for p in procs:
+        p.join(timeout=30)
+    assert results == {r: "ok" for r in range(n)}
+
+
+def test_user_allgather():
+    # Threads stand in for processes; the allgather is a Python callable, as with a PyTorch Store.
+    n = 2
+    slots, bar = [None] * n, threading.Barrier(n)
+    out, errors = [None] * n, []
+
+    def make_allgather(rank):
+        def allgather(data):
+            slots[rank] = data
+            bar.wait()
+            res = list(slots)
+            bar.wait()
+            return res
+        return allgather
+
+    def run(rank):
+        try:
+            comm = symmem.Comm(n, rank, allgather=make_allgather(rank), backend=symmem.BACKEND_HOST)
+            buf = comm.alloc(4096)
+            out[rank] = (buf.peer_ptr(0), buf.peer_ptr(1))
+            comm.destroy()
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    assert all(o is not None for o in out)
+
+
+def test_init_all_and_group():
+    comms = symmem.Comm.init_all(3, backend=symmem.BACKEND_HOST, timeout_ms=20000)
+    try:
+        assert [c.rank for c in comms] == [0, 1, 2] and all(c.size == 3 for c in comms)
+        assert all(c.handle for c in comms)
+        with symmem.group():
+            bufs = [c.alloc(8192) for c in comms]
+        for r, b in enumerate(bufs):
+            ctypes.memset(b.ptr, 48 + r, b.size)
+        for b in bufs:  # every rank sees every peer's part
+            for peer in range(3):
+                assert ctypes.string_at(b.peer_ptr(peer), 16) == bytes([48 + peer]) * 16
+        with pytest.raises(ValueError):
+            symmem.Comm.init_all(2, devices=[0])
+    finally:
+        for c in comms:
+            c.destroy()
+    assert all(c.handle == 0 for c in comms)

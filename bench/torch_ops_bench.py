@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Host cost of an eager call and device time per op in a replayed CUDA graph: torch.ops.symmem.all_reduce
+(and SymmemCommunicator.all_reduce, which SGLang calls) next to torch.add (the floor: one small kernel),
+torch.ops.symm_mem one-shot and two-shot (PyTorch's symmetric-memory kernels, CUDA backend, no multicast),
+and NCCL where every rank has its own GPU. Same tensors, same GPU, one run.
+
+  host us/call  wall time of -N back-to-back eager calls / N (no synchronisation inside the loop, so this
+                is what the CPU spends per call while the GPU keeps up); median of -B batches, slowest rank
+  graph us/op   a CUDA graph of -n calls, median replay time / n (CUDA events; a barrier and one untimed
+                replay align the ranks first, as symmem-bench and torch_allreduce_bench.py do), slowest rank
+
+Ranks are processes (gloo for setup and timings). More ranks than GPUs need MPS (spinning kernels of
+several processes must run at once):
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mpslog
+  mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY; nvidia-cuda-mps-control -d
+  python3 bench/torch_ops_bench.py --nranks 2
+  echo quit | nvidia-cuda-mps-control
+Usage: torch_ops_bench.py [--nranks 2] [--sizes 16K,256K,1M] [-N 300] [-B 7] [-n 20] [-R 15]
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_symm_util as tsu  # noqa: E402  (sets the no-multicast environment first)
+
+
+def parse_size(s):
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(s[-1].lower(), 1)
+    return int(float(s[:-1] if mult != 1 else s) * mult)
+
+
+def worker(rank, world, port, args):
+    import torch
+    import torch.distributed as dist
+    import torch.distributed._symmetric_memory as symm_mem
+
+    dev, name = tsu.init_rank(rank, world, port)
+    import symmem.torch as st
+
+    comm = st.SymmemCommunicator(dist.group.WORLD, dev)
+    if comm.disabled:
+        raise RuntimeError("SymmemCommunicator disabled (see the warning above)")
+    nccl = None
+    if torch.cuda.device_count() >= world:
+        nccl = dist.new_group(backend="nccl")
+    dt = torch.bfloat16
+    max_count = max(args.sizes) // 2
+    sym = symm_mem.empty(max_count, dtype=dt, device=dev)
+    symm_mem.rendezvous(sym, name)
+    stream = torch.cuda.Stream(device=dev)
+    if rank == 0:
+        print(f"# torch {torch.__version__}, {world} ranks on {torch.cuda.device_count()} GPU(s), bf16 sum, "
+              f"op library: {st.op_library() or 'none (ctypes ops)'}", flush=True)
+
+    def methods(count):
+        x = torch.randn(count, device=dev).to(dt)
+        y = torch.empty_like(x)
+        s, so = sym[:count], torch.empty_like(x)
+        ar = torch.ops.symmem.all_reduce.default
+        ar_out = torch.ops.symmem.all_reduce_out.default
+        g = comm.group_name
+        m = [
+            ("torch.add(x, x, out=y) (floor)", lambda: torch.add(x, x, out=y)),
+            ("torch.ops.symmem.all_reduce", lambda: ar(x, "sum", g)),
+            ("torch.ops.symmem.all_reduce_out", lambda: ar_out(x, "sum", g, y)),
+            ("SymmemCommunicator.all_reduce", lambda: comm.all_reduce(x)),
+            ("symm_mem.one_shot_all_reduce_out", lambda: torch.ops.symm_mem.one_shot_all_reduce_out(s, "sum", name, so)),
+            ("symm_mem.two_shot_all_reduce_", lambda: torch.ops.symm_mem.two_shot_all_reduce_(s, "sum", name)),
+        ]
+        if nccl is not None:
+            m.append(("nccl all_reduce", lambda: dist.all_reduce(x, group=nccl)))
+        return m, s
+
+    def slowest(v):
+        t = torch.tensor([v], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return t.item()
+
+    def host_us(fn):
+        per = []
+        for _ in range(args.B):
+            torch.cuda.synchronize()
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(args.N):
+                fn()
+            per.append((time.perf_counter() - t0) * 1e6 / args.N)
+        torch.cuda.synchronize()
+        return slowest(statistics.median(per))
+
+    def graph_us(fn):
+        with torch.cuda.stream(stream):
+            fn()
+        torch.cuda.synchronize()
+        dist.barrier()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=stream):
+            for _ in range(args.n):
+                fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(args.R):
+            dist.barrier()
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            with torch.cuda.stream(stream):
+                g.replay()
+                a.record()
+                g.replay()
+                b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) * 1e3 / args.n)
+        del g
+        return slowest(statistics.median(times))
+
+    for size in args.sizes:
+        count = size // 2
+        ms, s = methods(count)
+        if rank == 0:
+            print(f"\n# {size} B ({count} bf16)\n{'method':<36s} {'host us/call':>13s} {'graph us/op':>12s}", flush=True)
+        floor = None
+        for label, fn in ms:
+            s.fill_(0.0)  # two-shot in place keeps summing: start from zeros, never overflows
+            try:
+                fn()
+                torch.cuda.synchronize()
+                h, gr = host_us(fn), graph_us(fn)
+                cells = f"{h:13.2f} {gr:12.2f}"
+                if floor is None:
+                    floor = h
+                else:
+                    cells += f"   host {h / floor:.2f}x floor"
+            except Exception as exc:  # noqa: BLE001 - a method torch refuses at this size: say so, go on
+                torch.cuda.synchronize()
+                cells = f"{'-':>13s} {'-':>12s}   {type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
+            if rank == 0:
+                print(f"{label:<36s} {cells}", flush=True)
+    dist.barrier()
+    comm.close()
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nranks", type=int, default=2)
+    ap.add_argument("--sizes", default="16K,256K,1M", help="comma-separated message sizes (bytes; K/M suffixes)")
+    ap.add_argument("-N", type=int, default=300, help="eager calls per batch")
+    ap.add_argument("-B", type=int, default=7, help="eager batches (median)")
+    ap.add_argument("-n", type=int, default=20, help="ops per graph")
+    ap.add_argument("-R", type=int, default=15, help="timed replays (median)")
+    args = ap.parse_args()
+    args.sizes = [parse_size(s) for s in args.sizes.split(",")]
+    import torch
+
+    ngpu = torch.cuda.device_count()
+    if ngpu < 1:
+        print("no CUDA device", file=sys.stderr)
+        return 3
+    if args.nranks > ngpu and not os.environ.get("CUDA_MPS_PIPE_DIRECTORY"):
+        print(f"{args.nranks} ranks on {ngpu} GPU(s) need MPS (see the usage in this file's docstring)",
+              file=sys.stderr)
+        return 2
+    procs = tsu.spawn_ranks(worker, args.nranks, args)
+    for p in procs:
+        p.join()
+    return 0 if all(p.exitcode == 0 for p in procs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

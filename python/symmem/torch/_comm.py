@@ -1,0 +1,285 @@
+"""SymmemCommunicator: the interface SGLang's TorchSymmMemCommunicator and vLLM's SymmMemCommunicator have,
+on torch.ops.symmem.*, so that it also runs on PCIe machines without NVLink multicast.
+
+    comm = SymmemCommunicator(cpu_group, device)      # the gloo CPU group, as SGLang passes it
+    if not comm.disabled and comm.should_torch_symm_mem_allreduce(x):
+        y = comm.all_reduce(x)                        # stream-ordered, CUDA-graph capturable, traceable
+
+Construction never raises (SGLang calls it without try/except): an unsupported setup sets `disabled` and
+logs why. Calls go through the cached OpOverloads (no per-call overload resolution), so torch.compile and
+Dynamo keep them inside the graph and eager calls cost one dispatcher call.
+"""
+import itertools
+import logging
+import weakref
+
+import torch
+
+import symmem
+from symmem import SymmemError
+
+from . import _ops
+from ._watchdog import watchdog
+
+log = logging.getLogger("symmem")
+
+_AR = torch.ops.symmem.all_reduce.default
+_AR_ = torch.ops.symmem.all_reduce_.default
+_AR_OUT = torch.ops.symmem.all_reduce_out.default
+_RS_OUT = torch.ops.symmem.reduce_scatter_out.default
+_AG_OUT = torch.ops.symmem.all_gather_out.default
+_BARRIER = torch.ops.symmem.barrier.default
+
+_DTYPES = frozenset(_ops.DTYPES)
+_by_group = {}  # id(torch group) -> weakref(SymmemCommunicator): symmem.torch.empty(group=pg) finds it
+_live = weakref.WeakSet()
+_inproc_ids = itertools.count()
+
+
+def _torch_device(device):
+    d = device if isinstance(device, torch.device) else torch.device(device)
+    if d.type == "cuda" and d.index is None:
+        d = torch.device("cuda", torch.cuda.current_device())
+    return d
+
+
+class SymmemCommunicator:
+    """Attributes: disabled, group, world_size, rank, device, max_size (bytes; the largest eligible
+    message), group_name (what torch.ops.symmem.* take), comm (the symmem.Comm, None when disabled)."""
+
+    def __init__(self, group, device, max_size=None):
+        self.disabled = True
+        self.group = group
+        self.world_size = 1
+        self.rank = 0
+        self.device = device
+        self.max_size = 0
+        self.comm = None
+        self.group_name = None
+        self._init_state()
+        try:
+            self._init(group, device, max_size)
+        except Exception as e:  # noqa: BLE001 - never raise from here: SGLang does not catch
+            log.warning("symmem communicator disabled: %s: %s", type(e).__name__, e)
+            self._teardown()
+
+    def _init_state(self):
+        self._error = None
+        self._pool = None
+        self._pool_slot = -1
+        self._pending_free = []
+
+    def _init(self, group, device, max_size):
+        import torch.distributed as dist
+
+        self.world_size = dist.get_world_size(group)
+        self.rank = dist.get_rank(group)
+        self.device = _torch_device(device)
+        if self.world_size < 2:
+            log.info("symmem communicator disabled: world size %d", self.world_size)
+            return
+        if self.device.type != "cuda":
+            log.info("symmem communicator disabled: device %s is not CUDA", self.device)
+            return
+
+        def allgather(data):
+            out = [None] * self.world_size
+            dist.all_gather_object(out, data, group=group)
+            return out
+
+        try:
+            comm = symmem.Comm(self.world_size, self.rank, allgather=allgather, device=self.device.index)
+        except SymmemError as e:
+            log.warning("symmem communicator disabled: %s", e)
+            return
+        self._attach(comm, getattr(group, "group_name", None) or "symmem", max_size)
+        _by_group[id(group)] = weakref.ref(self)
+
+    @classmethod
+    def _from_comm(cls, comm, name, max_size=None):
+        """A communicator over an existing symmem.Comm (e.g. one rank of Comm.init_all), without a torch group."""
+        self = cls.__new__(cls)
+        self.disabled = True
+        self.group = None
+        self.world_size, self.rank = comm.size, comm.rank
+        self.device = torch.device("cuda", comm.device)
+        self.max_size = 0
+        self.comm = None
+        self.group_name = None
+        self._init_state()
+        self._attach(comm, name, max_size)
+        return self
+
+    def _attach(self, comm, base_name, max_size):
+        self.comm = comm
+        for k in itertools.count():
+            name = base_name if k == 0 else f"{base_name}#{k}"
+            if _ops.register_group(name, comm):
+                break
+        self.group_name = name
+        limit = comm.max_message_bytes
+        self.max_size = limit if max_size is None else min(int(max_size), limit)
+        self.disabled = False
+        _live.add(self)
+        watchdog().add(self)
+
+    # -- eligibility -----------------------------------------------------------------------------------
+    def should_torch_symm_mem_allreduce(self, inp):
+        """Whether all_reduce takes `inp`: bf16/fp16/fp32, contiguous, on this device, at most max_size bytes."""
+        return (not self.disabled and inp.dtype in _DTYPES and inp.device == self.device and inp.is_contiguous()
+                and inp.numel() * inp.element_size() <= self.max_size)
+
+    should_use_symm_mem = should_torch_symm_mem_allreduce  # vLLM's name
+
+    def _raise_if_failed(self):
+        if self._error is not None:
+            raise SymmemError(self._error.status, f"communicator '{self.group_name}' failed earlier: {self._error}")
+
+    # -- collectives (stream-ordered on the current stream, CUDA-graph capturable) -----------------------
+    def all_reduce(self, inp, *, out=None, op="sum"):
+        """Reduce (op: "sum", "max", "min") over the group into `out`: a new tensor when None, `inp` itself
+        for in place. Returns the result, or None when `inp` is not eligible (vLLM's convention; SGLang
+        checks should_torch_symm_mem_allreduce first)."""
+        if not self.should_torch_symm_mem_allreduce(inp):
+            return None
+        if self._error is not None:
+            self._raise_if_failed()
+        if out is None:
+            return _AR(inp, op, self.group_name)
+        if out is inp:
+            _AR_(inp, op, self.group_name)
+        else:
+            _AR_OUT(inp, op, self.group_name, out)
+        return out
+
+    def reduce_scatter(self, inp, *, out=None, op="sum"):
+        """Rank r gets block r (along dim 0) of the reduction of every rank's `inp`, whose dim 0 is
+        world_size times out's. None when `inp` is not eligible (dtype, device, contiguity, max_size)."""
+        if not self.should_torch_symm_mem_allreduce(inp):
+            return None
+        self._raise_if_failed()
+        if out is None:
+            if inp.dim() < 1 or inp.shape[0] % self.world_size:
+                raise ValueError(f"reduce_scatter: dim 0 of input shape {list(inp.shape)} is not a multiple of "
+                                 f"world size {self.world_size}")
+            out = inp.new_empty((inp.shape[0] // self.world_size, *inp.shape[1:]))
+        _RS_OUT(inp, op, self.group_name, out)
+        return out
+
+    def all_gather(self, inp, *, out=None):
+        """Every rank's `inp` concatenated along dim 0 in rank order. None when not eligible (the gathered
+        size counts against max_size)."""
+        if (self.disabled or inp.dtype not in _DTYPES or inp.device != self.device or not inp.is_contiguous()
+                or inp.numel() * inp.element_size() * self.world_size > self.max_size):
+            return None
+        self._raise_if_failed()
+        if out is None:
+            if inp.dim() < 1:
+                raise ValueError("all_gather: input must have at least one dimension (gathered along dim 0)")
+            out = inp.new_empty((inp.shape[0] * self.world_size, *inp.shape[1:]))
+        _AG_OUT(inp, self.group_name, out)
+        return out
+
+    def barrier(self):
+        """Stream-ordered: the current stream of every rank waits until every rank's has reached it."""
+        if self.disabled:
+            return
+        self._raise_if_failed()
+        _BARRIER(self.group_name)
+
+    # -- errors ------------------------------------------------------------------------------------------
+    def check_error(self):
+        """Raises SymmemError if the communicator is in its error state (non-blocking)."""
+        self._raise_if_failed()
+        if self.comm is not None:
+            try:
+                self.comm.check_async_error()
+            except SymmemError as e:
+                self._set_async_error(e)
+                raise
+
+    def _handle_for_watchdog(self):
+        return self.comm.handle if self.comm is not None else 0
+
+    def _set_async_error(self, err):
+        if self._error is None:
+            self._error = err
+
+    # -- teardown ----------------------------------------------------------------------------------------
+    def _release_buffer(self, buf):
+        """Frees a symmetric tensor's buffer once no stream work can use it (a free during capture waits
+        for close())."""
+        if self.comm is None:
+            return
+        if torch.cuda.is_current_stream_capturing():
+            self._pending_free.append(buf)
+            return
+        torch.cuda.synchronize(self.device)
+        buf.free()
+
+    def _teardown(self):
+        wd = watchdog()
+        with wd.lock:
+            wd.remove(self)
+            if self.group_name is not None:
+                _ops.unregister_group(self.group_name)
+            if self._pool is not None:
+                # The pool returns its cached segments through the slot's free function: while still bound.
+                self._pool = None
+                if torch.cuda.is_available() and not torch.cuda.is_current_stream_capturing():
+                    torch.cuda.synchronize(self.device)
+                    torch.cuda.empty_cache()
+            if self._pool_slot >= 0:
+                _ops.pool_unbind(self._pool_slot)
+                self._pool_slot = -1
+            if self.comm is not None:
+                if torch.cuda.is_available() and not torch.cuda.is_current_stream_capturing():
+                    torch.cuda.synchronize(self.device)
+                self._pending_free.clear()
+                self.comm.destroy()  # frees every buffer still allocated on it
+                self.comm = None
+        ref = _by_group.get(id(self.group))
+        if ref is not None and ref() is self:
+            del _by_group[id(self.group)]
+        self.disabled = True
+
+    def close(self):
+        """Local: synchronises this device, then releases the communicator and its symmetric memory.
+        Idempotent. A memory pool from get_mem_pool must have released its memory first."""
+        self._teardown()
+
+    def __repr__(self):
+        state = "disabled" if self.disabled else ("failed" if self._error is not None else "ok")
+        return (f"SymmemCommunicator(group_name={self.group_name!r}, rank={self.rank}, world_size={self.world_size}, "
+                f"device={self.device}, max_size={self.max_size}, {state})")
+
+
+def communicators_in_process(nranks, devices=None, max_size=None, timeout_ms=0):
+    """Every rank in this process (symmem_comm_init_all), one SymmemCommunicator each: devices[r] is rank r's
+    GPU (repeats allowed: several ranks on one GPU); None puts rank r on GPU r. Drive rank r from its own
+    thread (each with its own stream): collectives on several ranks wait for each other on the device."""
+    comms = symmem.Comm.init_all(nranks, devices=devices, timeout_ms=timeout_ms)
+    k = next(_inproc_ids)
+    return [SymmemCommunicator._from_comm(c, f"symmem-inproc{k}:{r}", max_size) for r, c in enumerate(comms)]
+
+
+def resolve(group):
+    """The SymmemCommunicator for `group`: a SymmemCommunicator, a torch group one was made for, or a
+    group_name."""
+    if isinstance(group, SymmemCommunicator):
+        comm = group
+    elif isinstance(group, str):
+        comm = next((c for c in list(_live) if c.group_name == group), None)
+    else:
+        ref = _by_group.get(id(group))
+        comm = ref() if ref is not None else None
+        if comm is not None and comm.group is not group:
+            comm = None
+    if comm is None or comm.disabled:
+        raise RuntimeError(f"symmem: no live SymmemCommunicator for {group!r}: create "
+                           f"symmem.torch.SymmemCommunicator(group, device) first")
+    return comm
+
+
+def live_communicators():
+    return list(_live)

@@ -1,0 +1,307 @@
+"""torch.ops.symmem.*: loading the op library, the group registry, the fake kernels.
+
+The ops come from libsymmem_torch.so (python/csrc/symmem_torch.cpp, torch's stable ABI), found through
+SYMMEM_TORCH_LIBRARY, then next to the package (where `pip install --no-build-isolation .` puts it), then a
+source tree's build*/python/csrc/. Where it is missing (a wheel built without torch) the same schemas are
+defined here and run through the ctypes binding: correct and capturable, but a few microseconds slower per
+eager call; `symmem.torch.op_library()` says which one is in use.
+
+Every op names its group by string (Dynamo cannot pass Python objects into a graph): a SymmemCommunicator
+registers its communicator under its group_name when it is created.
+"""
+import ctypes
+import logging
+import os
+from pathlib import Path
+
+import torch
+
+import symmem
+from symmem import _lib
+
+log = logging.getLogger("symmem")
+
+# The schemas, as the op library defines them (a test checks they agree when the library is loaded). The
+# mutating forms return nothing: functionalization (torch.compile) rejects custom ops whose outputs alias
+# their inputs.
+SCHEMAS = {
+    "all_reduce": "all_reduce(Tensor input, str reduce_op, str group_name) -> Tensor",
+    "all_reduce_": "all_reduce_(Tensor(a!) input, str reduce_op, str group_name) -> ()",
+    "all_reduce_out": "all_reduce_out(Tensor input, str reduce_op, str group_name, Tensor(a!) out) -> ()",
+    "reduce_scatter_out": "reduce_scatter_out(Tensor input, str reduce_op, str group_name, Tensor(a!) out) -> ()",
+    "all_gather_out": "all_gather_out(Tensor input, str group_name, Tensor(a!) out) -> ()",
+    "barrier": "barrier(str group_name) -> ()",
+}
+
+DTYPES = {torch.float32: symmem.FLOAT32, torch.float16: symmem.FLOAT16, torch.bfloat16: symmem.BFLOAT16}
+REDUCE_OPS = {"sum": symmem.OP_SUM, "max": symmem.OP_MAX, "min": symmem.OP_MIN}
+
+
+def _candidates():
+    env = os.environ.get("SYMMEM_TORCH_LIBRARY")
+    if env:
+        yield Path(env)
+    here = Path(__file__).resolve().parent.parent
+    yield here / "libsymmem_torch.so"
+    # A source checkout with python/ on PYTHONPATH: the op library of the build folder whose libsymmem
+    # the ctypes binding loaded, else any build folder.
+    lib_dir = Path(_lib.library_path()).resolve().parent
+    yield lib_dir / "python" / "csrc" / "libsymmem_torch.so"
+    for build in sorted(here.parent.parent.glob("build*")):
+        yield build / "python" / "csrc" / "libsymmem_torch.so"
+
+
+def _load():
+    if os.environ.get("SYMMEM_TORCH_OPS", "").lower() == "python":
+        return None, None
+    for path in _candidates():
+        if not path.is_file():
+            continue
+        try:
+            handle = ctypes.CDLL(str(path))
+            torch.ops.load_library(str(path))
+        except (OSError, RuntimeError) as e:
+            log.warning("symmem: could not load the op library %s (%s); using the ctypes ops", path, e)
+            return None, None
+        handle.symmem_torch_register_group.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+        handle.symmem_torch_unregister_group.argtypes = [ctypes.c_char_p]
+        handle.symmem_torch_pool_bind.argtypes = [ctypes.c_void_p]
+        handle.symmem_torch_pool_unbind.argtypes = [ctypes.c_int]
+        return str(path), handle
+    return None, None
+
+
+_path, _handle = _load()
+
+if _path is None:
+    # No op library: the same schemas, their kernels in Python over the ctypes binding.
+    _lib_def = torch.library.Library("symmem", "DEF")
+    for _schema in SCHEMAS.values():
+        _lib_def.define(_schema)
+
+
+def op_library():
+    """The path of the loaded op library, or None when the ops run through ctypes."""
+    return _path
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Group registry (the C++ one when the op library is loaded, else this module's).
+# ---------------------------------------------------------------------------------------------------------
+class _Group:
+    __slots__ = ("comm", "rank", "size", "device", "max_bytes")
+
+    def __init__(self, comm):
+        self.comm = comm
+        self.rank, self.size, self.device = comm.rank, comm.size, comm.device
+        self.max_bytes = comm.max_message_bytes
+
+
+_py_groups = {}  # name -> _Group, for the ctypes kernels
+_sizes = {}      # name -> world size, for the fakes (either way)
+
+
+def register_group(name, comm):
+    """Registers symmem.Comm `comm` under `name`; False if the name is taken."""
+    if name in _sizes:
+        return False
+    if _handle is not None:
+        if _handle.symmem_torch_register_group(name.encode(), comm.handle) != 0:
+            return False
+    else:
+        _py_groups[name] = _Group(comm)
+    _sizes[name] = comm.size
+    return True
+
+
+def unregister_group(name):
+    if _sizes.pop(name, None) is None:
+        return
+    if _handle is not None:
+        _handle.symmem_torch_unregister_group(name.encode())
+    else:
+        _py_groups.pop(name, None)
+
+
+def pool_bind(comm):
+    """A pluggable-allocator slot bound to `comm` (see symmem_torch.cpp); raises when none is free."""
+    if _handle is None:
+        raise RuntimeError("symmem.torch.get_mem_pool needs the op library (libsymmem_torch.so), which this "
+                           "installation lacks: reinstall with `pip install --no-build-isolation .` where torch is")
+    slot = _handle.symmem_torch_pool_bind(comm.handle)
+    if slot < 0:
+        raise RuntimeError(f"symmem: all {_handle.symmem_torch_pool_slots()} memory-pool slots are in use")
+    return slot
+
+
+def pool_unbind(slot):
+    _handle.symmem_torch_pool_unbind(slot)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Checks shared by the fakes and the ctypes kernels; the op library's C++ checks say the same things.
+# ---------------------------------------------------------------------------------------------------------
+def _where(op, group_name):
+    g = _py_groups.get(group_name)
+    rank = f", rank {g.rank} of {g.size}" if g is not None else ""
+    return f"symmem::{op} (group '{group_name}'{rank})"
+
+
+def _check_tensor(op, group_name, which, t):
+    if t.device.type != "cuda":
+        raise RuntimeError(f"{_where(op, group_name)}: {which} is not a CUDA tensor (device {t.device})")
+    if not t.is_contiguous():
+        raise RuntimeError(f"{_where(op, group_name)}: {which} is not contiguous: call .contiguous() first")
+    if t.dtype not in DTYPES:
+        raise RuntimeError(f"{_where(op, group_name)}: {which} has dtype {t.dtype}: use bfloat16, float16 or float32")
+
+
+def _check_reduce_op(op, group_name, reduce_op):
+    if reduce_op not in REDUCE_OPS:
+        raise RuntimeError(f"{_where(op, group_name)}: reduce_op '{reduce_op}' is not known: use \"sum\", \"max\" "
+                           f"or \"min\"")
+
+
+def _check_out(op, group_name, inp, out, expect_shape, rule):
+    _check_tensor(op, group_name, "out", out)
+    if out.dtype != inp.dtype:
+        raise RuntimeError(f"{_where(op, group_name)}: out has dtype {out.dtype} but input has dtype {inp.dtype}")
+    if tuple(out.shape) != tuple(expect_shape):
+        raise RuntimeError(f"{_where(op, group_name)}: out has shape {list(out.shape)} for an input of shape "
+                           f"{list(inp.shape)}: {rule}")
+
+
+def _scaled(op, group_name, inp, num, den):
+    if inp.dim() < 1 or (inp.shape[0] * num) % den:
+        raise RuntimeError(f"{_where(op, group_name)}: input of shape {list(inp.shape)} cannot be split in {den} "
+                           f"along dim 0")
+    return (inp.shape[0] * num // den, *inp.shape[1:])
+
+
+def _world(group_name):
+    """World size for the fakes: known when the group is registered in this process; tracing a graph for
+    another process (or ahead of time) falls back to the shapes the caller gave."""
+    return _sizes.get(group_name)
+
+
+@torch.library.register_fake("symmem::all_reduce")
+def _all_reduce_fake(input, reduce_op, group_name):
+    _check_tensor("all_reduce", group_name, "input", input)
+    _check_reduce_op("all_reduce", group_name, reduce_op)
+    return input.new_empty(input.shape)
+
+
+@torch.library.register_fake("symmem::all_reduce_")
+def _all_reduce__fake(input, reduce_op, group_name):
+    _check_tensor("all_reduce_", group_name, "input", input)
+    _check_reduce_op("all_reduce_", group_name, reduce_op)
+
+
+@torch.library.register_fake("symmem::all_reduce_out")
+def _all_reduce_out_fake(input, reduce_op, group_name, out):
+    _check_tensor("all_reduce_out", group_name, "input", input)
+    _check_reduce_op("all_reduce_out", group_name, reduce_op)
+    _check_out("all_reduce_out", group_name, input, out, input.shape, "they must match")
+
+
+@torch.library.register_fake("symmem::reduce_scatter_out")
+def _reduce_scatter_out_fake(input, reduce_op, group_name, out):
+    op = "reduce_scatter_out"
+    _check_tensor(op, group_name, "input", input)
+    _check_reduce_op(op, group_name, reduce_op)
+    world = _world(group_name)
+    if world is None:  # the group lives elsewhere: out's dim 0 must still divide input's
+        world = input.shape[0] // out.shape[0] if out.dim() >= 1 and out.shape[0] else 1
+    _check_out(op, group_name, input, out, _scaled(op, group_name, input, 1, world),
+               "out.shape[0] * world_size must equal input.shape[0], other dims equal")
+
+
+@torch.library.register_fake("symmem::all_gather_out")
+def _all_gather_out_fake(input, group_name, out):
+    op = "all_gather_out"
+    _check_tensor(op, group_name, "input", input)
+    world = _world(group_name)
+    if world is None:
+        world = out.shape[0] // input.shape[0] if input.dim() >= 1 and input.shape[0] and out.dim() >= 1 else 1
+    _check_out(op, group_name, input, out, _scaled(op, group_name, input, world, 1),
+               "out.shape[0] must equal input.shape[0] * world_size, other dims equal")
+
+
+@torch.library.register_fake("symmem::barrier")
+def _barrier_fake(group_name):
+    return None
+
+
+# A barrier has no output, so graph passes would drop it as dead code; it is there for its effect.
+if hasattr(torch.fx.node, "has_side_effect"):
+    torch.fx.node.has_side_effect(torch.ops.symmem.barrier.default)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The ctypes kernels (only without the op library).
+# ---------------------------------------------------------------------------------------------------------
+def _py_group(op, group_name):
+    g = _py_groups.get(group_name)
+    if g is None:
+        raise RuntimeError(f"symmem::{op}: group '{group_name}' is not registered in this process: create "
+                           f"symmem.torch.SymmemCommunicator(group, device) first and pass its group_name")
+    return g
+
+
+def _py_prepare(op, group_name, inp, nbytes):
+    g = _py_group(op, group_name)
+    _check_tensor(op, group_name, "input", inp)
+    if inp.device.index != g.device:
+        raise RuntimeError(f"{_where(op, group_name)}: input is on {inp.device} but the group's communicator is on "
+                           f"cuda:{g.device}")
+    if nbytes > g.max_bytes:
+        raise RuntimeError(f"{_where(op, group_name)}: the message is {nbytes} bytes, larger than the "
+                           f"communicator's limit of {g.max_bytes} bytes")
+    return g, torch.cuda.current_stream(inp.device).cuda_stream
+
+
+if _path is None:
+    def _py_all_reduce_into(op, inp, reduce_op, group_name, out):
+        _check_reduce_op(op, group_name, reduce_op)
+        g, stream = _py_prepare(op, group_name, inp, inp.numel() * inp.element_size())
+        g.comm.all_reduce(inp.data_ptr(), out.data_ptr(), inp.numel(), DTYPES[inp.dtype], REDUCE_OPS[reduce_op],
+                          stream=stream)
+        return out
+
+    @torch.library.impl(_lib_def, "all_reduce", "CUDA")
+    def _py_all_reduce(input, reduce_op, group_name):
+        return _py_all_reduce_into("all_reduce", input, reduce_op, group_name, input.new_empty(input.shape))
+
+    @torch.library.impl(_lib_def, "all_reduce_", "CUDA")
+    def _py_all_reduce_(input, reduce_op, group_name):
+        _py_all_reduce_into("all_reduce_", input, reduce_op, group_name, input)
+
+    @torch.library.impl(_lib_def, "all_reduce_out", "CUDA")
+    def _py_all_reduce_out(input, reduce_op, group_name, out):
+        _check_out("all_reduce_out", group_name, input, out, input.shape, "they must match")
+        _py_all_reduce_into("all_reduce_out", input, reduce_op, group_name, out)
+
+    @torch.library.impl(_lib_def, "reduce_scatter_out", "CUDA")
+    def _py_reduce_scatter_out(input, reduce_op, group_name, out):
+        op = "reduce_scatter_out"
+        g = _py_group(op, group_name)
+        _check_reduce_op(op, group_name, reduce_op)
+        _check_out(op, group_name, input, out, _scaled(op, group_name, input, 1, g.size),
+                   "out.shape[0] * world_size must equal input.shape[0], other dims equal")
+        g, stream = _py_prepare(op, group_name, input, input.numel() * input.element_size())
+        g.comm.reduce_scatter(input.data_ptr(), out.data_ptr(), out.numel(), DTYPES[input.dtype],
+                              REDUCE_OPS[reduce_op], stream=stream)
+
+    @torch.library.impl(_lib_def, "all_gather_out", "CUDA")
+    def _py_all_gather_out(input, group_name, out):
+        op = "all_gather_out"
+        g = _py_group(op, group_name)
+        _check_out(op, group_name, input, out, _scaled(op, group_name, input, g.size, 1),
+                   "out.shape[0] must equal input.shape[0] * world_size, other dims equal")
+        g, stream = _py_prepare(op, group_name, input, out.numel() * out.element_size())
+        g.comm.all_gather(input.data_ptr(), out.data_ptr(), input.numel(), DTYPES[input.dtype], stream=stream)
+
+    @torch.library.impl(_lib_def, "barrier", "CompositeExplicitAutograd")
+    def _py_barrier(group_name):
+        g = _py_group("barrier", group_name)
+        g.comm.barrier(stream=torch.cuda.current_stream(g.device).cuda_stream)

@@ -1,0 +1,304 @@
+"""torch.ops.symmem on a machine without a GPU: schemas, the op library in use, fakes under FakeTensorMode
+with "cuda" fake tensors, make_fx / torch._dynamo.export / torch.compile(fullgraph=True) keeping the ops in
+one graph (through SymmemCommunicator too), argument errors, and the watchdog's error handling."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+
+import symmem  # noqa: E402
+import symmem.torch as st  # noqa: E402
+from symmem.torch import _comm, _ops  # noqa: E402
+
+OPS = ("all_reduce", "all_reduce_", "all_reduce_out", "reduce_scatter_out", "all_gather_out", "barrier")
+
+
+def test_schemas():
+    for name in OPS:
+        schema = str(getattr(torch.ops.symmem, name).default._schema)
+        assert schema == "symmem::" + _ops.SCHEMAS[name], schema
+
+
+def test_op_library_in_use():
+    want = os.environ.get("SYMMEM_EXPECT_OP_LIBRARY")
+    if want is None:
+        pytest.skip("SYMMEM_EXPECT_OP_LIBRARY not set (scripts/test_python.sh sets it)")
+    lib = st.op_library()
+    if want == "1":
+        assert lib is not None, "the op library was not built or not found: symmem.torch uses the ctypes ops"
+        assert os.path.dirname(lib) == os.path.dirname(symmem.library_path()), lib
+    else:
+        assert lib is None
+
+
+@pytest.fixture
+def fake():
+    with FakeTensorMode() as mode:
+        yield mode
+
+
+@pytest.fixture
+def host_group():
+    """A registered 2-rank group (host backend, no GPU): the fakes then know its world size."""
+    comms = symmem.Comm.init_all(2, backend=symmem.BACKEND_HOST)
+    name = "test-host-2"
+    assert _ops.register_group(name, comms[0])
+    assert not _ops.register_group(name, comms[1]), "a taken name was registered twice"
+    yield name
+    _ops.unregister_group(name)
+    for c in comms:
+        c.destroy()
+
+
+def cuda(*shape, dtype=torch.bfloat16):
+    return torch.empty(*shape, device="cuda", dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_fakes(fake, host_group, dtype):
+    g = host_group
+    x = cuda(6, 10, dtype=dtype)
+    y = torch.ops.symmem.all_reduce(x, "sum", g)
+    assert y.shape == x.shape and y.dtype == dtype and y.device.type == "cuda" and y.is_contiguous()
+    assert torch.ops.symmem.all_reduce_(x, "max", g) is None
+    out = torch.empty_like(x)
+    assert torch.ops.symmem.all_reduce_out(x, "min", g, out) is None
+    torch.ops.symmem.reduce_scatter_out(x, "sum", g, cuda(3, 10, dtype=dtype))
+    torch.ops.symmem.all_gather_out(x, g, cuda(12, 10, dtype=dtype))
+    assert torch.ops.symmem.barrier(g) is None
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda g: torch.ops.symmem.all_reduce(cuda(4, dtype=torch.float64), "sum", g), "dtype torch.float64"),
+    (lambda g: torch.ops.symmem.all_reduce(cuda(4), "prod", g), "reduce_op 'prod'"),
+    (lambda g: torch.ops.symmem.all_reduce(cuda(4, 4).t(), "sum", g), "not contiguous"),
+    (lambda g: torch.ops.symmem.all_reduce(torch.empty(4), "sum", g), "not a CUDA tensor"),
+    (lambda g: torch.ops.symmem.all_reduce_out(cuda(4), "sum", g, cuda(5)), r"out has shape \[5\]"),
+    (lambda g: torch.ops.symmem.all_reduce_out(cuda(4), "sum", g, cuda(4, dtype=torch.float32)), "out has dtype"),
+    (lambda g: torch.ops.symmem.reduce_scatter_out(cuda(6, 2), "sum", g, cuda(2, 2)), "world_size"),
+    (lambda g: torch.ops.symmem.reduce_scatter_out(cuda(5), "sum", g, cuda(2)), "cannot be split"),
+    (lambda g: torch.ops.symmem.all_gather_out(cuda(3, 2), g, cuda(3, 2)), r"input.shape\[0\] \* world_size"),
+    (lambda g: torch.ops.symmem.all_gather_out(cuda(3, 2), g, cuda(6, 3)), "other dims equal"),
+])
+def test_fake_argument_errors(fake, host_group, call, match):
+    with pytest.raises(RuntimeError, match=match):
+        call(host_group)
+
+
+def test_unregistered_group_is_an_error():
+    # barrier has no tensor argument, so it runs its real kernel here: the registry lookup fails first.
+    with pytest.raises(RuntimeError, match="group 'no-such-group' is not registered"):
+        torch.ops.symmem.barrier("no-such-group")
+
+
+def _program(g):
+    def f(x, o):
+        y = torch.ops.symmem.all_reduce(x * 2, "sum", g)
+        torch.ops.symmem.all_reduce_(y, "max", g)
+        torch.ops.symmem.all_reduce_out(y, "min", g, o)
+        z = torch.empty(2 * o.shape[0], *o.shape[1:], device=o.device, dtype=o.dtype)
+        torch.ops.symmem.all_gather_out(o, g, z)
+        torch.ops.symmem.reduce_scatter_out(z, "sum", g, o)
+        torch.ops.symmem.barrier(g)
+        return o + 1
+    return f
+
+
+def _targets(gm):
+    return [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def _count(gm, name):
+    return sum(1 for t in _targets(gm) if t in (f"symmem.{name}", f"symmem.{name}.default"))
+
+
+def test_make_fx(fake, host_group):
+    f = _program(host_group)
+    gm = make_fx(f, tracing_mode="fake")(cuda(8, 16), cuda(8, 16))
+    for name in OPS:
+        assert _count(gm, name) == 1, (name, _targets(gm))
+
+
+def test_dynamo_export(host_group):
+    with FakeTensorMode():
+        x, o = cuda(8, 16), cuda(8, 16)
+    ex = torch._dynamo.export(_program(host_group))(x, o)
+    for name in OPS:
+        assert _count(ex.graph_module, name) == 1, (name, _targets(ex.graph_module))
+
+
+def test_compile_fullgraph_functionalized(host_group):
+    """torch.compile(fullgraph=True) through AOTAutograd: the mutating ops are functionalized (which needs
+    them to return nothing), nothing is dropped, the barrier stays (it is marked side-effecting)."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    graphs = []
+
+    def capture(gm, inputs):
+        graphs.append(gm)
+        return gm
+
+    torch._dynamo.reset()
+    f = torch.compile(_program(host_group), fullgraph=True, backend=aot_autograd(fw_compiler=capture))
+    with FakeTensorMode():
+        r = f(cuda(8, 16), cuda(8, 16))
+    assert r.shape == (8, 16)
+    code = graphs[0].code
+    for name in OPS:
+        assert f"symmem.{name}.default" in code, (name, code)
+
+
+class _TracedCommunicator(_comm.SymmemCommunicator):
+    """A SymmemCommunicator as an enabled one looks from Python, with no GPU behind it: what Dynamo
+    traces through is the real class's code."""
+
+    def __init__(self, name, world_size=2):
+        self.disabled = False
+        self.group = None
+        self.world_size, self.rank = world_size, 0
+        self.device = torch.device("cuda", 0)
+        self.max_size = 1 << 20
+        self.comm = None
+        self.group_name = name
+        self._init_state()
+
+
+def test_compile_through_the_communicator(host_group):
+    comm = _TracedCommunicator(host_group)
+    graphs = []
+
+    def backend(gm, inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    f = torch.compile(lambda t: comm.all_reduce(t * 2) + 1, fullgraph=True, backend=backend)
+    g = torch.compile(lambda t, o: comm.all_reduce(t, out=o) * 3 + comm.reduce_scatter(t).sum(), fullgraph=True,
+                      backend=backend)
+    with FakeTensorMode():
+        x = cuda(64, 32)
+        assert f(x).shape == x.shape
+        assert g(x, torch.empty_like(x)).shape == x.shape
+    assert _count(graphs[0], "all_reduce") == 1
+    assert _count(graphs[1], "all_reduce_out") == 1 and _count(graphs[1], "reduce_scatter_out") == 1
+
+
+def test_communicator_eligibility(fake):
+    comm = _TracedCommunicator("elig")
+    assert comm.should_torch_symm_mem_allreduce(cuda(1024))
+    assert comm.should_use_symm_mem(cuda(1024, dtype=torch.float32))
+    assert not comm.should_torch_symm_mem_allreduce(cuda(1024, dtype=torch.int32))
+    assert not comm.should_torch_symm_mem_allreduce(cuda(64, 64).t())
+    assert not comm.should_torch_symm_mem_allreduce(cuda((1 << 19) + 1))  # 1 MiB + 2 bytes
+    assert comm.all_reduce(cuda(16, dtype=torch.float64)) is None      # vLLM's "not eligible"
+    comm.disabled = True
+    assert not comm.should_torch_symm_mem_allreduce(cuda(8))
+
+
+def test_constructor_never_raises(caplog):
+    class NotAGroup:
+        pass
+
+    c = st.SymmemCommunicator(NotAGroup(), "cuda:0")
+    assert c.disabled and c.comm is None
+    assert "disabled" in caplog.text
+    c.close()
+    c.close()  # idempotent
+
+
+def test_torch_comm_alias():
+    from symmem.torch_comm import SymmemCommunicator
+    assert SymmemCommunicator is st.SymmemCommunicator
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Watchdog: the C call it polls is replaced by one that reports a timeout (the GPU tests force a real one).
+# ---------------------------------------------------------------------------------------------------------
+class _FailingLib:
+    def __init__(self, real):
+        self._real = real
+
+    def symmem_comm_get_async_error(self, handle):
+        return 6  # SYMMEM_TIMEOUT
+
+    def symmem_last_error(self):
+        return b"rank 0: all_reduce #7 timed out waiting for rank 1"
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+@pytest.fixture
+def failing_comm(monkeypatch):
+    comm = _TracedCommunicator("wd")
+    comm._handle_for_watchdog = lambda: 1234
+    monkeypatch.setattr(symmem._lib, "_c", _FailingLib(symmem._lib._c))
+    wd = st.watchdog()
+    with wd.lock:
+        wd.comms[id(comm)] = __import__("weakref").ref(comm)
+    yield comm
+    with wd.lock:
+        wd.comms.pop(id(comm), None)
+
+
+def test_watchdog_raise_policy(failing_comm, fake, caplog):
+    prev = st.set_error_handling("raise")
+    try:
+        found = st.watchdog().poll_once()
+    finally:
+        st.set_error_handling(prev)
+    assert [c for c, _ in found] == [failing_comm]
+    assert "timed out waiting for rank 1" in caplog.text and "SYMMEM_TORCH_ERROR_HANDLING=raise" in caplog.text
+    with pytest.raises(symmem.SymmemError, match="failed earlier.*SYMMEM_TIMEOUT.*rank 1") as e:
+        failing_comm.all_reduce(cuda(16))
+    assert isinstance(e.value, RuntimeError)
+    with pytest.raises(symmem.SymmemError):
+        failing_comm.barrier()
+    assert st.watchdog().poll_once() == [], "an error is reported once"
+
+
+def test_watchdog_handler(failing_comm):
+    seen = []
+    prev = st.set_error_handling(lambda comm, err: seen.append((comm, err.name)))
+    try:
+        st.watchdog().poll_once()
+    finally:
+        st.set_error_handling(prev)
+    assert seen == [(failing_comm, "SYMMEM_TIMEOUT")]
+    with pytest.raises(ValueError):
+        st.set_error_handling("ignore")
+
+
+def test_watchdog_aborts_by_default(tmp_path):
+    """The default handling, in a child process: the thread (not a poll call) finds the error, logs it and
+    aborts the process."""
+    code = textwrap.dedent("""
+        import time, weakref, symmem, symmem.torch as st
+        from symmem.torch import _comm
+        class Lib:
+            def __init__(self, real): self.real = real
+            def symmem_comm_get_async_error(self, h): return 6
+            def symmem_last_error(self): return b"rank 0: all_reduce #3 timed out waiting for rank 1"
+            def __getattr__(self, n): return getattr(self.real, n)
+        symmem._lib._c = Lib(symmem._lib._c)
+        c = _comm.SymmemCommunicator.__new__(_comm.SymmemCommunicator)
+        c.group_name, c.rank, c.world_size, c.device, c.comm = "wd", 0, 2, "cuda:0", None
+        c._init_state()
+        c._handle_for_watchdog = lambda: 1
+        st.watchdog().add(c)
+        time.sleep(20)
+        print("not aborted")
+    """)
+    env = dict(os.environ, SYMMEM_TORCH_WATCHDOG_MS="20")
+    env.pop("SYMMEM_TORCH_ERROR_HANDLING", None)
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == -6, (r.returncode, r.stdout, r.stderr)  # SIGABRT
+    assert "timed out waiting for rank 1" in r.stderr and "Aborting the process" in r.stderr, r.stderr
+    assert "not aborted" not in r.stdout

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The Python stage of the tests: the package as a user installs it, tested from outside the source tree.
+#
+#   scripts/test_python.sh            CI / a CPU machine (PyPI reachable):
+#     1. a venv without torch: `pip install .` (build isolation, as a user would) -> import symmem, the
+#        ctypes binding's tests (host backend: real processes, no GPU);
+#     2. a venv with torch from PyPI: `pip install --no-build-isolation .` -> the op library is built into
+#        the package; pytest runs every test (GPU tests skip without a GPU).
+#   scripts/test_python.sh --gpu      the GPU machine (no internet): one venv over the system's torch
+#     (--system-site-packages), pytest and scikit-build-core from build-python/wheelhouse when missing,
+#     `pip install --no-build-isolation .`, MPS started for the multi-process tests and stopped after,
+#     pytest -v on every test.
+#   scripts/test_python.sh --wheelhouse   (PyPI reachable) puts pytest and scikit-build-core wheels for
+#     Python 3.12 into build-python/wheelhouse, to carry to the GPU machine.
+#
+# Environment: SYMMEM_CUDA_ARCHS (default 90: these tests run kernels only on the GPU machine, an H200),
+# SYMMEM_PY_DIR (default build-python: venvs, build folders, wheelhouse), PYTHON (default python3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export SYMMEM_CUDA_ARCHS=${SYMMEM_CUDA_ARCHS:-90}
+mode=${1:-cpu}
+py=${PYTHON:-python3}
+work=${SYMMEM_PY_DIR:-build-python}
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+if ! command -v nvcc >/dev/null; then
+  for d in /usr/local/cuda/bin /usr/local/cuda-13.0/bin /usr/local/cuda-12/bin; do
+    [ -x "$d/nvcc" ] && export PATH="$d:$PATH" && break
+  done
+fi
+launcher=()
+command -v ccache >/dev/null && launcher=(-C cmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache
+  -C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache -C cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+
+step() { echo "== test_python: $*"; }
+
+# Runs pytest with the given venv from an empty folder (so `import symmem` is the installed package).
+run_pytest() {
+  local venv=$1; shift
+  local dir; dir=$(mktemp -d)
+  local rc=0
+  (cd "$dir" && "$venv/bin/python" -m pytest -p no:cacheprovider "$@") || rc=$?
+  rm -rf "$dir"
+  return $rc
+}
+
+if [ "$mode" = --wheelhouse ]; then
+  step "downloading pytest and scikit-build-core wheels for Python 3.12 into $work/wheelhouse"
+  "$py" -m pip download -q --only-binary=:all: --python-version 3.12 --implementation py -d "$work/wheelhouse" \
+    pytest scikit-build-core
+  ls "$work/wheelhouse"
+  exit 0
+fi
+
+if [ "$mode" = --gpu ]; then
+  venv="$work/venv-gpu"
+  [ -x "$venv/bin/python" ] || "$py" -m venv --system-site-packages "$venv"
+  "$venv/bin/python" -c "import torch" || { echo "error: $py has no torch"; exit 1; }
+  for m in pytest scikit_build_core; do
+    if ! "$venv/bin/python" -c "import $m" 2>/dev/null; then
+      "$venv/bin/python" -m pip install -q --no-index --find-links "$work/wheelhouse" "${m//_/-}" ||
+        { echo "error: $m missing and not in $work/wheelhouse (run scripts/test_python.sh --wheelhouse where PyPI is reachable and carry build-python/wheelhouse)"; exit 1; }
+    fi
+  done
+  step "pip install --no-build-isolation . (torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)'), archs $SYMMEM_CUDA_ARCHS)"
+  SYMMEM_BUILD_TORCH=ON "$venv/bin/python" -m pip install -q --no-build-isolation --no-deps --no-index \
+    -C build-dir="$work/wheel-gpu" "${launcher[@]}" "$repo"
+  mps_started=0
+  if [ -z "${SYMMEM_TEST_NO_MPS:-}" ] && command -v nvidia-cuda-mps-control >/dev/null; then
+    export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/mps} CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/mpslog}
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if nvidia-cuda-mps-control -d; then
+      mps_started=1
+      export SYMMEM_TEST_MPS=1
+      trap 'echo quit | nvidia-cuda-mps-control || true' EXIT
+      step "MPS started ($CUDA_MPS_PIPE_DIRECTORY)"
+    fi
+  fi
+  step "pytest (GPU tests included; multi-process tests: SYMMEM_TEST_MPS=${SYMMEM_TEST_MPS:-0})"
+  SYMMEM_EXPECT_OP_LIBRARY=1 run_pytest "$venv" -v -rs "$repo/python/tests" "${@:2}"
+  exit $?
+fi
+
+# 1. No torch: the plain install a user does, build isolation included.
+plain="$work/venv-plain"
+[ -x "$plain/bin/python" ] || "$py" -m venv "$plain"
+"$plain/bin/python" -m pip install -q --upgrade pip
+"$plain/bin/python" -m pip install -q pytest
+step "pip install . (no torch, build isolation)"
+"$plain/bin/python" -m pip install -q -C build-dir="$work/wheel-plain" "${launcher[@]}" "$repo"
+"$plain/bin/python" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is not None)" ||
+  { echo "error: torch leaked into the plain venv"; exit 1; }
+run_pytest "$plain" -q -rs "$repo/python/tests/test_package.py" "$repo/python/tests/test_host.py"
+
+# 2. With torch from PyPI: the op library is built into the package.
+venv="$work/venv-torch"
+[ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
+"$venv/bin/python" -m pip install -q --upgrade pip
+if ! "$venv/bin/python" -c "import torch, numpy, pytest, scikit_build_core" 2>/dev/null; then
+  step "pip install torch numpy pytest scikit-build-core (PyPI)"
+  "$venv/bin/python" -m pip install -q torch numpy pytest scikit-build-core
+fi
+step "pip install --no-build-isolation . (torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)'))"
+SYMMEM_BUILD_TORCH=ON "$venv/bin/python" -m pip install -q --no-build-isolation --no-deps \
+  -C build-dir="$work/wheel-torch" "${launcher[@]}" "$repo"
+step "pytest"
+SYMMEM_EXPECT_OP_LIBRARY=1 run_pytest "$venv" -q -rs "$repo/python/tests"

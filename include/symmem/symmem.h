@@ -198,7 +198,8 @@ typedef enum symmem_link {
 SYMMEM_API symmem_status_t symmem_comm_peer_link(symmem_comm_t comm, int peer, symmem_link_t *link, int *native_atomics);
 
 /* Local. SYMMEM_OK, or the error that put the communicator in its error state (a collective timeout, a peer
- * failure) with the detail in symmem_last_error(). Non-blocking: it reads host-mapped status only. */
+ * failure) with the detail in symmem_last_error(). Non-blocking: it reads host-mapped status only. Safe to
+ * call from any thread, also while another thread makes calls on the communicator (a watchdog). */
 SYMMEM_API symmem_status_t symmem_comm_get_async_error(symmem_comm_t comm);
 
 /* Told when a communicator fails, without polling: a kernel that times out inside a CUDA-graph replay has no

@@ -491,7 +491,8 @@ symmem_status_t symmem_comm_init_all(int nranks, const int *devices, const symme
     for (int r = 0; r < nranks; r++) {
         if (!started || !started[r]) continue;
         pthread_join(th[r], NULL);
-        if (t[r].st != SYMMEM_OK && st == SYMMEM_OK) st = symmem_set_error(t[r].st, "%s", t[r].err);
+        /* The rank's thread logged its error; here it only becomes this thread's last error. */
+        if (t[r].st != SYMMEM_OK && st == SYMMEM_OK) st = symmem_record_error(t[r].st, "%s", t[r].err);
     }
     for (int r = 0; r < nranks && st == SYMMEM_OK; r++) comms[r] = tmp[r];
     if (st != SYMMEM_OK)
@@ -554,7 +555,7 @@ symmem_status_t symmem_comm_get_async_error(symmem_comm_t c)
     symmem_clear_error();
     if (st != SYMMEM_OK) {
         int prev = symmem_log_set_rank(-1); /* the message already names the rank */
-        symmem_status_t r = symmem_set_error(st, "%s", msg);
+        symmem_status_t r = symmem_record_error(st, "%s", msg); /* logged when it happened */
         symmem_log_set_rank(prev);
         return r;
     }

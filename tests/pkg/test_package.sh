@@ -9,6 +9,7 @@ set -euo pipefail
 build=$1 libdir=$2 cc=$3 generator=$4
 here=$(cd "$(dirname "$0")" && pwd)
 command -v pkg-config >/dev/null || { echo "pkg-config not found (apt-get install pkg-config): skipped"; exit 77; }
+command -v readelf >/dev/null || { echo "readelf not found (apt-get install binutils): skipped"; exit 77; }
 tmp=$(mktemp -d /tmp/symmem-package-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }

@@ -680,9 +680,8 @@ static int live_threads(void)
  * certain cases: a sibling destroyed or in its error state (its public collective calls fail before they
  * communicate), or the calling thread the only live thread of the process (group calls run on threads of
  * their own, so this is a call outside a group; one thread per rank is legal and never refused here).
- * Only the first blocking step of a public call is checked: at a later step the peers' threads may have
- * finished and left, their part of the exchange already sent. Nothing has been sent when this fails, so
- * the communicators stay usable, e.g. for the same call inside a group. */
+ * Checked once per public call, before its first exchange: nothing has been sent then, so a refused call
+ * leaves every rank in step and the communicators usable (e.g. for the same call inside a group). */
 static symmem_status_t set_check(symmem_comm_t c)
 {
     symmem_comm_set_t *s = c->set;

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "core/log.h"
 #include "core/status.h"
 
 static symmem_cudrv_t drv;
@@ -42,10 +43,22 @@ static void load(void)
     drv_status = SYMMEM_OK;
 }
 
+/* The driver is a fact of the process, found once: its absence is logged once here, however many ranks
+ * (threads of symmem_comm_init_all) or calls then ask; each caller still gets the status and message. */
+static void load_once(void)
+{
+    load();
+    if (drv_status != SYMMEM_OK) {
+        int prev = symmem_log_set_rank(-1);
+        SYMMEM_WARN(SYMMEM_SUBSYS_CORE, "%s (%s)", drv_error, symmem_status_name(drv_status));
+        symmem_log_set_rank(prev);
+    }
+}
+
 symmem_status_t symmem_cudrv_get(const symmem_cudrv_t **out)
 {
-    pthread_once(&drv_once, load);
-    if (drv_status != SYMMEM_OK) return symmem_set_error(drv_status, "%s", drv_error);
+    pthread_once(&drv_once, load_once);
+    if (drv_status != SYMMEM_OK) return symmem_record_error(drv_status, "%s", drv_error);
     *out = &drv;
     return SYMMEM_OK;
 }

@@ -921,14 +921,16 @@ static void print_best(const size_rec_t *recs, int nrec)
     for (int k = 0; k < nrec; k++) {
         const size_rec_t *x = &recs[k];
         const double nccl_us = x->nccl.ok ? x->nccl.us : 0;
-        char r[16] = "-";
+        /* "-" where there is no figure (NCCL baseline off or failed, no symmem algorithm ran), never 0.00 */
+        char r[16] = "-", t[16] = "-", n[16] = "-";
+        if (x->best >= 0) snprintf(t, sizeof t, "%.2f", x->best_us);
+        if (nccl_us > 0) snprintf(n, sizeof n, "%.2f", nccl_us);
         if (x->best >= 0 && nccl_us > 0) {
             snprintf(r, sizeof r, "%.2f", x->best_us / nccl_us);
             geo += log(x->best_us / nccl_us);
             ngeo++;
         }
-        printf(" %11zu %17s %10.2f %10.2f %7s\n", x->g.bytes, x->best >= 0 ? x->best_label : "-", x->best_us, nccl_us,
-               r);
+        printf(" %11zu %17s %10s %10s %7s\n", x->g.bytes, x->best >= 0 ? x->best_label : "-", t, n, r);
     }
     if (ngeo) printf("# geometric mean ratio: %.3f over %d sizes\n", exp(geo / ngeo), ngeo);
 }

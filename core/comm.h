@@ -65,6 +65,10 @@ struct symmem_comm {
     char async_error_msg[512];
 
     struct symmem_coll *coll; /* owned by collectives/ */
+
+    /* The communicators made together by symmem_comm_init_all (NULL otherwise): all ranks live in this
+     * process, so a blocking collective call that no thread can ever match is refused at once. */
+    struct symmem_comm_set *set;
 };
 
 /* Put the communicator in its error state (first error wins) and record the message. */
@@ -75,12 +79,16 @@ void symmem_comm_set_error(symmem_comm_t comm, symmem_status_t status, const cha
 typedef struct symmem_entry {
     int prev_rank;
     int prev_device; /* -1 if not changed */
+    const char *prev_call;
+    int prev_call_checked;
 } symmem_entry_t;
 symmem_status_t symmem_entry_begin(symmem_comm_t comm, const char *call, symmem_entry_t *e);
 void symmem_entry_end(const symmem_entry_t *e);
 
 /* Host-side collectives over the bootstrap mesh (blocking, with the communicator's timeout). They name the
- * rank that failed or did not answer. */
+ * rank that failed or did not answer. On communicators of symmem_comm_init_all, the first of them in a
+ * public call fails at once (SYMMEM_INVALID_USAGE, SYMMEM_COMM_ERROR) when no thread can make a sibling
+ * rank's matching call: a single-threaded process outside a group, a sibling destroyed or failed. */
 symmem_status_t symmem_comm_allgather(symmem_comm_t comm, const void *send, void *recv, size_t bytes);
 symmem_status_t symmem_comm_barrier(symmem_comm_t comm);
 /* Exchange one file descriptor with every peer: fds_out[r] is rank r's fd, dup'ed into this process

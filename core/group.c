@@ -72,14 +72,15 @@ symmem_status_t symmem_group_end(void)
         if (th && started && pthread_create(&th[i], NULL, run_deferred, d) == 0) {
             started[i] = 1;
         } else {
-            d->st = SYMMEM_SYSTEM_ERROR;
-            snprintf(d->err, sizeof d->err, "symmem_group_end: cannot start a thread for call %d", i);
+            d->st = symmem_set_error(SYMMEM_SYSTEM_ERROR, "symmem_group_end: cannot start a thread for call %d", i);
+            snprintf(d->err, sizeof d->err, "%s", symmem_last_error());
         }
     }
     i = 0;
     for (deferred_t *d = list; d; i++) {
         if (started && started[i]) pthread_join(th[i], NULL);
-        if (d->st != SYMMEM_OK && st == SYMMEM_OK) st = symmem_set_error(d->st, "%s", d->err);
+        /* The call logged its error where it found it; here it only becomes this thread's last error. */
+        if (d->st != SYMMEM_OK && st == SYMMEM_OK) st = symmem_record_error(d->st, "%s", d->err);
         deferred_t *next = d->next;
         free(d->args);
         free(d);

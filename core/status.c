@@ -53,6 +53,19 @@ symmem_status_t symmem_set_error(symmem_status_t status, const char *fmt, ...)
     return status;
 }
 
+symmem_status_t symmem_record_error(symmem_status_t status, const char *fmt, ...)
+{
+    int rank = symmem_log_rank();
+    int n = 0;
+    if (rank >= 0) n = snprintf(tls_error, sizeof tls_error, "rank %d: ", rank);
+    if (n < 0 || n >= (int)sizeof tls_error) n = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tls_error + n, sizeof tls_error - (size_t)n, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
 void symmem_append_error(const char *fmt, ...)
 {
     size_t n = strlen(tls_error);

@@ -13,6 +13,12 @@ extern "C" {
  * call, which underlying error, and what to do. Also logs the message at WARN level. */
 symmem_status_t symmem_set_error(symmem_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Record the detail like symmem_set_error, without logging: for an error already logged where it was
+ * detected and now handed to another thread (a group call's result, a rank thread of
+ * symmem_comm_init_all, a communicator's sticky error), or one that one detection logged for the whole
+ * process (a missing CUDA driver). */
+symmem_status_t symmem_record_error(symmem_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Append more context to the current last-error message (e.g. a caller naming the operation). */
 void symmem_append_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Clear the last-error message (public entry points do this on entry). */

@@ -2,22 +2,19 @@
 # Build symmem and run what it does on all local GPUs: the topology probe (symmem-topo) and the
 # all-reduce benchmark against NCCL on the same GPUs (symmem-bench). Without a GPU it says so and runs
 # what can run there: the probe's PCI/NUMA report.
-#   SYMMEM_BUILD_DIR  build folder (default build)
+#   SYMMEM_BUILD_DIR, SYMMEM_CUDA_ARCHS: see scripts/build_common.sh (the build folder is test.sh's too)
 #   extra arguments go to symmem-bench (e.g. -b 1K -e 64M -a all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
-build=${SYMMEM_BUILD_DIR:-build}
-archs=()
+source scripts/build_common.sh
+symmem_find_nvcc
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
-  archs=(-DCMAKE_CUDA_ARCHITECTURES=native)
   ngpu=$(nvidia-smi -L | wc -l)
 else
   ngpu=0
 fi
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSYMMEM_BUILD_TESTS=OFF "${archs[@]}" >/dev/null
-cmake --build "$build" -j "$(nproc)"
+symmem_configure >/dev/null
+symmem_build
 echo "== symmem-topo"
 "$build/topology/symmem-topo" || true
 if [ "$ngpu" -eq 0 ]; then

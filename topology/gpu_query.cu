@@ -53,9 +53,17 @@ extern "C" symmem_status_t topo_gpu_query(topo_gpu_facts_t *f)
     topo_fmt(f->source, sizeof f->source, "cuda");
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
-        /* No driver, no device, or a driver too old: all mean "no GPU" to the probe, not a failure. */
-        topo_fmt(f->note, sizeof f->note, "CUDA reports %s",
-                 e != cudaSuccess ? cudaGetErrorString(e) : "no device");
+        /* No driver, no device, or a driver too old: all mean "no GPU" to the probe, not a failure. Without
+         * any driver CUDA says "driver version is insufficient", so the driver version tells them apart. */
+        int driver = 0;
+        if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+        if (driver == 0)
+            topo_fmt(f->note, sizeof f->note, "no NVIDIA driver found (libcuda.so.1 cannot be loaded)");
+        else if (e == cudaErrorInsufficientDriver)
+            topo_fmt(f->note, sizeof f->note, "NVIDIA driver for CUDA %d.%d is older than this build's CUDA runtime %d.%d: update the driver",
+                     driver / 1000, driver % 1000 / 10, CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+        else
+            topo_fmt(f->note, sizeof f->note, "CUDA reports %s", e != cudaSuccess ? cudaGetErrorString(e) : "no device");
         (void)cudaGetLastError();
         SYMMEM_INFO(SYMMEM_SUBSYS_TOPO, "no GPU: %s", f->note);
         return SYMMEM_OK;

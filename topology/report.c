@@ -3,6 +3,7 @@
  * Neither prints the root's path or anything else that varies between runs of the same tree, so captured
  * trees give stable golden files. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/status.h"
@@ -102,6 +103,35 @@ static void text_paths(const topo_model_t *m, FILE *out)
     }
 }
 
+/* How many nodes a kernel list ("0", "0-1", "0,2-3") names; -1 if it is not such a list. */
+static int numa_count(const char *list)
+{
+    int count = 0;
+    const char *p = list;
+    for (;;) {
+        char *end;
+        long a = strtol(p, &end, 10), b = a;
+        if (end == p || a < 0) return -1;
+        if (*end == '-') {
+            const char *q = end + 1;
+            b = strtol(q, &end, 10);
+            if (end == q || b < a) return -1;
+        }
+        count += (int)(b - a + 1);
+        if (*end != ',') return *end == '\0' || *end == '\n' ? count : -1;
+        p = end + 1;
+    }
+}
+
+/* "NUMA nodes: 2 (nodes 0-1)": the count first, so a single node 0 does not read as "zero nodes". */
+static void numa_line(const char *list, FILE *out)
+{
+    int len = (int)strcspn(list, "\n"), n = list[0] ? numa_count(list) : -1;
+    if (!list[0]) fputs("  NUMA nodes: unknown\n", out);
+    else if (n < 0) fprintf(out, "  NUMA nodes: unknown (online list '%.*s')\n", len, list);
+    else fprintf(out, "  NUMA nodes: %d (node%s %.*s)\n", n, n == 1 ? "" : "s", len, list);
+}
+
 static void text_platform(const struct symmem_topo *t, FILE *out)
 {
     const topo_pci_facts_t *pci = &t->pci;
@@ -112,7 +142,7 @@ static void text_platform(const struct symmem_topo *t, FILE *out)
     }
     fputs("\nPlatform\n", out);
     fprintf(out, "  PCI devices: %d, NVIDIA GPUs among them: %d\n", pci->ndevices, pci->ngpus);
-    fprintf(out, "  NUMA nodes online: %s\n", pci->numa_online[0] ? pci->numa_online : "unknown");
+    numa_line(pci->numa_online, out);
     fprintf(out, "  IOMMU: %s%s%s%s\n", iommu_name(pci->iommu), pci->iommu_why[0] ? " (" : "", pci->iommu_why,
             pci->iommu_why[0] ? ")" : "");
     fprintf(out, "  PCI bridges on GPU paths: %d; ACS redirect on %d, off %d, unknown %d%s\n", pci->nbridges, on,

@@ -172,7 +172,10 @@ SYMMEM_API symmem_status_t symmem_comm_init_bootstrap(int nranks, int rank, cons
 /* Local (creates all ranks in the calling process, like ncclCommInitAll). devices[r] is rank r's CUDA
  * device; devices may repeat (several ranks on one GPU, for testing larger rank counts on fewer GPUs);
  * devices == NULL puts rank r on device r. With SYMMEM_BACKEND_HOST devices are ignored. comms[] receives
- * nranks communicators. Collective calls on them from one thread go inside symmem_group_start/end. */
+ * nranks communicators. Collective calls on them from one thread go inside symmem_group_start/end (or use
+ * one thread per rank). A blocking collective call that can never be matched fails at once instead of
+ * waiting the timeout: SYMMEM_INVALID_USAGE when the calling thread, outside a group, is the process's only
+ * thread; SYMMEM_PEER_FAILURE when another rank of the set was destroyed or has failed. */
 SYMMEM_API symmem_status_t symmem_comm_init_all(int nranks, const int *devices, const symmem_options_t *opts,
                                      symmem_comm_t *comms);
 

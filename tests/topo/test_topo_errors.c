@@ -79,6 +79,37 @@ static void test_bad_gpus_json(const char *tmp)
     }
 }
 
+/* The platform line counts the nodes of the kernel's online list, so "0" reads as one node, not zero. */
+static void test_numa_lists(const char *tmp)
+{
+    static const struct { const char *online, *line; } cases[] = {
+        {"0\n", "  NUMA nodes: 1 (node 0)\n"},
+        {"0-1\n", "  NUMA nodes: 2 (nodes 0-1)\n"},
+        {"0,2-3,7\n", "  NUMA nodes: 4 (nodes 0,2-3,7)\n"},
+        {"3-1\n", "  NUMA nodes: unknown (online list '3-1')\n"},
+        {"zero\n", "  NUMA nodes: unknown (online list 'zero')\n"},
+    };
+    char dir[4096];
+    const char *parts[] = {"sys/devices", "sys/devices/system", "sys/devices/system/node"};
+    for (int i = 0; i < 3; i++) snprintf(dir, sizeof dir, "%s/%s", tmp, parts[i]), mkdir(dir, 0755);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        write_file(tmp, "sys/devices/system/node/online", cases[k].online);
+        symmem_topo_t t = NULL;
+        CHECK(discover_root(tmp, &t) == SYMMEM_OK);
+        if (!t) continue;
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        CHECK(f && symmem_topo_write_text(t, f) == SYMMEM_OK);
+        if (f) fclose(f);
+        CHECK_CONTAINS(text, cases[k].line);
+        free(text);
+        symmem_topo_destroy(t);
+    }
+    snprintf(dir, sizeof dir, "%s/sys/devices/system/node/online", tmp);
+    unlink(dir);
+}
+
 static void test_bad_roots(const char *tmp)
 {
     symmem_topo_t t = NULL;
@@ -131,6 +162,7 @@ int main(int argc, char **argv)
     char dir[4096];
     const char *parts[] = {"sys", "sys/bus", "sys/bus/pci", "sys/bus/pci/devices"};
     for (int i = 0; i < 4; i++) snprintf(dir, sizeof dir, "%s/%s", tmp, parts[i]), mkdir(dir, 0755);
+    test_numa_lists(tmp);
     test_bad_gpus_json(tmp);
     test_api_misuse(argv[1]);
     char cmd[4200];

@@ -1,5 +1,6 @@
 /* The symmem-topo executable: exit codes, stdout holding only the report (library logs go to stderr), the
  * text equal to the library's golden report, and a capture that replays to the same report. */
+#include <cuda_runtime_api.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +114,19 @@ static void test_exit_codes(void)
     done(&r);
 }
 
+/* This machine, when it has no NVIDIA driver at all: the report says so (CUDA itself calls that "driver
+ * version is insufficient"). Not run where a driver is installed. */
+static void test_live_without_driver(void)
+{
+    int driver = 0;
+    if (cudaDriverGetVersion(&driver) != cudaSuccess || driver != 0) return;
+    run_result_t r = run((const char *[]){NULL});
+    CHECK(r.status == 3);
+    CHECK_CONTAINS(r.out, "no NVIDIA driver found");
+    CHECK(strstr(r.out, "insufficient") == NULL);
+    done(&r);
+}
+
 /* Capture a fixture (its sysfs files and GPU facts) and replay the copy: same report, byte for byte. */
 static void test_capture_round_trip(const char *name)
 {
@@ -139,6 +153,7 @@ int main(int argc, char **argv)
     }
     tool = argv[1], fixtures = argv[2];
     test_exit_codes();
+    test_live_without_driver();
     test_capture_round_trip("pcie-2socket-8gpu");
     test_capture_round_trip("acs-redirect");
     test_capture_round_trip("h200-nvlink-vm");

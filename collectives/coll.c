@@ -664,11 +664,8 @@ symmem_status_t symmem_coll_poll_error(symmem_comm_t comm)
                     "first, or set CUDA_MODULE_LOADING=EAGER)",
                     rec->peer, comm->peers[rec->peer].pci_bus_id);
     symmem_comm_set_error(comm, (symmem_status_t)status, msg);
-    if (first) SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "%s", msg);
-    int prev = symmem_log_set_rank(-1); /* the message names the rank */
-    symmem_status_t r = symmem_set_error((symmem_status_t)status, "%s", msg);
-    symmem_log_set_rank(prev);
-    return r;
+    if (first) SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "%s", msg); /* logged once, here, where it was detected */
+    return symmem_record_error((symmem_status_t)status, "%s", msg);
 }
 
 /* Every call starts here: the communicator must be usable. */
@@ -688,7 +685,7 @@ static symmem_status_t check_usable(symmem_comm_t comm, const char *call)
     memcpy(msg, comm->async_error_msg, sizeof msg);
     pthread_mutex_unlock(&comm->lock);
     if (st != SYMMEM_OK)
-        return symmem_set_error(st, "%s: the communicator is in an error state after an earlier failure: %s", call, msg);
+        return symmem_record_error(st, "%s: the communicator is in an error state after an earlier failure: %s", call, msg);
     return SYMMEM_OK;
 }
 

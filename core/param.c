@@ -67,11 +67,15 @@ static void warn_unknown(void)
             size_t d = edit_distance(buf, params[i].name);
             if (d < best_d) best_d = d, best = i;
         }
-        /* Variables used by the tools, the tests and the Python binding (SYMMEM_LIBRARY: which libsymmem
-         * to load), not the library. */
-        if (known || strncmp(buf, "TEST_", 5) == 0 || strncmp(buf, "BENCH_", 6) == 0 ||
-            strcmp(buf, "UNIQUE_ID") == 0 || strcmp(buf, "LIBRARY") == 0)
-            continue;
+        /* Variables used by the tools, the tests, the scripts (SYMMEM_BUILD_DIR, SYMMEM_CUDA_ARCHS), the
+         * Python package (SYMMEM_LIBRARY: which libsymmem to load; SYMMEM_TORCH_*) and its framework
+         * integrations (SYMMEM_SGLANG_*, SYMMEM_VLLM_*), not the library. */
+        static const char *const others[] = {"TEST_", "BENCH_", "TORCH_", "SGLANG_", "VLLM_"};
+        int other = strcmp(buf, "UNIQUE_ID") == 0 || strcmp(buf, "LIBRARY") == 0 || strcmp(buf, "BUILD_DIR") == 0 ||
+                    strcmp(buf, "CUDA_ARCHS") == 0;
+        for (size_t k = 0; k < sizeof others / sizeof *others && !other; k++)
+            other = strncmp(buf, others[k], strlen(others[k])) == 0;
+        if (known || other) continue;
         SYMMEM_WARN(SYMMEM_SUBSYS_CORE, "unknown environment variable SYMMEM_%s ignored%s%s%s", buf,
                     best >= 0 && best_d <= 3 ? "; did you mean SYMMEM_" : "",
                     best >= 0 && best_d <= 3 ? params[best].name : "", best >= 0 && best_d <= 3 ? "?" : "");

@@ -68,8 +68,9 @@ static void warn_unknown(void)
             if (d < best_d) best_d = d, best = i;
         }
         /* Variables used by the tools, the tests and the Python binding (SYMMEM_LIBRARY: which libsymmem
-         * to load), not the library. */
+         * to load; SYMMEM_SGLANG_*, SYMMEM_VLLM_*: the framework drop-ins), not the library. */
         if (known || strncmp(buf, "TEST_", 5) == 0 || strncmp(buf, "BENCH_", 6) == 0 ||
+            strncmp(buf, "SGLANG_", 7) == 0 || strncmp(buf, "VLLM_", 5) == 0 ||
             strcmp(buf, "UNIQUE_ID") == 0 || strcmp(buf, "LIBRARY") == 0)
             continue;
         SYMMEM_WARN(SYMMEM_SUBSYS_CORE, "unknown environment variable SYMMEM_%s ignored%s%s%s", buf,

@@ -7,9 +7,9 @@
 #                                               system's torch, the frameworks and their few imported
 #                                               dependencies from the wheels in WHEELS (see README)
 #
-#   SYMMEM_INTEG_DIR         where the venvs live (default build-integ: git-ignored, reused while the pins hold)
-#   SYMMEM_INTEG_FRAMEWORKS  which frameworks (default "sglang vllm")
-#   SYMMEM_SKIP_INTEGRATIONS 1: skip, saying so (a full install is ~11 GB per framework)
+#   SYMMEM_TEST_INTEG_DIR         where the venvs live (default build-integ: git-ignored, reused while the pins hold)
+#   SYMMEM_TEST_INTEG_FRAMEWORKS  which frameworks (default "sglang vllm")
+#   SYMMEM_TEST_SKIP_INTEGRATIONS 1: skip, saying so (a full install is ~11 GB per framework)
 # The library comes from SYMMEM_LIBRARY, else the first build*/libsymmem.so of this tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,16 +18,16 @@ root=$PWD
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
 declare -A PIN=([sglang]="sglang==0.5.23" [vllm]="vllm==0.33.0")
-dir=${SYMMEM_INTEG_DIR:-build-integ}
-frameworks=${SYMMEM_INTEG_FRAMEWORKS:-sglang vllm}
+dir=${SYMMEM_TEST_INTEG_DIR:-build-integ}
+frameworks=${SYMMEM_TEST_INTEG_FRAMEWORKS:-sglang vllm}
 gpu_wheels=""
 if [ "${1:-}" = "--gpu" ]; then
   gpu_wheels=${2:?"usage: $0 --gpu WHEEL_DIR"}
   gpu_wheels=$(cd "$gpu_wheels" && pwd)
 fi
 
-if [ "${SYMMEM_SKIP_INTEGRATIONS:-0}" = 1 ]; then
-  echo "integration tests: skipped (SYMMEM_SKIP_INTEGRATIONS=1)"
+if [ "${SYMMEM_TEST_SKIP_INTEGRATIONS:-0}" = 1 ]; then
+  echo "integration tests: skipped (SYMMEM_TEST_SKIP_INTEGRATIONS=1)"
   exit 0
 fi
 if [ -z "${SYMMEM_LIBRARY:-}" ] && ! ls build*/libsymmem.so >/dev/null 2>&1; then

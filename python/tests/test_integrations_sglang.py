@@ -11,7 +11,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import types
 import unittest
 
 from test_integrations_common import FakeInner, LogCapture, run_ranks, scan_attribute_reads

@@ -178,6 +178,181 @@ def scan_attribute_reads(root, holder, skip=()):
     return found
 
 
+# ------------------------------------------------------------------------------------ GPU scenario
+# Per element: |out - ref| <= RTOL * |ref| + RTOL * 2^-12 * max|ref|. The reference sums the rounded inputs
+# in float64; symmem accumulates in fp32 and rounds once, so the result is within one rounding (half an
+# ulp, 2^-8 relative for bf16) of it; the absolute term covers fp32 accumulation of many ranks.
+GPU_RTOL = {"float32": 2.0 ** -20, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+
+
+def gpu_ranks_and_devices():
+    """(world, device index of each rank): SYMMEM_TEST_GPU_RANKS ranks (default 2), spread over the GPUs
+    round robin, so one GPU holds them all (co-located; MPS lets their kernels run at once)."""
+    import torch
+
+    n = torch.cuda.device_count()
+    world = int(os.environ.get("SYMMEM_TEST_GPU_RANKS", "2"))
+    return world, [r % n for r in range(world)]
+
+
+def _inputs(numel, dtype, world, seed):
+    import torch
+
+    parts = [torch.randn(numel, generator=torch.Generator().manual_seed(seed * 131 + r), dtype=torch.float64)
+             .to(dtype) for r in range(world)]
+    return parts, sum(p.to(torch.float64) for p in parts)
+
+
+def _check(out, ref, what):
+    rtol = GPU_RTOL[str(out.dtype).replace("torch.", "")]
+    got = out.detach().double().cpu().reshape(-1)
+    ref = ref.reshape(-1)
+    bound = rtol * ref.abs() + rtol * 2.0 ** -12 * ref.abs().max()
+    bad = (got - ref).abs() > bound
+    if bool(bad.any()):
+        i = int(bad.nonzero()[0])
+        raise AssertionError(f"{what}: {int(bad.sum())} of {got.numel()} elements wrong ({out.dtype}); "
+                             f"first at {i}: {got[i].item()!r}, expected {ref[i].item()!r}")
+
+
+def _same_on_every_rank(out, what):
+    """The ranks' results, bit for bit (symmem reduces in rank order with fp32 accumulation)."""
+    import torch
+
+    mine = out.detach().cpu().contiguous().view(torch.uint8)
+    parts = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, mine)
+    if not all(torch.equal(parts[0], p) for p in parts):
+        raise AssertionError(f"{what}: ranks differ bitwise")
+
+
+class CudaGraphs:
+    """Captures fn() (a chain of all-reduces) into a CUDA graph on `stream`; replay() reruns it."""
+
+    device = "cuda"
+
+    def sync(self):
+        import torch
+
+        torch.cuda.synchronize()
+
+    def capture(self, fn, stream):
+        import torch
+
+        with torch.cuda.stream(stream):  # warm-up on the capture stream (allocator, first-use work)
+            fn()
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=stream):
+            outs = fn()
+        return g.replay, outs
+
+
+class EagerGraphs:
+    """The CPU stand-in for CudaGraphs (to check gpu_scenario itself here): replay reruns fn and copies
+    into the tensors the "capture" returned, which is what a replay does to a graph's outputs."""
+
+    device = "cpu"
+
+    def sync(self):
+        pass
+
+    def capture(self, fn, stream):
+        outs = fn()
+
+        def replay():
+            for o, n in zip(outs, fn()):
+                o.copy_(n)
+        return replay, outs
+
+
+def gpu_scenario(rank, world, reduce, capture, eligible, max_bytes, steps=60, graphs=6, seed=7,
+                 runner=None):
+    """Drive `reduce(x) -> y` (the framework's all-reduce) against a float64 reference: eager over dtypes
+    and sizes (one above the cap, which must leave symmem), then `graphs` CUDA graphs, each capturing a
+    different chain of all-reduces, replayed in a random order (the same on every rank) interleaved with
+    eager calls, with fresh inputs each time. `capture()` is the framework's graph-capture context manager
+    yielding the stream to capture on; `eligible(x)` says whether symmem takes x. Returns counts."""
+    import random
+
+    runner = runner or CudaGraphs()
+    dev = runner.device
+    stats = {"eager": 0, "eager_symmem": 0, "replays": 0, "graph_ops": 0, "eager_between": 0}
+    sizes = [1, 7, 1000, 6144, 8 * 6144, 57344, 1 << 18]
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        es = torch.tensor([], dtype=dtype).element_size()
+        for n in sizes + [max_bytes // es, max_bytes // es + 1]:
+            if n * es > (64 << 20) or n < 1:
+                continue
+            seed += 1
+            parts, ref = _inputs(n, dtype, world, seed)
+            x = parts[rank].to(dev)
+            took = eligible(x)
+            if took != (n * es <= max_bytes):
+                raise AssertionError(f"eligibility of {n} x {dtype}: {took}, cap {max_bytes} bytes")
+            y = reduce(x)
+            runner.sync()
+            _check(y, ref, f"eager {n} x {dtype}")
+            if took:
+                _same_on_every_rank(y, f"eager {n} x {dtype}")
+            stats["eager"] += 1
+            stats["eager_symmem"] += int(took)
+
+    # Graphs: graph i holds i % 3 + 1 chained all-reduces of its own size and dtype.
+    rng = random.Random(seed)  # same seed on every rank: the same order of collectives everywhere
+    plan, captured = [], []
+    for i in range(graphs):
+        dtype = (torch.bfloat16, torch.float16, torch.float32)[i % 3]
+        es = torch.tensor([], dtype=dtype).element_size()
+        plan.append((max(1, min(rng.choice(sizes[1:]), max_bytes // es)), dtype, i % 3 + 1))
+    with capture() as stream:
+        for n, dtype, depth in plan:
+            x = torch.zeros(n, dtype=dtype, device=dev)
+
+            def chain(x=x, depth=depth):
+                outs, y = [], x
+                for _ in range(depth):
+                    y = reduce(y)
+                    outs.append(y)
+                return outs
+            replay, outs = runner.capture(chain, stream)
+            captured.append((replay, x, outs))
+    runner.sync()
+    for step in range(steps):
+        if rng.random() < 0.3:  # an eager call between replays
+            parts, ref = _inputs(rng.choice(sizes[:5]), torch.bfloat16, world, 10_000 + step)
+            _check(reduce(parts[rank].to(dev)), ref, f"step {step}: eager")
+            stats["eager_between"] += 1
+            continue
+        i = rng.randrange(len(captured))
+        replay, x, outs = captured[i]
+        n, dtype, depth = plan[i]
+        parts, ref = _inputs(n, dtype, world, 20_000 + step)
+        x.copy_(parts[rank])
+        replay()
+        runner.sync()
+        for k, y in enumerate(outs):  # the k-th reduce of the chain: world**k times the first sum
+            _check(y, ref * world ** k, f"step {step}: graph {i}, reduce {k + 1} of {depth}")
+        _same_on_every_rank(outs[-1], f"step {step}: graph {i}")
+        stats["replays"] += 1
+        stats["graph_ops"] += depth
+    return stats
+
+
+def _scenario_dry_run_body(rank, world, broken):
+    """gpu_scenario on CPU with gloo as the all-reduce: checks the scenario's own bookkeeping."""
+    import contextlib
+
+    def reduce(x):
+        y = x.clone()
+        dist.all_reduce(y)
+        if broken and rank == 1 and y.numel() == 6144:
+            y[0] += 1  # a wrong element on one rank: the reference check must catch it
+        return y
+    return gpu_scenario(rank, world, reduce, lambda: contextlib.nullcontext(None),
+                        lambda x: x.numel() * x.element_size() <= 96 << 10, 96 << 10, runner=EagerGraphs())
+
+
 # ----------------------------------------------------------------------------------------------- fakes
 class FakeInner:
     """Stands in for symmem's SymmemCommunicator where the test is about the agreement, not the GPU."""
@@ -352,6 +527,14 @@ class Negotiation(unittest.TestCase):
         self.assertEqual([r[0] for r in res], ["symmem", "symmem"])
         self.assertEqual(res[0][1:3], ([True], [True]), "rank 0's torch communicator must be switched off")
         self.assertEqual([r[3] for r in res], [1, 1])
+
+    def test_gpu_scenario_dry_run_on_cpu(self):
+        stats = run_ranks(_scenario_dry_run_body, 2, False)
+        self.assertEqual(stats[0], stats[1])
+        self.assertGreater(stats[0]["replays"], 20)
+        self.assertGreater(stats[0]["eager_symmem"], 10)
+        with self.assertRaisesRegex(AssertionError, "1 of 6144 elements wrong"):
+            run_ranks(_scenario_dry_run_body, 2, True)
 
     def test_consistent_vetoes_make_no_collective(self):
         outs, gathers = run_ranks(_veto_body, 2)[0]

@@ -33,6 +33,7 @@ archs=()
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${archs[@]}"
 cmake --build "$build" -j "$(nproc)"
 label=${SYMMEM_TEST_LABEL:-all}
+[ "$label" = gpu ] || ./scripts/test_integrations.sh
 sel=(); [ "$label" = all ] || sel=(-L "^$label\$")
 cd "$build"
 ctest --output-on-failure "${sel[@]}"

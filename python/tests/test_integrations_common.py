@@ -466,6 +466,11 @@ def _veto_body(rank, world):
     return [(o.backend, o.reason) for o in outs], len(calls)
 
 
+def _out_of_step_body(rank, world):
+    return (_common._gather(dist.group.WORLD, world, rank, "symmem-cap" if rank else "symmem-facts"),
+            _common._gather(dist.group.WORLD, world, rank * 10, "symmem-cap"))
+
+
 def _world1_body(rank, world):
     with LogCapture("symmem.integrations.test") as cap:
         out = _common.negotiate(dist.group.WORLD, torch.device("cuda", 0), _plan())
@@ -535,6 +540,9 @@ class Negotiation(unittest.TestCase):
         self.assertGreater(stats[0]["eager_symmem"], 10)
         with self.assertRaisesRegex(AssertionError, "1 of 6144 elements wrong"):
             run_ranks(_scenario_dry_run_body, 2, True)
+
+    def test_ranks_out_of_step_read_nothing(self):
+        self.assertEqual(run_ranks(_out_of_step_body, 2), [(None, [0, 10]), (None, [0, 10])])
 
     def test_consistent_vetoes_make_no_collective(self):
         outs, gathers = run_ranks(_veto_body, 2)[0]

@@ -239,7 +239,7 @@ def _negotiate(group, device, plan, out):
         out.reason = plan.veto
         return
 
-    facts = _gather(group, out.world_size, _local_facts(device, plan, out.world_size))
+    facts = _gather(group, out.world_size, _local_facts(device, plan, out.world_size), "symmem-facts")
     if facts is None:
         out.reason = "the CPU group's all_gather_object failed (see the error above)"
         return
@@ -280,16 +280,22 @@ def _local_facts(device, plan, world_size):
     return facts
 
 
-def _gather(group, world_size, obj):
+def _gather(group, world_size, obj, tag):
+    """Every rank's `obj`, or None on failure. Each step tags its payload: a rank that fell out of step
+    (and so pairs this gather with another one) yields None, never a misread answer."""
     import torch.distributed as dist
 
     out = [None] * world_size
+    log = logging.getLogger("symmem.integrations")
     try:
-        dist.all_gather_object(out, obj, group=group)
+        dist.all_gather_object(out, (tag, obj), group=group)
     except Exception as e:  # noqa: BLE001
-        logging.getLogger("symmem.integrations").warning("symmem: all_gather_object on the CPU group failed: %s", e)
+        log.warning("symmem: all_gather_object on the CPU group failed: %s", e)
         return None
-    return out
+    if not all(isinstance(o, tuple) and len(o) == 2 and o[0] == tag for o in out):
+        log.warning("symmem: the ranks are out of step at %s (a rank made another collective call)", tag)
+        return None
+    return [o[1] for o in out]
 
 
 def _try_stock(group, out, plan):
@@ -301,7 +307,7 @@ def _try_stock(group, out, plan):
             why = "torch's class disabled itself"
     except Exception as e:  # noqa: BLE001
         why = f"torch's class failed: {type(e).__name__}: {e}"
-    agreed = _gather(group, out.world_size, why)
+    agreed = _gather(group, out.world_size, why, "symmem-torch-class")
     if agreed is not None and not any(agreed):
         out.backend, out.stock = "torch", stock
         out.max_size = int(getattr(stock, "max_size", 0) or 0)
@@ -356,7 +362,7 @@ def _build_symmem(group, device, plan, out):
         if cap <= 0:
             why = "size cap 0 (%s)" % (f"{plan.env_prefix}_MAX_BYTES" if plan.max_bytes is not None else
                                        f"link {LINK_NAMES.get(out.link)}")
-    proposals = _gather(group, out.world_size, (cap if not why else 0, why))
+    proposals = _gather(group, out.world_size, (cap if not why else 0, why), "symmem-cap")
     if proposals is None:
         out.reason = "the CPU group's all_gather_object failed after symmem init"
         _release(out)
@@ -393,6 +399,6 @@ def _log_outcome(group, device, plan, out):
         level = logging.INFO
     else:
         msg = f"symmem: {plan.framework} group '{name}': symmem all-reduce disabled: {out.reason}"
-        quiet = out.reason in ("world size 1", f"{plan.env_prefix}_MODE=off") or out.reason.startswith("group ")
+        quiet = out.reason in ("world size 1", f"{plan.env_prefix}_MODE=off", plan.veto)  # chosen, not failed
         level = logging.INFO if quiet else logging.WARNING
     plan.log.log(level if out.rank == 0 else logging.DEBUG, msg)

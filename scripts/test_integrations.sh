@@ -164,7 +164,9 @@ if [ -n "$gpu_wheels" ]; then
   [ -x "$venv/bin/python" ] || python3 -m venv --system-site-packages "$venv"
   "$venv/bin/pip" install -q --no-index --no-deps --disable-pip-version-check "$gpu_wheels"/*.whl
   link_package "$venv/bin/python"
-  run_tests "$venv/bin/python" test_integrations_gpu_sglang test_integrations_gpu_vllm
+  mods=()
+  for fw in $frameworks; do mods+=("test_integrations_gpu_$fw"); done
+  run_tests "$venv/bin/python" "${mods[@]}"
   exit 0
 fi
 

@@ -23,6 +23,7 @@ symmem_find_nvcc
 symmem_configure
 symmem_build
 label=${SYMMEM_TEST_LABEL:-all}
+[ "$label" = gpu ] || ./scripts/test_integrations.sh
 sel=(); [ "$label" = all ] || sel=(-L "^$label\$")
 (cd "$build" && ctest --output-on-failure "${sel[@]}")
 # The Python package, installed with pip into fresh venvs and tested from outside the source tree.

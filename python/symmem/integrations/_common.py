@@ -1,0 +1,404 @@
+"""What the SGLang and vLLM drop-ins share: the decision, made together by every rank of a group, whether
+symmem serves that group's all-reduces and up to what size.
+
+The frameworks build their communicator inside their own init with no try/except around it, and every
+rank then dispatches on `disabled` and the size predicate alone. So construction must never raise, and all
+ranks must reach the same answer: a rank that takes symmem while another takes NCCL hangs both. The
+decision is therefore made in this order, over the group's CPU (gloo) process group:
+
+ 1. reasons every rank sees alike, without talking (mode off, world size 1, group not selected, a
+    framework veto such as batch invariance): stay off, no collective at all;
+ 2. one all_gather_object of each rank's facts (host identity, CUDA device, whether the symmem layer
+    imports, whether the framework's own torch class would work there): a group spanning hosts, or any rank
+    unable to take part, turns every rank off before any rendezvous, so nobody waits for a timeout;
+ 3. in `fallback` mode, where every rank says torch's own class would work, that class is built and a
+    second gather confirms it came up everywhere; otherwise
+ 4. symmem's communicator is built (its own rendezvous), each rank proposes a size cap, and a final gather
+    takes the minimum: 0 anywhere means off everywhere.
+
+Memory: each group that gets a communicator holds SYMMEM_WORKSPACE_BYTES (default 64 MiB) of device memory
+per rank for the collectives' workspace, plus a small signal area; the log line reports what init took on
+the GPU. Only the groups selected (by default tensor parallelism only) pay it.
+"""
+import logging
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+MODES = ("fallback", "replace", "off")
+KIB, MIB = 1 << 10, 1 << 20
+
+# Link classes as symmem_link_t numbers them (include/symmem/symmem.h), worst last.
+LINK_SELF, LINK_NVLINK, LINK_PCIE, LINK_HOST, LINK_NONE = 0, 1, 2, 3, 4
+LINK_NAMES = {LINK_SELF: "same GPU", LINK_NVLINK: "nvlink", LINK_PCIE: "pcie", LINK_HOST: "host memory",
+              LINK_NONE: "host backend", None: "unknown"}
+# Default size cap by the worst link of the group (bytes; None: the library's own limit). NVLink: symmem
+# measured 0.47-0.80x NCCL's time from 1 KiB to 64 MiB on 2x H200 (README), so it keeps every size its
+# workspace takes. PCIe and host memory have no symmem measurement yet: the caps cover decode and verify
+# sizes (12-112 KiB at TP8, hidden 6144) with room, and leave prefill-sized messages to NCCL, whose ring is
+# bandwidth-efficient there. A tuned value belongs in SYMMEM_<FRAMEWORK>_MAX_BYTES until the tuning table
+# records where NCCL wins.
+LINK_CAPS = {LINK_SELF: None, LINK_NVLINK: None, LINK_PCIE: 512 * KIB, LINK_HOST: 256 * KIB, LINK_NONE: 0,
+             None: 512 * KIB}
+
+
+def env_mode(name, default="fallback"):
+    """One of MODES from the environment; an unknown value warns and gives the default."""
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return default
+    if value in MODES:
+        return value
+    logging.getLogger("symmem.integrations").warning("%s=%r is not one of %s; using %s", name, value,
+                                                      "|".join(MODES), default)
+    return default
+
+
+def parse_bytes(text):
+    """'512K', '4M', '1G', '65536' -> bytes; ValueError otherwise."""
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    scale = {"K": KIB, "M": MIB, "G": 1 << 30}.get(t[-1:], 1)
+    if scale != 1:
+        t = t[:-1]
+    n = int(t, 0)
+    if n < 0:
+        raise ValueError("negative size")
+    return n * scale
+
+
+def env_bytes(name, log):
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        return parse_bytes(value)
+    except ValueError:
+        log.warning("%s=%r is not a size (like 512K, 4M or 65536); ignored", name, value)
+        return None
+
+
+def human(nbytes):
+    if nbytes is None:
+        return "?"
+    for unit, size in (("GiB", 1 << 30), ("MiB", MIB), ("KiB", KIB)):
+        if nbytes >= size and nbytes % size == 0:
+            return f"{nbytes // size} {unit}"
+    if nbytes >= MIB:
+        return f"{nbytes / MIB:.1f} MiB"
+    return f"{nbytes} B"
+
+
+def host_key():
+    """What two processes must share to reach each other through symmem's bootstrap: the same kernel (its
+    boot id) and the same network namespace (the Unix sockets live in its abstract namespace). Containers
+    of one host with their own network namespace differ here, as they should."""
+    parts = []
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            parts.append(f.read().strip())
+    except OSError:
+        parts.append(socket.gethostname())
+    try:
+        parts.append(os.readlink("/proc/self/ns/net"))
+    except OSError:
+        pass
+    return "|".join(parts)
+
+
+def safe_world_size(group):
+    try:
+        import torch.distributed as dist
+
+        return dist.get_world_size(group)
+    except Exception:  # noqa: BLE001
+        return 1
+
+
+def as_device(device):
+    """torch.device from what the frameworks pass: an index, 'cuda:1' or a torch.device."""
+    import torch
+
+    if isinstance(device, torch.device):
+        return device
+    if isinstance(device, int):
+        return torch.device("cuda", device)
+    return torch.device(device)
+
+
+def group_label(group):
+    """The framework's name of a torch ProcessGroup: SGLang and vLLM create it with group_desc
+    '<name>:cpu' ('tp:cpu'); '' when it has none."""
+    desc = getattr(group, "group_desc", "") or ""
+    if desc in ("undefined", "default_pg"):
+        return ""
+    return desc.rsplit(":", 1)[0] if ":" in desc else desc
+
+
+def load_inner_class():
+    """symmem's PyTorch communicator (the interface this package builds on, by composition)."""
+    try:
+        from symmem.torch_comm import SymmemCommunicator
+    except ImportError:
+        from symmem.torch import SymmemCommunicator
+    return SymmemCommunicator
+
+
+def worst_link(inner):
+    """The worst link between this rank and any peer of the group, through symmem_comm_peer_link on the
+    communicator's C handle; None when the communicator does not expose one (a public accessor, e.g.
+    SymmemCommunicator.worst_link, would replace this reach into its internals)."""
+    import ctypes
+
+    handle = getattr(getattr(inner, "comm", None), "_h", None)
+    handle = getattr(handle, "value", handle)
+    if not handle:
+        return None
+    from symmem import _lib
+
+    proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int),
+                             ctypes.POINTER(ctypes.c_int))
+    peer_link = proto(("symmem_comm_peer_link", _lib.lib()))
+    worst = LINK_SELF
+    for peer in range(inner.world_size):
+        link, atomics = ctypes.c_int(0), ctypes.c_int(0)
+        if peer_link(handle, peer, ctypes.byref(link), ctypes.byref(atomics)) != 0:
+            return None
+        worst = max(worst, link.value)
+    return worst
+
+
+class _Capture(logging.Filter):
+    """Keeps (and silences) the warnings the inner communicator logs while it is built, so the one reason
+    this module logs can carry them."""
+
+    def __init__(self):
+        super().__init__()
+        self.messages = []
+
+    def filter(self, record):
+        if record.levelno >= logging.WARNING:
+            self.messages.append(record.getMessage())
+            return False
+        return True
+
+
+@dataclass
+class Plan:
+    """What a framework's communicator asks of the negotiation."""
+    framework: str                      # "SGLang" / "vLLM", for messages
+    env_prefix: str                     # "SYMMEM_SGLANG": its _MODE and _MAX_BYTES variables
+    log: logging.Logger
+    mode: str                           # one of MODES
+    veto: Optional[str] = None          # a reason every rank shares to stay off (step 1)
+    max_bytes: Optional[int] = None     # explicit cap (environment or framework override)
+    stock_probe: Optional[Callable] = None    # (device, world_size) -> None if torch's class would work
+    stock_build: Optional[Callable] = None    # () -> an instance of torch's class
+    inner_kwargs: dict = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    backend: str = "off"                # "symmem", "torch" (the framework's own class) or "off"
+    inner: object = None
+    stock: object = None
+    max_size: int = 0
+    world_size: int = 1
+    rank: int = 0
+    reason: str = ""
+    link: Optional[int] = None
+    cap_source: str = ""
+    mem_bytes: Optional[int] = None
+
+
+def negotiate(group, device, plan):
+    """Steps 1-4 of the module docstring. Never raises: every failure becomes backend 'off' with its reason,
+    logged once per group (by the group's rank 0; the others log it at DEBUG)."""
+    out = Outcome()
+    try:
+        _negotiate(group, device, plan, out)
+    except Exception as e:  # noqa: BLE001 - the frameworks call us with no try/except
+        out.backend, out.reason = "off", f"unexpected error: {type(e).__name__}: {e}"
+        _release(out)
+    _log_outcome(group, device, plan, out)
+    return out
+
+
+def _negotiate(group, device, plan, out):
+    import torch.distributed as dist
+
+    out.world_size = dist.get_world_size(group)
+    out.rank = dist.get_rank(group)
+    if plan.mode == "off":
+        out.reason = f"{plan.env_prefix}_MODE=off"
+        return
+    if out.world_size < 2:
+        out.reason = "world size 1"
+        return
+    if plan.veto:
+        out.reason = plan.veto
+        return
+
+    facts = _gather(group, out.world_size, _local_facts(device, plan, out.world_size), "symmem-facts")
+    if facts is None:
+        out.reason = "the CPU group's all_gather_object failed (see the error above)"
+        return
+    hosts = [f["host"] for f in facts]
+    if len(set(hosts)) > 1:
+        out.reason = "the group spans hosts (ranks %s are not on rank 0's host); symmem is single-host" % (
+            ",".join(str(r) for r, h in enumerate(hosts) if h != hosts[0]))
+        return
+    bad = [(r, f["why"]) for r, f in enumerate(facts) if f["why"]]
+    if bad:
+        out.reason = "; ".join(f"rank {r}: {why}" for r, why in bad[:4])
+        return
+
+    if plan.mode == "fallback" and plan.stock_build and all(f["stock"] for f in facts):
+        if _try_stock(group, out, plan):
+            return
+    _build_symmem(group, device, plan, out)
+
+
+def _local_facts(device, plan, world_size):
+    facts = {"host": host_key(), "why": "", "stock": False}
+    try:
+        import torch
+
+        if device.type != "cuda":
+            facts["why"] = f"device {device} is not a CUDA device"
+        elif not torch.cuda.is_available():
+            facts["why"] = "CUDA is not available in this process"
+        else:
+            load_inner_class()
+            if plan.mode == "fallback" and plan.stock_probe:
+                try:
+                    facts["stock"] = plan.stock_probe(device, world_size) is None
+                except Exception:  # noqa: BLE001 - no answer means "not known to work"
+                    facts["stock"] = False
+    except Exception as e:  # noqa: BLE001 - ImportError, OSError (no libsymmem), CUDA errors
+        facts["why"] = f"symmem is not usable here: {type(e).__name__}: {e}"
+    return facts
+
+
+def _gather(group, world_size, obj, tag):
+    """Every rank's `obj`, or None on failure. Each step tags its payload: a rank that fell out of step
+    (and so pairs this gather with another one) yields None, never a misread answer."""
+    import torch.distributed as dist
+
+    out = [None] * world_size
+    log = logging.getLogger("symmem.integrations")
+    try:
+        dist.all_gather_object(out, (tag, obj), group=group)
+    except Exception as e:  # noqa: BLE001
+        log.warning("symmem: all_gather_object on the CPU group failed: %s", e)
+        return None
+    if not all(isinstance(o, tuple) and len(o) == 2 and o[0] == tag for o in out):
+        log.warning("symmem: the ranks are out of step at %s (a rank made another collective call)", tag)
+        return None
+    return [o[1] for o in out]
+
+
+def _try_stock(group, out, plan):
+    """Build the framework's own class on every rank; keep it only if it came up on all of them."""
+    stock, why = None, ""
+    try:
+        stock = plan.stock_build()
+        if getattr(stock, "disabled", True):
+            why = "torch's class disabled itself"
+    except Exception as e:  # noqa: BLE001
+        why = f"torch's class failed: {type(e).__name__}: {e}"
+    agreed = _gather(group, out.world_size, why, "symmem-torch-class")
+    if agreed is not None and not any(agreed):
+        out.backend, out.stock = "torch", stock
+        out.max_size = int(getattr(stock, "max_size", 0) or 0)
+        return True
+    if stock is not None:  # up here but not everywhere: nobody may use it
+        stock.disabled = True
+        if hasattr(stock, "buffer"):
+            stock.buffer = None
+    return False
+
+
+def _free_device_bytes(device):
+    import torch
+
+    try:
+        return torch.cuda.mem_get_info(device)[0]
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _build_symmem(group, device, plan, out):
+    cap, why = 0, ""
+    free_before = _free_device_bytes(device)
+    capture = _Capture()
+    inner_log = logging.getLogger("symmem")
+    inner_log.addFilter(capture)
+    try:
+        out.inner = load_inner_class()(group, device, **plan.inner_kwargs)
+    except Exception as e:  # noqa: BLE001
+        why = f"symmem init failed: {type(e).__name__}: {e}"
+    finally:
+        inner_log.removeFilter(capture)
+    if out.inner is not None and getattr(out.inner, "disabled", True):
+        why = "symmem init failed: " + ("; ".join(capture.messages) or "the communicator disabled itself")
+    elif out.inner is not None:
+        free_after = _free_device_bytes(device)
+        if free_before is not None and free_after is not None:
+            out.mem_bytes = max(0, free_before - free_after)
+        try:
+            out.link = worst_link(out.inner)
+        except Exception:  # noqa: BLE001 - unknown link: the conservative cap
+            out.link = None
+        cap = int(out.inner.max_size)
+        out.cap_source = "the largest message symmem's workspace takes (SYMMEM_WORKSPACE_BYTES)"
+        if plan.max_bytes is not None:
+            limit, source = plan.max_bytes, f"set by {plan.env_prefix}_MAX_BYTES"
+        else:
+            limit = LINK_CAPS.get(out.link, LINK_CAPS[None])
+            source = f"the default for {LINK_NAMES.get(out.link)} links; {plan.env_prefix}_MAX_BYTES changes it"
+        if limit is not None and limit < cap:
+            cap, out.cap_source = limit, source
+        if cap <= 0:
+            why = "size cap 0 (%s)" % (f"{plan.env_prefix}_MAX_BYTES" if plan.max_bytes is not None else
+                                       f"link {LINK_NAMES.get(out.link)}")
+    proposals = _gather(group, out.world_size, (cap if not why else 0, why), "symmem-cap")
+    if proposals is None:
+        out.reason = "the CPU group's all_gather_object failed after symmem init"
+        _release(out)
+        return
+    agreed = min(p[0] for p in proposals)
+    if agreed <= 0:
+        out.reason = "; ".join(f"rank {r}: {p[1] or 'size cap 0'}" for r, p in enumerate(proposals) if p[0] <= 0)
+        _release(out)
+        return
+    out.backend, out.max_size = "symmem", agreed
+
+
+def _release(out):
+    inner, out.inner = out.inner, None
+    if inner is not None:
+        try:
+            inner.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _log_outcome(group, device, plan, out):
+    name = group_label(group) or "?"
+    if out.backend == "symmem":
+        mem = f", {human(out.mem_bytes)} of GPU memory taken at init" if out.mem_bytes else ""
+        msg = (f"symmem: {plan.framework} group '{name}' ({out.world_size} ranks, worst link "
+               f"{LINK_NAMES.get(out.link)}): symmem all-reduce active up to {human(out.max_size)} "
+               f"({out.cap_source}); larger messages take the next backend{mem}")
+        level = logging.INFO
+    elif out.backend == "torch":
+        msg = (f"symmem: {plan.framework} group '{name}' ({out.world_size} ranks): torch symmetric memory works "
+               f"here ({plan.env_prefix}_MODE=fallback), so torch's own communicator serves it up to "
+               f"{human(out.max_size)}; {plan.env_prefix}_MODE=replace uses symmem instead")
+        level = logging.INFO
+    else:
+        msg = f"symmem: {plan.framework} group '{name}': symmem all-reduce disabled: {out.reason}"
+        quiet = out.reason in ("world size 1", f"{plan.env_prefix}_MODE=off", plan.veto)  # chosen, not failed
+        level = logging.INFO if quiet else logging.WARNING
+    plan.log.log(level if out.rank == 0 else logging.DEBUG, msg)

@@ -23,8 +23,9 @@ symmem_find_nvcc
 symmem_configure
 symmem_build
 label=${SYMMEM_TEST_LABEL:-all}
-[ "$label" = gpu ] || ./scripts/test_integrations.sh
 sel=(); [ "$label" = all ] || sel=(-L "^$label\$")
 (cd "$build" && ctest --output-on-failure "${sel[@]}")
 # The Python package, installed with pip into fresh venvs and tested from outside the source tree.
 [ "$label" = gpu ] || ./scripts/test_python.sh
+# The SGLang and vLLM drop-ins against the pinned frameworks from PyPI (one venv each).
+[ "$label" = gpu ] || ./scripts/test_integrations.sh

@@ -127,7 +127,9 @@ if [ -n "$make_wheels" ]; then
   mkdir -p "$make_wheels"/sglang "$make_wheels"/vllm && make_wheels=$(cd "$make_wheels" && pwd)
   plat=()
   [ -n "${SYMMEM_TEST_GPU_PYTHON:-}" ] && plat=(--python-version "$SYMMEM_TEST_GPU_PYTHON" --only-binary=:all:
-    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
+    --platform manylinux_2_39_x86_64 --platform manylinux_2_35_x86_64 --platform manylinux_2_34_x86_64
+    --platform manylinux_2_31_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
   for fw in sglang vllm; do
     tmp=$(mktemp -d)
     python3 -m pip download -q --no-deps --disable-pip-version-check -d "$tmp" "${PIN[$fw]}"

@@ -3,6 +3,7 @@
 #include "core/comm.h"
 
 #include <cuda_runtime_api.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,9 +118,16 @@ static symmem_status_t resolve_options(const symmem_options_t *o, resolved_opts_
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
                                 "options not initialised: start from SYMMEM_OPTIONS_INIT or symmem_options_init()");
     r->device = o->device;
-    r->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : (int)symmem_param_int(SYMMEM_PARAM_TIMEOUT_MS);
-    if (r->timeout_ms <= 0)
-        return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "timeout %d ms: must be positive", r->timeout_ms);
+    if (o->timeout_ms > 0) {
+        r->timeout_ms = o->timeout_ms;
+    } else {
+        /* Range-checked before narrowing: 4294967297 must not become 1 ms. */
+        int64_t t = symmem_param_int(SYMMEM_PARAM_TIMEOUT_MS);
+        if (t < 1 || t > INT_MAX)
+            return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "SYMMEM_TIMEOUT_MS=%s is out of range [1, %d] ms",
+                                    symmem_param_str(SYMMEM_PARAM_TIMEOUT_MS), INT_MAX);
+        r->timeout_ms = (int)t;
+    }
     if (o->backend == SYMMEM_BACKEND_DEFAULT)
         SYMMEM_CHECK(parse_backend(symmem_param_str(SYMMEM_PARAM_BACKEND), &r->backend));
     else if (o->backend == SYMMEM_BACKEND_CUDA || o->backend == SYMMEM_BACKEND_HOST)

@@ -43,7 +43,7 @@ typedef enum symmem_param_id {
 
 /* Values as given in the environment (or the default). Never NULL. */
 const char *symmem_param_str(symmem_param_id_t id);
-/* INT parameters; a malformed value warns once and yields the default. */
+/* INT parameters; a malformed value warns once (per variable) and yields the default. */
 int64_t symmem_param_int(symmem_param_id_t id);
 /* SIZE parameters: "4096", "64K", "32M", "1G". */
 size_t symmem_param_size(symmem_param_id_t id);
@@ -53,6 +53,8 @@ const char *symmem_param_default(symmem_param_id_t id);
 const char *symmem_param_doc(symmem_param_id_t id);
 /* Parse a size string as SIZE parameters do; returns 0 on success. Shared with command-line tools. */
 int symmem_parse_size(const char *s, size_t *out);
+/* Parse a decimal integer as INT parameters do ("-12", "30000"; no blanks, no '+'); returns 0 on success. */
+int symmem_parse_int(const char *s, int64_t *out);
 /* Warn (once) about SYMMEM_* variables that are not in the table; logging calls it when it is ready. */
 void symmem_param_warn_unknown(void);
 /* Re-read the environment (tests only; not thread-safe against concurrent readers). */

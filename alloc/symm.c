@@ -246,7 +246,7 @@ symmem_status_t symmem_alloc(symmem_comm_t comm, size_t size, symmem_buffer_t *b
     symmem_clear_error();
     if (!buf) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "symmem_alloc: buf is NULL");
     alloc_args_t a = {comm, size, buf};
-    if (symmem_group_active()) return symmem_group_defer(alloc_entry, &a, sizeof a);
+    if (symmem_group_active()) return symmem_group_defer(comm, alloc_entry, &a, sizeof a);
     return alloc_entry(&a);
 }
 

@@ -326,6 +326,56 @@ static symmem_status_t agree_on_reachability(symmem_comm_t c)
 
 /* ---- creation and destruction ----------------------------------------------------------------------- */
 
+static void entry_enter(symmem_comm_t c, symmem_entry_t *e);
+
+/* Registry of live communicators: destroy and the entry guard look a handle up here instead of reading
+ * through it, so a destroyed (freed) or foreign handle is rejected without touching its memory. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static symmem_comm_t *live_comms;
+static size_t live_count, live_cap;
+
+static int live_add(symmem_comm_t c)
+{
+    pthread_mutex_lock(&live_lock);
+    int ok = 1;
+    if (live_count == live_cap) {
+        size_t cap = live_cap ? 2 * live_cap : 16;
+        symmem_comm_t *v = realloc(live_comms, cap * sizeof *v);
+        if (v) live_comms = v, live_cap = cap;
+        else ok = 0;
+    }
+    if (ok) live_comms[live_count++] = c;
+    pthread_mutex_unlock(&live_lock);
+    return ok;
+}
+
+static size_t live_find(symmem_comm_t c) /* live_lock held; live_count if absent */
+{
+    size_t i = 0;
+    while (i < live_count && live_comms[i] != c) i++;
+    return i;
+}
+
+static int live_has(symmem_comm_t c)
+{
+    if (!c) return 0;
+    pthread_mutex_lock(&live_lock);
+    int found = live_find(c) < live_count;
+    pthread_mutex_unlock(&live_lock);
+    return found;
+}
+
+/* Remove c if it is live; returns 1 if it was. Exactly one of two racing destroys gets 1. */
+static int live_take(symmem_comm_t c)
+{
+    pthread_mutex_lock(&live_lock);
+    size_t i = live_find(c);
+    int found = i < live_count;
+    if (found) live_comms[i] = live_comms[--live_count];
+    pthread_mutex_unlock(&live_lock);
+    return found;
+}
+
 /* SYMMEM_TOPO_DUMP_FILE: rank 0 writes the topology model it sees (facts, no measurement) as JSON, like
  * NCCL_TOPO_DUMP_FILE. A failure is a warning: the communicator works without it. */
 static void dump_topology(symmem_comm_t c)
@@ -387,6 +437,10 @@ static symmem_status_t comm_create(const symmem_boot_id_t *id, int nranks, int r
     dump_topology(c);
     SYMMEM_INFO(SYMMEM_SUBSYS_CORE, "communicator ready: %d ranks, device %d (%s), placement %d, %d blocks/kernel",
                 nranks, c->device, c->peers[rank].pci_bus_id, (int)c->placement, c->max_blocks);
+    if (!live_add(c)) {
+        st = symmem_set_error(SYMMEM_OUT_OF_MEMORY, "out of host memory");
+        goto fail;
+    }
     symmem_log_set_rank(prev_rank);
     *out = c;
     return SYMMEM_OK;
@@ -424,7 +478,7 @@ symmem_status_t symmem_comm_init(int nranks, int rank, const symmem_unique_id_t 
     a.rank = rank;
     if (opts) a.opts = *opts, a.has_opts = 1;
     a.out = comm;
-    if (symmem_group_active()) return symmem_group_defer(init_deferred, &a, sizeof a);
+    if (symmem_group_active()) return symmem_group_defer(NULL, init_deferred, &a, sizeof a);
     return init_deferred(&a);
 }
 
@@ -510,11 +564,15 @@ symmem_status_t symmem_comm_init_all(int nranks, const int *devices, const symme
 
 symmem_status_t symmem_comm_destroy(symmem_comm_t c)
 {
+    symmem_clear_error();
     if (!c) return SYMMEM_OK;
-    if (c->magic != SYMMEM_COMM_MAGIC)
-        return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "symmem_comm_destroy: not a live communicator (destroyed twice?)");
+    if (!live_take(c))
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                                "symmem_comm_destroy: %p is not a live communicator (destroyed twice, or not from "
+                                "symmem_comm_init)",
+                                (void *)c);
     symmem_entry_t e;
-    symmem_entry_begin(c, "symmem_comm_destroy", &e);
+    entry_enter(c, &e);
     comm_release(c);
     symmem_entry_end(&e);
     return SYMMEM_OK;
@@ -522,7 +580,7 @@ symmem_status_t symmem_comm_destroy(symmem_comm_t c)
 
 /* ---- accessors, entry guard, host-side collectives --------------------------------------------------- */
 
-static int valid(symmem_comm_t c) { return c && c->magic == SYMMEM_COMM_MAGIC; }
+static int valid(symmem_comm_t c) { return live_has(c); }
 int symmem_comm_rank(symmem_comm_t c) { return valid(c) ? c->rank : -1; }
 int symmem_comm_size(symmem_comm_t c) { return valid(c) ? c->nranks : -1; }
 int symmem_comm_device(symmem_comm_t c) { return valid(c) ? c->device : -1; }
@@ -569,13 +627,10 @@ symmem_status_t symmem_comm_get_async_error(symmem_comm_t c)
     return SYMMEM_OK;
 }
 
-symmem_status_t symmem_entry_begin(symmem_comm_t c, const char *call, symmem_entry_t *e)
+static void entry_enter(symmem_comm_t c, symmem_entry_t *e)
 {
-    symmem_clear_error();
-    e->prev_rank = -1;
-    e->prev_device = -1;
-    if (!valid(c)) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: not a live communicator", call);
     e->prev_rank = symmem_log_set_rank(c->rank);
+    e->prev_device = -1;
     if (c->device >= 0) {
         int cur = -1;
         if (cudaGetDevice(&cur) == cudaSuccess && cur != c->device) {
@@ -583,6 +638,15 @@ symmem_status_t symmem_entry_begin(symmem_comm_t c, const char *call, symmem_ent
         }
         (void)cudaGetLastError();
     }
+}
+
+symmem_status_t symmem_entry_begin(symmem_comm_t c, const char *call, symmem_entry_t *e)
+{
+    symmem_clear_error();
+    e->prev_rank = -1;
+    e->prev_device = -1;
+    if (!valid(c)) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: not a live communicator", call);
+    entry_enter(c, e);
     return SYMMEM_OK;
 }
 

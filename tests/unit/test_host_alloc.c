@@ -436,6 +436,59 @@ static void init_all_with_group_alloc(void)
     for (int r = 0; r < N; r++) CHECK_OK(symmem_comm_destroy(comms[r]));
 }
 
+/* Two symmem_alloc calls of each communicator inside one group: each communicator's calls run in order
+ * (they used to run on two threads at once over the same sockets and mixed their messages). */
+static void group_with_two_calls_per_comm(void)
+{
+    enum { N = 3, CALLS = 3 };
+    symmem_options_t o = host_opts(20000);
+    symmem_comm_t comms[N];
+    CHECK_OK(symmem_comm_init_all(N, NULL, &o, comms));
+    symmem_buffer_t bufs[N][CALLS];
+    CHECK_OK(symmem_group_start());
+    for (int r = 0; r < N; r++)
+        for (int k = 0; k < CALLS; k++) CHECK_OK(symmem_alloc(comms[r], 4096u * (k + 1), &bufs[r][k]));
+    CHECK_OK(symmem_group_end());
+    for (int k = 0; k < CALLS; k++)
+        for (int r = 0; r < N; r++) {
+            CHECK(symmem_buffer_size(bufs[r][k]) == 4096u * (k + 1));
+            CHECK(symmem_buffer_seq(bufs[r][k]) == symmem_buffer_seq(bufs[0][k]));
+            if (k) CHECK(symmem_buffer_seq(bufs[r][k]) > symmem_buffer_seq(bufs[r][k - 1]));
+            memset(symmem_buffer_ptr(bufs[r][k]), 'a' + r + k, symmem_buffer_size(bufs[r][k]));
+        }
+    for (int k = 0; k < CALLS; k++)
+        for (int r = 0; r < N; r++)
+            for (int p = 0; p < N; p++) {
+                const char *peer = symmem_buffer_peer_ptr(bufs[r][k], p);
+                CHECK(peer[0] == 'a' + p + k && peer[4096u * (k + 1) - 1] == 'a' + p + k);
+            }
+    for (int r = 0; r < N; r++)
+        for (int k = 0; k < CALLS; k++) CHECK_OK(symmem_free(bufs[r][k]));
+    for (int r = 0; r < N; r++) CHECK_OK(symmem_comm_destroy(comms[r]));
+}
+
+/* Destroy looks the handle up in the registry of live communicators: a handle that never was one (here
+ * with the magic of a real one) is rejected without being read or freed, and so is a destroyed one. */
+static void destroy_rejects_handles_that_are_not_live(void)
+{
+    struct symmem_comm *fake = calloc(1, sizeof *fake);
+    CHECK(fake);
+    fake->magic = SYMMEM_COMM_MAGIC;
+    fake->nranks = 1;
+    CHECK_ST(symmem_comm_destroy(fake), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ERR_HAS("not a live communicator");
+    CHECK(symmem_comm_rank(fake) == -1 && symmem_comm_size(fake) == -1);
+    free(fake);
+    symmem_options_t o = host_opts(20000);
+    symmem_comm_t c[2];
+    CHECK_OK(symmem_comm_init_all(2, NULL, &o, c));
+    CHECK_OK(symmem_comm_destroy(c[0]));
+    CHECK(symmem_comm_rank(c[0]) == -1); /* the freed handle is not read */
+    CHECK_ST(symmem_comm_destroy(c[0]), SYMMEM_INVALID_ARGUMENT);
+    CHECK(symmem_comm_rank(c[1]) == 1);
+    CHECK_OK(symmem_comm_destroy(c[1]));
+}
+
 /* User-supplied bootstrap: threads with a shared-memory allgather standing in for a PyTorch Store. */
 typedef struct shm_boot {
     pthread_barrier_t bar;
@@ -516,6 +569,8 @@ int main(void)
         {"mismatched_collective_calls_detected", mismatched_collective_calls_detected, 30},
         {"intruders_rejected", intruders_rejected, 60},
         {"init_all_with_group_alloc", init_all_with_group_alloc, 60},
+        {"group_with_two_calls_per_comm", group_with_two_calls_per_comm, 60},
+        {"destroy_rejects_handles_that_are_not_live", destroy_rejects_handles_that_are_not_live, 30},
         {"user_bootstrap", user_bootstrap, 60},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));

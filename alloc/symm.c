@@ -72,8 +72,9 @@ static symmem_status_t agree(symmem_comm_t c, symmem_status_t mine, const char *
     if (mine != SYMMEM_OK) return mine; /* keep this rank's own message */
     for (int r = 0; r < c->nranks; r++)
         if (all[r].status != SYMMEM_OK)
-            return symmem_set_error((symmem_status_t)all[r].status, "symmem_alloc: %s failed on rank %d: %s", step,
-                                    r, all[r].msg);
+            /* A peer's text need not end in a NUL: print at most its field, never what lies beyond. */
+            return symmem_set_error((symmem_status_t)all[r].status, "symmem_alloc: %s failed on rank %d: %.*s", step,
+                                    r, (int)sizeof all[r].msg, all[r].msg);
     return SYMMEM_OK;
 }
 

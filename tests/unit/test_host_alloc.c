@@ -352,6 +352,44 @@ static void rank_peer_absent(int rank, int nranks, const symmem_unique_id_t *id)
 }
 static void absent_peer_times_out(void) { CHECK(spawn(2, rank_peer_absent) == 0); }
 
+/* A peer's failure text without a NUL: rank 0 must print that field and nothing beyond it (it used to print
+ * on into the next rank's entry). Ranks 1 and 2 play symmem_alloc's first two steps by hand. */
+typedef struct peer_status {
+    int32_t status;
+    char msg[252];
+} peer_status_t;
+
+static void rank_unterminated_status(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_comm_t c = join(rank, nranks, id, 20000);
+    if (rank == 0) {
+        symmem_buffer_t b;
+        CHECK(symmem_alloc(c, 4096, &b) != SYMMEM_OK);
+        char run[253];
+        memset(run, 'A', 252);
+        run[252] = '\0';
+        CHECK_ERR_HAS("failed on rank 1: ");
+        CHECK_ERR_HAS(run);
+        CHECK(!strstr(symmem_last_error(), "XTRA") && !strstr(symmem_last_error(), "LEAKED"));
+    } else {
+        uint64_t size = 4096, sizes[8];
+        CHECK_OK(symmem_comm_allgather(c, &size, sizes, sizeof size));
+        peer_status_t me, all[8];
+        memset(&me, 0, sizeof me);
+        if (rank == 1) {
+            me.status = SYMMEM_SYSTEM_ERROR;
+            memset(me.msg, 'A', sizeof me.msg); /* no NUL */
+        } else {
+            memcpy(&me.status, "XTRA", 4);
+            snprintf(me.msg, sizeof me.msg, "LEAKED");
+        }
+        CHECK_OK(symmem_comm_allgather(c, &me, all, sizeof me));
+    }
+    CHECK_OK(symmem_comm_barrier(c));
+    CHECK_OK(symmem_comm_destroy(c));
+}
+static void peer_status_text_is_bounded(void) { CHECK(spawn(3, rank_unterminated_status) == 0); }
+
 /* Processes that are not ranks connect to a rank's socket: one with the wrong secret, one of another
  * user. They are turned away and the real ranks still meet. */
 static void intruder(const symmem_unique_id_t *id, int as_nobody)
@@ -568,6 +606,7 @@ int main(void)
         {"absent_peer_times_out", absent_peer_times_out, 30},
         {"mismatched_collective_calls_detected", mismatched_collective_calls_detected, 30},
         {"intruders_rejected", intruders_rejected, 60},
+        {"peer_status_text_is_bounded", peer_status_text_is_bounded, 30},
         {"init_all_with_group_alloc", init_all_with_group_alloc, 60},
         {"group_with_two_calls_per_comm", group_with_two_calls_per_comm, 60},
         {"destroy_rejects_handles_that_are_not_live", destroy_rejects_handles_that_are_not_live, 30},

@@ -445,8 +445,9 @@ static symmem_status_t comm_create(const symmem_boot_id_t *id, int nranks, int r
     *out = c;
     return SYMMEM_OK;
 fail:
-    /* Tear down at once: closing the sockets tells the peers (PEER_FAILURE) instead of leaving them to
-     * wait for the timeout. comm_release keeps this thread's error message. */
+    /* Tear down at once, telling the peers why (they would otherwise only see a closed socket, or wait for
+     * the timeout), so their errors name the real cause. comm_release keeps this thread's error message. */
+    symmem_boot_abort(c->boot, st, symmem_last_error());
     comm_release(c);
     symmem_log_set_rank(prev_rank);
     return st;

@@ -17,6 +17,7 @@ extern "C" {
     X(LOG_SUBSYS, STR, "ALL", "subsystems to log: CORE,BOOT,ALLOC,COLL,TOPO,NCCL or ALL; ^ excludes")      \
     X(LOG_FILE, STR, "", "log to this file (%h host, %p pid) instead of stderr")                            \
     X(TIMEOUT_MS, INT, "30000", "bootstrap and collective timeout in milliseconds")                        \
+    X(SOCKET_DIR, STR, "", "bootstrap sockets as files in this directory (the user's own, mode 0700) instead of abstract names") \
     X(BACKEND, STR, "cuda", "memory backend when the API leaves it default: cuda or host")                 \
     X(PLACEMENT, STR, "auto", "buffer placement: auto, device or host_numa")                               \
     X(FABRIC, INT, "1", "also request fabric handles where the GPU supports them (0 disables)")            \

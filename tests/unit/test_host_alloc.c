@@ -209,15 +209,17 @@ static void rank_dup(int rank, int nranks, const symmem_unique_id_t *id)
     symmem_options_t o = host_opts(1500);
     symmem_comm_t c;
     symmem_status_t st = symmem_comm_init(nranks, rank, id, &o, &c);
-    /* Exactly one of the two processes claiming rank 1 gets "already taken"; everyone else times out
-     * waiting for rank 2, who never comes. */
+    /* Exactly one of the two processes claiming rank 1 finds its name bound, and is told that the holder
+     * may be a duplicate or another process (named by pid); everyone else times out waiting for rank 2, who
+     * never comes, and says so. */
     if (st == SYMMEM_INVALID_ARGUMENT) {
-        CHECK_ERR_HAS("already taken");
+        CHECK_ERR_HAS("the socket name of rank 1 is already bound by pid");
+        CHECK_ERR_HAS("duplicate rank");
+        CHECK_ERR_HAS("or another process");
         exit(3);
     }
     CHECK(st == SYMMEM_TIMEOUT);
-    CHECK(strstr(symmem_last_error(), "rank 2") || strstr(symmem_last_error(), "rank(s) 1") ||
-          strstr(symmem_last_error(), "rank 1"));
+    CHECK_ERR_HAS("rank(s) 2 never started listening");
 }
 
 static void duplicate_rank_detected(void)
@@ -397,14 +399,11 @@ static void intruder(const symmem_unique_id_t *id, int as_nobody)
     if (as_nobody && setuid(65534) != 0) _exit(0); /* not root: skip this intruder */
     const symmem_boot_id_t *b = (const symmem_boot_id_t *)(const void *)id->bytes;
     struct sockaddr_un addr;
-    memset(&addr, 0, sizeof addr);
-    addr.sun_family = AF_UNIX;
-    int n = snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, "symmem-");
-    for (int i = 0; i < SYMMEM_BOOT_TAG_BYTES; i++) n += snprintf(addr.sun_path + 1 + n, 3, "%02x", b->tag[i]);
-    n += snprintf(addr.sun_path + 1 + n, sizeof addr.sun_path - 1 - (size_t)n, "-1");
+    socklen_t alen;
+    if (symmem_boot_sock_addr(b, 1, &addr, &alen) != SYMMEM_OK) _exit(1);
     for (int tries = 0; tries < 200; tries++) {
         int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-        if (connect(fd, (struct sockaddr *)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) == 0) {
+        if (connect(fd, (struct sockaddr *)&addr, alen) == 0) {
             char junk[64];
             memset(junk, 0x5a, sizeof junk);
             ssize_t w = write(fd, junk, sizeof junk);

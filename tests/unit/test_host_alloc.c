@@ -1,6 +1,8 @@
 /* Bootstrap and symmetric allocation across real processes, with the host (memfd) backend: the same
  * sockets, descriptor passing, mapping tables and error paths the CUDA backend uses, without a GPU. */
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -392,6 +394,57 @@ static void rank_unterminated_status(int rank, int nranks, const symmem_unique_i
 }
 static void peer_status_text_is_bounded(void) { CHECK(spawn(3, rank_unterminated_status) == 0); }
 
+/* Rank 1 plays symmem_alloc by hand and passes a bad descriptor: a memfd smaller than the stride (it used
+ * to be mapped, and touching the peer's part killed rank 0 with SIGBUS), one that is not sealed (it could
+ * be shrunk after the check), or a pipe. Rank 0's symmem_alloc must fail with a clear error instead. */
+enum { BAD_SMALL, BAD_UNSEALED, BAD_NOT_MEMFD, BAD_KINDS };
+
+static int bad_descriptor(int kind, size_t stride)
+{
+    if (kind == BAD_NOT_MEMFD) {
+        int p[2];
+        CHECK(pipe(p) == 0);
+        close(p[1]);
+        return p[0];
+    }
+    int fd = memfd_create("bad", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    CHECK(fd >= 0);
+    CHECK(ftruncate(fd, kind == BAD_SMALL ? 4096 : (off_t)stride) == 0);
+    if (kind == BAD_SMALL) CHECK(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
+    return fd;
+}
+
+static void rank_bad_descriptor(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_comm_t c = join(rank, nranks, id, 20000);
+    const size_t size = 32 * 4096;
+    for (int kind = 0; kind < BAD_KINDS; kind++) {
+        if (rank == 0) {
+            symmem_buffer_t b;
+            CHECK(symmem_alloc(c, size, &b) != SYMMEM_OK);
+            static const char *const needle[BAD_KINDS] = {"smaller than the", "not sealed", "not a memfd"};
+            CHECK_ERR_HAS(needle[kind]);
+        } else {
+            uint64_t mine = size, sizes[2];
+            peer_status_t ok, all[2];
+            memset(&ok, 0, sizeof ok);
+            CHECK_OK(symmem_comm_allgather(c, &mine, sizes, sizeof mine));  /* size */
+            CHECK_OK(symmem_comm_allgather(c, &ok, all, sizeof ok));        /* placement */
+            CHECK_OK(symmem_comm_allgather(c, &ok, all, sizeof ok));        /* allocation */
+            int fd = bad_descriptor(kind, size + 4096 * 64), fds[2];
+            CHECK_OK(symmem_comm_exchange_fds(c, fd, (uint64_t)kind + 1, fds)); /* rank 0's alloc_seq */
+            close(fd);
+            close(fds[0]);
+            close(fds[1]);
+            CHECK_OK(symmem_comm_allgather(c, &ok, all, sizeof ok));        /* mapping peers */
+            CHECK(all[0].status != SYMMEM_OK);
+        }
+    }
+    CHECK_OK(symmem_comm_barrier(c));
+    CHECK_OK(symmem_comm_destroy(c));
+}
+static void bad_peer_descriptors_refused(void) { CHECK(spawn(2, rank_bad_descriptor) == 0); }
+
 /* Processes that are not ranks connect to a rank's socket: one with the wrong secret, one of another
  * user. They are turned away and the real ranks still meet. */
 static void intruder(const symmem_unique_id_t *id, int as_nobody)
@@ -606,6 +659,7 @@ int main(void)
         {"mismatched_collective_calls_detected", mismatched_collective_calls_detected, 30},
         {"intruders_rejected", intruders_rejected, 60},
         {"peer_status_text_is_bounded", peer_status_text_is_bounded, 30},
+        {"bad_peer_descriptors_refused", bad_peer_descriptors_refused, 30},
         {"init_all_with_group_alloc", init_all_with_group_alloc, 60},
         {"group_with_two_calls_per_comm", group_with_two_calls_per_comm, 60},
         {"destroy_rejects_handles_that_are_not_live", destroy_rejects_handles_that_are_not_live, 30},

@@ -26,7 +26,7 @@
 #include "core/status.h"
 
 #define HANDSHAKE_MS 2000 /* how long an accepted connection may take to finish the handshake */
-#define RETRY_MS 2        /* between attempts to reach a rank that is not listening yet */
+#define RETRY_MS 1        /* between attempts to reach a rank that is not listening yet */
 #define MAX_PENDING 64    /* accepted connections still in their handshake */
 #define REJECT_WARN_MAX 3 /* rejected connections logged at WARN per init; the rest at DEBUG, then a count */
 #define FDS_PER_MSG 1     /* descriptors the protocol attaches to one message */

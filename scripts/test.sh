@@ -36,3 +36,4 @@ label=${SYMMEM_TEST_LABEL:-all}
 sel=(); [ "$label" = all ] || sel=(-L "^$label\$")
 cd "$build"
 ctest --output-on-failure "${sel[@]}"
+"$OLDPWD/scripts/sanitize.sh" # ASan+UBSan build of the CPU tests and fuzz-corpus replay ($OLDPWD: the repository root)

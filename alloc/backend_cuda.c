@@ -128,11 +128,25 @@ static void c_unreserve(char *va, size_t bytes)
     if (symmem_cudrv_get(&drv) == SYMMEM_OK) drv->cuMemAddressFree((CUdeviceptr)(uintptr_t)va, bytes);
 }
 
+/* A peer's allocation must cover the whole stride. cuMemMap refuses a size beyond the allocation; the
+ * range the driver then reports for the mapping is checked as well, so a short allocation is never used
+ * even if a driver accepted it. (A driver that cannot answer the query leaves the cuMemMap check alone.) */
 static symmem_status_t c_map(char *va, size_t bytes, uint64_t handle)
 {
     const symmem_cudrv_t *drv;
     SYMMEM_CHECK(symmem_cudrv_get(&drv));
-    SYMMEM_CU_CHECK(drv, cuMemMap((CUdeviceptr)(uintptr_t)va, bytes, 0, (CUmemGenericAllocationHandle)handle, 0), "");
+    SYMMEM_CU_CHECK(drv, cuMemMap((CUdeviceptr)(uintptr_t)va, bytes, 0, (CUmemGenericAllocationHandle)handle, 0),
+                    "mapping an allocation of the stride's size (a peer's allocation may be smaller)");
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    CUdeviceptr start = (CUdeviceptr)(uintptr_t)va;
+    if (drv->cuMemGetAddressRange(&base, &size, start) == CUDA_SUCCESS && (base > start || base + size < start + bytes)) {
+        drv->cuMemUnmap(start, bytes);
+        return symmem_set_error(SYMMEM_PEER_FAILURE,
+                                "a peer's allocation covers %zu bytes at offset %lld of the mapping, less than the "
+                                "%zu-byte stride: refused",
+                                size, (long long)(base - start), bytes);
+    }
     return SYMMEM_OK;
 }
 

@@ -28,7 +28,8 @@ extern "C" {
     X(cuMemUnmap, 10020)                                                                                   \
     X(cuMemSetAccess, 10020)                                                                               \
     X(cuMemGetAllocationGranularity, 10020)                                                                \
-    X(cuMemRetainAllocationHandle, 11000)
+    X(cuMemRetainAllocationHandle, 11000)                                                                 \
+    X(cuMemGetAddressRange, 3020)
 
 typedef struct symmem_cudrv {
 #define SYMMEM_CUDRV_FIELD_(name, ver) __typeof__(name) *name;

@@ -72,8 +72,9 @@ static symmem_status_t agree(symmem_comm_t c, symmem_status_t mine, const char *
     if (mine != SYMMEM_OK) return mine; /* keep this rank's own message */
     for (int r = 0; r < c->nranks; r++)
         if (all[r].status != SYMMEM_OK)
-            return symmem_set_error((symmem_status_t)all[r].status, "symmem_alloc: %s failed on rank %d: %s", step,
-                                    r, all[r].msg);
+            /* A peer's text need not end in a NUL: print at most its field, never what lies beyond. */
+            return symmem_set_error((symmem_status_t)all[r].status, "symmem_alloc: %s failed on rank %d: %.*s", step,
+                                    r, (int)sizeof all[r].msg, all[r].msg);
     return SYMMEM_OK;
 }
 
@@ -246,7 +247,7 @@ symmem_status_t symmem_alloc(symmem_comm_t comm, size_t size, symmem_buffer_t *b
     symmem_clear_error();
     if (!buf) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "symmem_alloc: buf is NULL");
     alloc_args_t a = {comm, size, buf};
-    if (symmem_group_active()) return symmem_group_defer(alloc_entry, &a, sizeof a);
+    if (symmem_group_active()) return symmem_group_defer(comm, alloc_entry, &a, sizeof a);
     return alloc_entry(&a);
 }
 

@@ -268,6 +268,18 @@ symmem_status_t symmem_coll_tune_load(symmem_comm_t comm, const char *path)
     symmem_status_t st = SYMMEM_OK;
     while (fgets(line, sizeof line, f)) {
         lineno++;
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n') {
+            /* Longer than the buffer: the rest must not be read as a line of its own. A long comment is
+             * fine (its rest is skipped); anything else is an error naming the line. */
+            int ch = fgetc(f);
+            if (ch != EOF && ch != '\n' && !strchr(line, '#')) {
+                st = symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: line longer than %zu characters", path,
+                                      lineno, sizeof line - 2);
+                break;
+            }
+            while (ch != EOF && ch != '\n') ch = fgetc(f);
+        }
         char *hash = strchr(line, '#');
         if (hash) *hash = '\0';
         char *s = trim(line);

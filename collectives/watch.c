@@ -192,14 +192,9 @@ void symmem_watch_remove(symmem_comm_t comm)
 symmem_status_t symmem_comm_set_error_handler(symmem_comm_t comm, symmem_error_handler_t handler, void *ctx)
 {
     symmem_clear_error();
-    if (!comm || comm->magic != SYMMEM_COMM_MAGIC)
-        return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "symmem_comm_set_error_handler: not a live communicator");
-    if (comm->backend != SYMMEM_BACKEND_CUDA)
-        return symmem_set_error(SYMMEM_UNSUPPORTED,
-                                "symmem_comm_set_error_handler: the host backend has no asynchronous errors (every "
-                                "failure is returned by the call that met it)");
+    /* Found in the list before anything is read through the handle (a destroyed one is not there). */
     pthread_mutex_lock(&mu);
-    watch_t *w = head;
+    watch_t *w = comm ? head : NULL;
     while (w && (w->comm != comm || w->dropped)) w = w->next;
     if (w) {
         while (w->busy && !(thread_running && pthread_equal(pthread_self(), watcher))) pthread_cond_wait(&cv, &mu);
@@ -208,8 +203,16 @@ symmem_status_t symmem_comm_set_error_handler(symmem_comm_t comm, symmem_error_h
         ensure_watcher();
     }
     pthread_mutex_unlock(&mu);
-    if (!w)
+    if (w) return SYMMEM_OK;
+    switch (symmem_comm_backend(comm)) { /* looks the handle up among the live communicators */
+    case SYMMEM_BACKEND_HOST:
+        return symmem_set_error(SYMMEM_UNSUPPORTED,
+                                "symmem_comm_set_error_handler: the host backend has no asynchronous errors (every "
+                                "failure is returned by the call that met it)");
+    case SYMMEM_BACKEND_CUDA:
         return symmem_set_error(SYMMEM_INVALID_USAGE,
                                 "symmem_comm_set_error_handler: the communicator's collectives are not initialised");
-    return SYMMEM_OK;
+    default:
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "symmem_comm_set_error_handler: not a live communicator");
+    }
 }

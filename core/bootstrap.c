@@ -1,39 +1,35 @@
+/* The bootstrap mesh. Setup is one event loop over every connection of this rank (outgoing to higher ranks,
+ * incoming from lower ones, and the listening socket), so a slow, idle or hostile connection costs nothing
+ * but its own slot, and a rank waiting on one peer still completes its handshakes with the others (so a
+ * missing rank is the only one named). The wire format and the handshake rules are in core/bootmsg.h; the
+ * trust model in docs/security.md. */
 #include "core/bootstrap.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
-#include <sys/un.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "core/bootmsg.h"
+#include "core/hmac.h"
 #include "core/log.h"
+#include "core/param.h"
 #include "core/status.h"
 
-#define MSG_MAGIC 0x424d5953u /* "SYMB" */
-#define MAX_PAYLOAD (64u * 1024u)
-#define HELLO_WAIT_MS 2000 /* how long an accepted connection may take to say hello */
-
-enum { MSG_HELLO = 1, MSG_DATA = 2, MSG_FD = 3 };
-
-/* Fixed header of every message between ranks; crosses processes. */
-typedef struct msg_hdr {
-    uint32_t magic;
-    uint32_t type;
-    uint64_t seq; /* which collective call (HELLO: 0) */
-    uint32_t len; /* payload bytes following */
-    int32_t rank; /* sender */
-    int32_t nranks;
-    uint32_t has_fd;
-    unsigned char secret[SYMMEM_BOOT_SECRET_BYTES]; /* HELLO only */
-} msg_hdr_t;
-static_assert(sizeof(msg_hdr_t) == 64, "msg_hdr_t crosses processes: keep its layout fixed");
+#define HANDSHAKE_MS 2000 /* how long an accepted connection may take to finish the handshake */
+#define RETRY_MS 1        /* between attempts to reach a rank that is not listening yet */
+#define MAX_PENDING 64    /* accepted connections still in their handshake */
+#define REJECT_WARN_MAX 3 /* rejected connections logged at WARN per init; the rest at DEBUG, then a count */
+#define FDS_PER_MSG 1     /* descriptors the protocol attaches to one message */
 
 struct symmem_boot {
     int rank;
@@ -43,9 +39,9 @@ struct symmem_boot {
     uint64_t seq; /* collective calls made so far; the same on every rank */
     int fds[SYMMEM_MAX_RANKS];
     symmem_boot_id_t id;
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* socket file to remove; "" for abstract names */
 };
 
-/* "rank 3", or "a connecting process" for a connection not yet identified (a hello being read). */
 static const char *who(int peer)
 {
     static _Thread_local char buf[32];
@@ -67,21 +63,19 @@ static int remaining_ms(int64_t deadline)
     return left < 0 ? 0 : (left > 1000000 ? 1000000 : (int)left);
 }
 
-static void tag_hex(const symmem_boot_id_t *id, char *out)
+static symmem_status_t fill_random(void *p, size_t n)
 {
-    for (int i = 0; i < SYMMEM_BOOT_TAG_BYTES; i++) sprintf(out + 2 * i, "%02x", id->tag[i]);
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = getrandom((char *)p + got, n - got, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return symmem_set_error(SYMMEM_SYSTEM_ERROR, "getrandom failed: %s", strerror(errno));
+        got += (size_t)r;
+    }
+    return SYMMEM_OK;
 }
 
-/* Abstract-namespace address: no file to clean up, gone when the listener exits. */
-static socklen_t sock_addr(const symmem_boot_id_t *id, int rank, struct sockaddr_un *addr)
-{
-    char hex[2 * SYMMEM_BOOT_TAG_BYTES + 1];
-    tag_hex(id, hex);
-    memset(addr, 0, sizeof *addr);
-    addr->sun_family = AF_UNIX;
-    int n = snprintf(addr->sun_path + 1, sizeof addr->sun_path - 1, "symmem-%s-%d", hex, rank);
-    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
-}
+/* ---- ids ------------------------------------------------------------------------------------------------ */
 
 symmem_status_t symmem_boot_id_make(symmem_boot_id_t *id)
 {
@@ -89,19 +83,12 @@ symmem_status_t symmem_boot_id_make(symmem_boot_id_t *id)
     memset(&t, 0, sizeof t);
     t.magic = SYMMEM_BOOT_ID_MAGIC;
     t.version = SYMMEM_BOOT_ID_VERSION;
-    unsigned char rnd[SYMMEM_BOOT_TAG_BYTES + SYMMEM_BOOT_SECRET_BYTES];
-    size_t got = 0;
-    while (got < sizeof rnd) {
-        ssize_t n = getrandom(rnd + got, sizeof rnd - got, 0);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return symmem_set_error(SYMMEM_SYSTEM_ERROR, "getrandom failed: %s", strerror(errno));
-        got += (size_t)n;
-    }
-    memcpy(t.tag, rnd, SYMMEM_BOOT_TAG_BYTES);
-    memcpy(t.secret, rnd + SYMMEM_BOOT_TAG_BYTES, SYMMEM_BOOT_SECRET_BYTES);
+    SYMMEM_CHECK(fill_random(t.tag, sizeof t.tag));
+    SYMMEM_CHECK(fill_random(t.secret, sizeof t.secret));
     t.creator_pid = (int32_t)getpid();
     t.created_s = (uint32_t)time(NULL);
     *id = t;
+    symmem_wipe(&t, sizeof t);
     return SYMMEM_OK;
 }
 
@@ -120,13 +107,156 @@ symmem_status_t symmem_boot_id_check(const symmem_boot_id_t *id)
     return SYMMEM_OK;
 }
 
-/* Constant-time comparison, so timing does not leak the secret. */
-static int secret_equal(const unsigned char *a, const unsigned char *b)
+/* ---- socket names ----------------------------------------------------------------------------------------- */
+
+symmem_status_t symmem_boot_sock_addr(const symmem_boot_id_t *id, int rank, struct sockaddr_un *addr,
+                                      socklen_t *len)
 {
-    unsigned char d = 0;
-    for (int i = 0; i < SYMMEM_BOOT_SECRET_BYTES; i++) d |= (unsigned char)(a[i] ^ b[i]);
-    return d == 0;
+    char name[SYMMEM_BOOT_NAME_HEX + 1];
+    symmem_boot_name(id->secret, sizeof id->secret, id->tag, sizeof id->tag, rank, name);
+    memset(addr, 0, sizeof *addr);
+    addr->sun_family = AF_UNIX;
+    const char *dir = symmem_param_str(SYMMEM_PARAM_SOCKET_DIR);
+    if (!*dir) {
+        int n = snprintf(addr->sun_path + 1, sizeof addr->sun_path - 1, "symmem-%s", name);
+        *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+        return SYMMEM_OK;
+    }
+    int n = snprintf(addr->sun_path, sizeof addr->sun_path, "%s/symmem-%s", dir, name);
+    if (n < 0 || (size_t)n >= sizeof addr->sun_path)
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                                "SYMMEM_SOCKET_DIR=%s is too long for a socket path (at most %zu characters)", dir,
+                                sizeof addr->sun_path - 8 - SYMMEM_BOOT_NAME_HEX);
+    *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n + 1);
+    return SYMMEM_OK;
 }
+
+/* SYMMEM_SOCKET_DIR must be this user's own directory that nobody else can enter: then no other user can
+ * reach, take or replace the sockets in it. Created (mode 0700) if it does not exist. */
+static symmem_status_t check_socket_dir(const char *dir)
+{
+    struct stat st;
+    if (lstat(dir, &st) != 0 && errno == ENOENT && mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "SYMMEM_SOCKET_DIR=%s cannot be created: %s", dir,
+                                strerror(errno));
+    if (lstat(dir, &st) != 0)
+        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "SYMMEM_SOCKET_DIR=%s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                                "SYMMEM_SOCKET_DIR=%s is not a directory (a symbolic link is refused too)", dir);
+    if (st.st_uid != geteuid())
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                                "SYMMEM_SOCKET_DIR=%s is owned by uid %u, not by this user (uid %u): another user "
+                                "may have created it first; use a directory of your own (e.g. under "
+                                "$XDG_RUNTIME_DIR)",
+                                dir, (unsigned)st.st_uid, (unsigned)geteuid());
+    if (st.st_mode & 077)
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                                "SYMMEM_SOCKET_DIR=%s has mode %04o: it must be 0700 so that no other user can "
+                                "reach or replace the sockets in it (chmod 700 %s)",
+                                dir, (unsigned)(st.st_mode & 07777), dir);
+    return SYMMEM_OK;
+}
+
+/* Who holds a socket name: connect and ask the kernel (SO_PEERCRED). 0 if nobody answers. */
+static int name_holder(const struct sockaddr_un *addr, socklen_t alen, struct ucred *cred)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return 0;
+    socklen_t clen = sizeof *cred;
+    int ok = connect(fd, (const struct sockaddr *)addr, alen) == 0 &&
+             getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &clen) == 0;
+    int e = errno;
+    close(fd);
+    errno = e;
+    return ok;
+}
+
+static symmem_status_t name_in_use(const symmem_boot_t *b, const struct sockaddr_un *addr, socklen_t alen)
+{
+    struct ucred cred;
+    char holder[96] = "a process that does not accept connections";
+    int foreign = 0;
+    if (name_holder(addr, alen, &cred)) {
+        foreign = cred.uid != geteuid();
+        snprintf(holder, sizeof holder, "pid %d (uid %u%s)", (int)cred.pid, (unsigned)cred.uid,
+                 foreign ? ", another user" : ", this user");
+    }
+    return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                            "communicator init: the socket name of rank %d is already bound by %s: either another "
+                            "process joined with the same unique id as rank %d (a duplicate rank, or an id reused "
+                            "while its job still runs), or another process that holds this id's secret took the "
+                            "name first%s",
+                            b->rank, holder, b->rank,
+                            foreign ? "; a process of another user knowing the name means the secret has leaked: "
+                                      "make a new unique id"
+                                    : "");
+}
+
+static symmem_status_t start_listening(symmem_boot_t *b)
+{
+    struct sockaddr_un addr;
+    socklen_t alen;
+    SYMMEM_CHECK(symmem_boot_sock_addr(&b->id, b->rank, &addr, &alen));
+    int file = addr.sun_path[0] != '\0';
+    if (file) SYMMEM_CHECK(check_socket_dir(symmem_param_str(SYMMEM_PARAM_SOCKET_DIR)));
+    b->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (b->listen_fd < 0)
+        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "socket(AF_UNIX): %s", symmem_errno_string(errno));
+    for (int attempt = 0;; attempt++) {
+        if (bind(b->listen_fd, (struct sockaddr *)&addr, alen) == 0) break;
+        int e = errno;
+        struct ucred cred;
+        /* A socket file nobody listens on is left over from a crashed run with this id: replace it. */
+        if (e == EADDRINUSE && file && attempt == 0 && !name_holder(&addr, alen, &cred) && errno == ECONNREFUSED &&
+            unlink(addr.sun_path) == 0)
+            continue;
+        if (e == EADDRINUSE) return name_in_use(b, &addr, alen);
+        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "bind of the bootstrap socket failed: %s", strerror(e));
+    }
+    if (file) snprintf(b->path, sizeof b->path, "%s", addr.sun_path);
+    if (listen(b->listen_fd, SOMAXCONN) != 0)
+        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "listen: %s", strerror(errno));
+    return SYMMEM_OK;
+}
+
+static void stop_listening(symmem_boot_t *b)
+{
+    if (b->listen_fd >= 0) close(b->listen_fd);
+    b->listen_fd = -1;
+    if (b->path[0]) unlink(b->path);
+    b->path[0] = '\0';
+}
+
+/* ---- descriptors in received messages ---------------------------------------------------------------------- */
+
+/* Take the descriptors a recvmsg delivered: up to `want` go to out[*got...], every other one is closed at
+ * once. Returns how many arrived in all (every SCM_RIGHTS entry, every descriptor in each). */
+static int take_fds(struct msghdr *m, int *out, int want, int *got)
+{
+    int total = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0)) continue;
+        size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < n; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+            total++;
+            if (out && *got < want) out[(*got)++] = fd;
+            else close(fd);
+        }
+    }
+    return total;
+}
+
+/* Control buffer for one message: room for the FDS_PER_MSG descriptors the protocol sends; anything more
+ * is discarded by the kernel and flagged with MSG_CTRUNC, which the receivers check. */
+typedef union {
+    struct cmsghdr align;
+    char buf[CMSG_SPACE(sizeof(int) * FDS_PER_MSG)];
+} ctrl_buf_t;
+
+/* ---- sending ------------------------------------------------------------------------------------------------ */
 
 static symmem_status_t wait_fd(int fd, short events, int64_t deadline, int peer, const char *what)
 {
@@ -144,8 +274,8 @@ static symmem_status_t wait_fd(int fd, short events, int64_t deadline, int peer,
 }
 
 /* Send header + payload (+ one descriptor attached to the first byte). */
-static symmem_status_t send_msg(int fd, const msg_hdr_t *hdr, const void *payload, int pass_fd, int64_t deadline,
-                                int peer, const char *what)
+static symmem_status_t send_msg(int fd, const symmem_boot_hdr_t *hdr, const void *payload, int pass_fd,
+                                int64_t deadline, int peer, const char *what)
 {
     size_t total = sizeof *hdr + hdr->len, done = 0;
     while (done < total) {
@@ -160,22 +290,19 @@ static symmem_status_t send_msg(int fd, const msg_hdr_t *hdr, const void *payloa
             iov[niov].iov_base = (char *)payload + off;
             iov[niov++].iov_len = hdr->len - off;
         }
-        union {
-            struct cmsghdr align;
-            char buf[CMSG_SPACE(sizeof(int))];
-        } ctrl;
+        ctrl_buf_t ctrl;
         struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
         if (done == 0 && pass_fd >= 0) {
             memset(&ctrl, 0, sizeof ctrl);
             m.msg_control = ctrl.buf;
-            m.msg_controllen = sizeof ctrl.buf;
+            m.msg_controllen = CMSG_SPACE(sizeof(int));
             struct cmsghdr *c = CMSG_FIRSTHDR(&m);
             c->cmsg_level = SOL_SOCKET;
             c->cmsg_type = SCM_RIGHTS;
             c->cmsg_len = CMSG_LEN(sizeof(int));
             memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
         }
-        ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL);
+        ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             done += (size_t)n;
             continue;
@@ -189,233 +316,546 @@ static symmem_status_t send_msg(int fd, const msg_hdr_t *hdr, const void *payloa
                                     "%s: %s closed its connection (it exited, crashed or destroyed its "
                                     "communicator)",
                                     what, who(peer));
-        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "%s: sending to %s: %s", what, who(peer), strerror(errno));
+        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "%s: sending to %s: %s", what, who(peer),
+                                symmem_errno_string(errno));
     }
     return SYMMEM_OK;
 }
 
-/* Receive exactly len bytes; a descriptor arriving with them is stored in *fd_out (if non-NULL). */
-static symmem_status_t recv_exact(int fd, void *buf, size_t len, int *fd_out, int64_t deadline, int peer,
-                                  const char *what)
+/* One whole handshake message now, without waiting: a fresh connection's buffer always has room for it.
+ * Returns 0, or -1 with errno set. */
+static int send_now(int fd, symmem_boot_msg_type_t type, int rank, int nranks, const void *payload, uint32_t len)
 {
-    size_t done = 0;
-    while (done < len) {
-        struct iovec iov = {.iov_base = (char *)buf + done, .iov_len = len - done};
-        union {
-            struct cmsghdr align;
-            char buf[CMSG_SPACE(sizeof(int))];
-        } ctrl;
-        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.buf,
-                           .msg_controllen = sizeof ctrl.buf};
-        ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
-        if (n > 0) {
-            for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
-                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-                int got;
-                memcpy(&got, CMSG_DATA(c), sizeof got);
-                if (fd_out && *fd_out < 0)
-                    *fd_out = got;
-                else
-                    close(got); /* unexpected descriptor: never leak it */
-            }
-            done += (size_t)n;
-            continue;
-        }
-        if (n == 0)
-            return symmem_set_error(SYMMEM_PEER_FAILURE,
-                                    "%s: %s closed its connection (it exited, crashed or destroyed its "
-                                    "communicator)",
-                                    what, who(peer));
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-            SYMMEM_CHECK(wait_fd(fd, POLLIN, deadline, peer, what));
-            continue;
-        }
-        if (errno == ECONNRESET)
-            return symmem_set_error(SYMMEM_PEER_FAILURE, "%s: %s reset its connection (it exited or crashed)",
-                                    what, who(peer));
-        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "%s: receiving from %s: %s", what, who(peer), strerror(errno));
-    }
-    return SYMMEM_OK;
+    unsigned char buf[SYMMEM_BOOT_HS_MAX];
+    symmem_boot_hdr_t h;
+    symmem_boot_hdr_make(&h, type, rank, nranks, 0, len);
+    memcpy(buf, &h, sizeof h);
+    if (len) memcpy(buf + sizeof h, payload, len);
+    ssize_t n = send(fd, buf, sizeof h + len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n == (ssize_t)(sizeof h + len)) return 0;
+    if (n >= 0) errno = EAGAIN;
+    return -1;
 }
 
-static symmem_status_t recv_msg(int fd, msg_hdr_t *hdr, void *payload, size_t maxlen, int *fd_out,
-                                int64_t deadline, int peer, const char *what)
+/* ---- the setup loop ------------------------------------------------------------------------------------------ */
+
+typedef enum {
+    C_FREE,
+    C_CONNECTING,     /* outgoing, not connected yet: next attempt at `due` */
+    C_WAIT_CHALLENGE, /* outgoing */
+    C_WAIT_WELCOME,   /* outgoing */
+    C_WAIT_HELLO,     /* incoming */
+    C_WAIT_PROOF,     /* incoming */
+} conn_state_t;
+
+typedef struct conn {
+    conn_state_t state;
+    int fd;
+    int peer;        /* outgoing: the rank called; incoming: the rank claimed (-1 before its HELLO) */
+    int peer_nranks; /* from its HELLO or CHALLENGE */
+    int pid, uid;    /* SO_PEERCRED */
+    int64_t due;     /* C_CONNECTING: next attempt; incoming: end of its handshake */
+    int64_t since;   /* incoming: accepted at */
+    uint64_t round;  /* incoming: the loop round it was accepted in */
+    int last_errno;  /* C_CONNECTING: why the last attempt failed */
+    unsigned char nonce_c[SYMMEM_BOOT_NONCE_BYTES], nonce_l[SYMMEM_BOOT_NONCE_BYTES];
+    unsigned char buf[SYMMEM_BOOT_HS_MAX]; /* the message being read; never more than one */
+    size_t have;
+} conn_t;
+
+typedef struct mesh {
+    symmem_boot_t *b;
+    int64_t deadline;
+    struct sockaddr_un addr[SYMMEM_MAX_RANKS];
+    socklen_t alen[SYMMEM_MAX_RANKS];
+    conn_t out[SYMMEM_MAX_RANKS]; /* by peer rank, for peers above this rank */
+    conn_t in[MAX_PENDING];
+    int quiet[SYMMEM_MAX_RANKS]; /* a connected peer has sent collective data: its socket is not read here */
+    int rejected, rejected_foreign;
+    uint64_t round;     /* loop iterations so far */
+    symmem_status_t st; /* the first fatal error: ends the loop */
+} mesh_t;
+
+static void fatal(mesh_t *m, symmem_status_t status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fatal(mesh_t *m, symmem_status_t status, const char *fmt, ...)
 {
-    SYMMEM_CHECK(recv_exact(fd, hdr, sizeof *hdr, fd_out, deadline, peer, what));
-    if (hdr->magic != MSG_MAGIC)
-        return symmem_set_error(SYMMEM_PEER_FAILURE, "%s: garbage from %s (bad message magic)", what, who(peer));
-    if (hdr->len > maxlen)
-        return symmem_set_error(SYMMEM_PEER_FAILURE,
-                                "%s: rank %d sent %u bytes where %zu were expected: ranks are making different "
-                                "calls or passing different sizes",
-                                what, peer, hdr->len, maxlen);
-    if (hdr->len) SYMMEM_CHECK(recv_exact(fd, payload, hdr->len, fd_out, deadline, peer, what));
-    return SYMMEM_OK;
+    if (m->st != SYMMEM_OK) return;
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    m->st = symmem_set_error(status, "communicator init: %s", msg);
 }
 
-static void make_hello(const symmem_boot_t *b, msg_hdr_t *h)
+static void conn_close(conn_t *c)
 {
-    memset(h, 0, sizeof *h);
-    h->magic = MSG_MAGIC;
-    h->type = MSG_HELLO;
-    h->rank = b->rank;
-    h->nranks = b->nranks;
-    memcpy(h->secret, b->id.secret, SYMMEM_BOOT_SECRET_BYTES);
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+    c->state = C_FREE;
+    c->have = 0;
 }
 
-static int set_nonblock(int fd)
+/* Turn an incoming connection away: one log line (WARN for the first few of an init, DEBUG after that). */
+static void reject(mesh_t *m, conn_t *c, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void reject(mesh_t *m, conn_t *c, const char *fmt, ...)
 {
-    int fl = fcntl(fd, F_GETFL);
-    return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    int level = m->rejected < REJECT_WARN_MAX ? SYMMEM_LOG_WARN : SYMMEM_LOG_DEBUG;
+    m->rejected++;
+    char from[48] = "a connecting process";
+    if (c->peer >= 0) snprintf(from, sizeof from, "a process claiming rank %d", c->peer);
+    SYMMEM_LOG(level, SYMMEM_SUBSYS_BOOT, "rejected a bootstrap connection from %s (pid %d, uid %d): %s", from,
+               c->pid, c->uid, why);
+    conn_close(c);
 }
 
-static symmem_status_t start_listening(symmem_boot_t *b)
+static void try_connect(mesh_t *m, conn_t *c)
 {
-    struct sockaddr_un addr;
-    socklen_t alen = sock_addr(&b->id, b->rank, &addr);
-    b->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (b->listen_fd < 0) return symmem_set_error(SYMMEM_SYSTEM_ERROR, "socket(AF_UNIX): %s", strerror(errno));
-    if (bind(b->listen_fd, (struct sockaddr *)&addr, alen) != 0) {
-        int e = errno;
-        if (e == EADDRINUSE)
-            return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
-                                    "rank %d is already taken: another process or thread joined with the same "
-                                    "unique id and rank (duplicate rank, or an id reused while its job still runs)",
-                                    b->rank);
-        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "bind of the bootstrap socket failed: %s", strerror(e));
-    }
-    if (listen(b->listen_fd, 4 * SYMMEM_MAX_RANKS) != 0)
-        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "listen: %s", strerror(errno));
-    return SYMMEM_OK;
-}
-
-/* Connect to a higher rank, retrying while it has not started listening yet. */
-static symmem_status_t connect_peer(symmem_boot_t *b, int peer, int64_t deadline, int *out)
-{
-    struct sockaddr_un addr;
-    socklen_t alen = sock_addr(&b->id, peer, &addr);
-    for (;;) {
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0) return symmem_set_error(SYMMEM_SYSTEM_ERROR, "socket(AF_UNIX): %s", strerror(errno));
-        if (connect(fd, (struct sockaddr *)&addr, alen) == 0) {
-            if (set_nonblock(fd) != 0) {
-                close(fd);
-                return symmem_set_error(SYMMEM_SYSTEM_ERROR, "fcntl: %s", strerror(errno));
-            }
-            *out = fd;
-            return SYMMEM_OK;
-        }
+    symmem_boot_t *b = m->b;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return fatal(m, SYMMEM_SYSTEM_ERROR, "socket(AF_UNIX): %s", symmem_errno_string(errno));
+    if (connect(fd, (struct sockaddr *)&m->addr[c->peer], m->alen[c->peer]) != 0) {
         int e = errno;
         close(fd);
-        if (e != ECONNREFUSED && e != ENOENT && e != EAGAIN && e != EINTR)
-            return symmem_set_error(SYMMEM_SYSTEM_ERROR, "connecting to rank %d: %s", peer, strerror(e));
-        if (remaining_ms(deadline) == 0)
-            return symmem_set_error(SYMMEM_TIMEOUT,
-                                    "communicator init: rank %d never started listening within the timeout "
-                                    "(SYMMEM_TIMEOUT_MS): it was not started, crashed, or was given another "
-                                    "unique id",
-                                    peer);
-        struct timespec ts = {0, 2 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+        /* Nobody listening yet (ENOENT, ECONNREFUSED) or the listener's backlog is full (EAGAIN: a
+         * non-blocking AF_UNIX connect fails at once rather than returning EINPROGRESS): try again
+         * shortly, until the deadline, which bounds the whole loop. */
+        if (e == ENOENT || e == ECONNREFUSED || e == EAGAIN || e == EINTR || e == EINPROGRESS) {
+            c->last_errno = e;
+            c->due = now_ms() + RETRY_MS;
+            return;
+        }
+        return fatal(m, SYMMEM_SYSTEM_ERROR, "connecting to rank %d: %s", c->peer, symmem_errno_string(e));
     }
-}
-
-/* Check one accepted connection: same uid, right secret, a lower rank not yet connected, same rank count.
- * Returns the peer's rank, or -1 (connection rejected, already logged). */
-static int admit(symmem_boot_t *b, int fd, int64_t deadline)
-{
     struct ucred cred;
     socklen_t clen = sizeof cred;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 || cred.uid != geteuid()) {
-        SYMMEM_WARN(SYMMEM_SUBSYS_BOOT, "rejected a bootstrap connection from pid %d uid %d: not our user",
-                    (int)cred.pid, (int)cred.uid);
-        return -1;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0) {
+        close(fd);
+        return fatal(m, SYMMEM_SYSTEM_ERROR, "SO_PEERCRED on the connection to rank %d: %s", c->peer,
+                     strerror(errno));
     }
-    int64_t hello_deadline = now_ms() + HELLO_WAIT_MS;
-    if (hello_deadline > deadline) hello_deadline = deadline;
-    msg_hdr_t h;
-    symmem_status_t st = recv_msg(fd, &h, NULL, 0, NULL, hello_deadline, -1, "bootstrap hello");
-    if (st != SYMMEM_OK || h.type != MSG_HELLO || !secret_equal(h.secret, b->id.secret)) {
-        SYMMEM_WARN(SYMMEM_SUBSYS_BOOT,
-                    "rejected a bootstrap connection from pid %d: no valid hello with this communicator's secret",
-                    (int)cred.pid);
-        return -1;
+    /* The listener must be of this user too: nothing, not even a HELLO, goes to anyone else. */
+    if (cred.uid != geteuid()) {
+        close(fd);
+        return fatal(m, SYMMEM_PEER_FAILURE,
+                     "the socket of rank %d is held by pid %d of uid %u, not by this user (uid %u): a process "
+                     "of another user knows this job's socket names, so the unique id's secret has leaked; make "
+                     "a new id and keep it where only this user can read it",
+                     c->peer, (int)cred.pid, (unsigned)cred.uid, (unsigned)geteuid());
     }
-    if (h.nranks != b->nranks) {
-        SYMMEM_WARN(SYMMEM_SUBSYS_BOOT, "rejected rank %d (pid %d): it says %d ranks, this rank says %d", h.rank,
-                    (int)cred.pid, h.nranks, b->nranks);
-        return -2 - h.rank; /* a real member with a wrong rank count: fatal for this init */
+    c->fd = fd;
+    c->pid = (int)cred.pid;
+    c->uid = (int)cred.uid;
+    symmem_status_t st = fill_random(c->nonce_c, sizeof c->nonce_c);
+    if (st != SYMMEM_OK) {
+        m->st = st;
+        return;
     }
-    if (h.rank < 0 || h.rank >= b->rank || b->fds[h.rank] >= 0) {
-        SYMMEM_WARN(SYMMEM_SUBSYS_BOOT, "rejected pid %d claiming rank %d: out of range or already connected",
-                    (int)cred.pid, h.rank);
-        return -1;
-    }
-    return h.rank;
+    if (send_now(fd, SYMMEM_BOOT_HELLO, b->rank, b->nranks, c->nonce_c, sizeof c->nonce_c) != 0)
+        return fatal(m, SYMMEM_PEER_FAILURE, "rank %d (pid %d) closed the connection before the handshake: %s",
+                     c->peer, c->pid, strerror(errno));
+    c->state = C_WAIT_CHALLENGE;
 }
 
-static symmem_status_t accept_lower_ranks(symmem_boot_t *b, int64_t deadline)
+/* A slot for a new connection: a free one, or (evict) the one silent longest among those that have had a
+ * poll round to speak, so a burst of connections cannot push out each other's unread HELLOs but idle
+ * connections cannot crowd the ranks out either. */
+static conn_t *find_slot(mesh_t *m, int evict)
 {
-    int pending = b->rank;
-    while (pending > 0) {
-        int fd = accept4(b->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    conn_t *idlest = NULL;
+    for (int i = 0; i < MAX_PENDING; i++) {
+        conn_t *c = &m->in[i];
+        if (c->state == C_FREE) return c;
+        if (c->state == C_WAIT_HELLO && c->have == 0 && c->round < m->round && (!idlest || c->since < idlest->since))
+            idlest = c;
+    }
+    if (idlest && evict) reject(m, idlest, "silent while %d other connections waited", MAX_PENDING);
+    return idlest;
+}
+
+/* Accept what the slots can hold; the rest waits in the backlog for the next round. */
+static void accept_all(mesh_t *m)
+{
+    while (find_slot(m, 0)) {
+        int fd = accept4(m->b->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-                return symmem_set_error(SYMMEM_SYSTEM_ERROR, "accept: %s", strerror(errno));
-            struct pollfd p = {.fd = b->listen_fd, .events = POLLIN, .revents = 0};
-            if (poll(&p, 1, remaining_ms(deadline)) == 0) break;
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) return;
+            return fatal(m, SYMMEM_SYSTEM_ERROR, "accepting a connection: %s", symmem_errno_string(errno));
+        }
+        conn_t probe = {.state = C_WAIT_HELLO, .fd = fd, .peer = -1, .pid = -1, .uid = -1};
+        struct ucred cred;
+        socklen_t clen = sizeof cred;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0) {
+            reject(m, &probe, "SO_PEERCRED failed: %s", strerror(errno));
             continue;
         }
-        int peer = admit(b, fd, deadline);
-        if (peer <= -2) {
-            close(fd);
-            return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
-                                    "communicator init: rank %d was started with a different number of ranks "
-                                    "than this rank (%d): every rank must pass the same nranks",
-                                    -2 - peer, b->nranks);
-        }
-        if (peer < 0) {
-            close(fd);
+        probe.pid = (int)cred.pid;
+        probe.uid = (int)cred.uid;
+        /* Other users are turned away before a byte is read or written. */
+        if (cred.uid != geteuid()) {
+            m->rejected_foreign++;
+            reject(m, &probe, "not this user");
             continue;
         }
-        msg_hdr_t reply;
-        make_hello(b, &reply);
-        symmem_status_t st = send_msg(fd, &reply, NULL, -1, deadline, peer, "communicator init");
-        if (st != SYMMEM_OK) {
-            close(fd);
-            return st;
-        }
-        b->fds[peer] = fd;
-        pending--;
+        conn_t *slot = find_slot(m, 1);
+        int64_t now = now_ms();
+        *slot = probe;
+        slot->since = now;
+        slot->round = m->round;
+        slot->due = now + HANDSHAKE_MS < m->deadline ? now + HANDSHAKE_MS : m->deadline;
     }
-    if (pending == 0) return SYMMEM_OK;
-    char missing[256] = "";
-    size_t n = 0;
-    for (int r = 0; r < b->rank && n + 8 < sizeof missing; r++)
-        if (b->fds[r] < 0) n += (size_t)snprintf(missing + n, sizeof missing - n, "%s%d", n ? ", " : "", r);
-    return symmem_set_error(SYMMEM_TIMEOUT,
-                            "communicator init: rank(s) %s never connected within the timeout (SYMMEM_TIMEOUT_MS): "
-                            "they were not started, crashed, or were given another unique id",
-                            missing);
 }
 
-static symmem_status_t check_replies(symmem_boot_t *b, int64_t deadline)
+/* Read at most the rest of one message (never into the next: after the handshake the same socket carries
+ * collective data). Returns 1 when a whole message is in c->buf, 0 when more is needed, -1 when the
+ * connection failed (*why says how). */
+static int conn_read(conn_t *c, symmem_boot_hdr_t *h, const unsigned char **payload, const char **why)
 {
-    for (int peer = b->rank + 1; peer < b->nranks; peer++) {
-        msg_hdr_t h;
-        SYMMEM_CHECK(recv_msg(b->fds[peer], &h, NULL, 0, NULL, deadline, peer, "communicator init"));
-        if (h.type != MSG_HELLO || !secret_equal(h.secret, b->id.secret) || h.rank != peer)
-            return symmem_set_error(SYMMEM_PEER_FAILURE,
-                                    "communicator init: the process listening as rank %d did not prove it holds "
-                                    "this communicator's secret",
-                                    peer);
-        if (h.nranks != b->nranks)
-            return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
-                                    "communicator init: rank %d says there are %d ranks, this rank says %d: every "
-                                    "rank must pass the same nranks",
-                                    peer, h.nranks, b->nranks);
+    for (int pass = 0; pass < 2; pass++) { /* the header, then its payload */
+        size_t want = sizeof *h;
+        if (c->have >= sizeof *h) {
+            memcpy(h, c->buf, sizeof *h);
+            want = sizeof *h + (h->len <= SYMMEM_BOOT_ABORT_MAX ? h->len : 0);
+        }
+        if (c->have >= want) break;
+        struct iovec iov = {.iov_base = c->buf + c->have, .iov_len = want - c->have};
+        ctrl_buf_t ctrl;
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.buf, .msg_controllen = sizeof ctrl.buf};
+        ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        int nfds = n > 0 ? take_fds(&mh, NULL, 0, NULL) : 0;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+        if (n < 0) {
+            *why = errno == ECONNRESET ? "reset the connection" : "failed to read";
+            return -1;
+        }
+        if (n == 0) {
+            *why = "closed the connection";
+            return -1;
+        }
+        if (nfds || (mh.msg_flags & MSG_CTRUNC)) {
+            *why = "sent file descriptors during the handshake (closed unread)";
+            return -1;
+        }
+        c->have += (size_t)n;
+        if (c->have < want) break; /* the rest is not here yet */
+        if (c->have == sizeof *h && symmem_boot_parse(c->buf, c->have, SYMMEM_BOOT_ABORT_MAX, h, payload, why) < 0)
+            return -1;
     }
-    return SYMMEM_OK;
+    long got = symmem_boot_parse(c->buf, c->have, SYMMEM_BOOT_ABORT_MAX, h, payload, why);
+    if (got < 0) return -1;
+    if (got == 0) return 0;
+    c->have = 0; /* consumed: the handlers copy what they keep */
+    return 1;
+}
+
+static void mac_listener(const symmem_boot_t *b, const conn_t *c, int connector, int listener, int nc, int nl,
+                         char role, unsigned char out[SYMMEM_BOOT_MAC_BYTES])
+{
+    symmem_boot_mac(b->id.secret, sizeof b->id.secret, b->id.tag, sizeof b->id.tag, role, connector, listener, nc,
+                    nl, c->nonce_c, c->nonce_l, out);
+}
+
+/* A message on an incoming connection (this rank listens; the peer is a lower rank). */
+static void on_incoming(mesh_t *m, conn_t *c, const symmem_boot_hdr_t *h, const unsigned char *payload)
+{
+    symmem_boot_t *b = m->b;
+    const char *bad = symmem_boot_hs_expect(c->state == C_WAIT_HELLO ? SYMMEM_BOOT_HS_WAIT_HELLO : SYMMEM_BOOT_HS_WAIT_PROOF, h);
+    if (bad) return reject(m, c, "%s", bad);
+    if (c->state == C_WAIT_HELLO) {
+        /* The claimed rank is checked against this rank's range before it indexes anything. */
+        if (h->rank >= b->rank)
+            return reject(m, c, "claims rank %d, which should be listening, not connecting to rank %d", h->rank,
+                          b->rank);
+        c->peer = h->rank;
+        if (b->fds[c->peer] >= 0) return reject(m, c, "rank %d is already connected", c->peer);
+        c->peer_nranks = h->nranks;
+        memcpy(c->nonce_c, payload, sizeof c->nonce_c);
+        symmem_status_t st = fill_random(c->nonce_l, sizeof c->nonce_l);
+        if (st != SYMMEM_OK) {
+            m->st = st;
+            return;
+        }
+        symmem_boot_challenge_t ch;
+        memcpy(ch.nonce, c->nonce_l, sizeof ch.nonce);
+        mac_listener(b, c, c->peer, b->rank, c->peer_nranks, b->nranks, 'L', ch.mac);
+        if (send_now(c->fd, SYMMEM_BOOT_CHALLENGE, b->rank, b->nranks, &ch, sizeof ch) != 0)
+            return reject(m, c, "could not be sent the challenge: %s", strerror(errno));
+        c->state = C_WAIT_PROOF;
+        return;
+    }
+    unsigned char want[SYMMEM_BOOT_MAC_BYTES];
+    mac_listener(b, c, c->peer, b->rank, c->peer_nranks, b->nranks, 'C', want);
+    int ok = h->rank == c->peer && h->nranks == c->peer_nranks && symmem_ct_equal(want, payload, sizeof want);
+    symmem_wipe(want, sizeof want);
+    if (!ok) return reject(m, c, "did not prove it holds this communicator's secret");
+    if (b->fds[c->peer] >= 0) return reject(m, c, "rank %d is already connected", c->peer);
+    symmem_boot_welcome_t w = {c->peer_nranks == b->nranks ? SYMMEM_BOOT_WELCOME_OK : SYMMEM_BOOT_WELCOME_NRANKS_DIFFER, 0};
+    if (send_now(c->fd, SYMMEM_BOOT_WELCOME, b->rank, b->nranks, &w, sizeof w) != 0) {
+        if (errno != EPIPE && errno != ECONNRESET) return reject(m, c, "could not be sent the welcome: %s", strerror(errno));
+        /* It proved the secret, so it is rank c->peer itself, and it left: it gave up and said why in its own
+         * log (and in an ABORT to the ranks it reached); not an intrusion worth a warning. */
+        SYMMEM_INFO(SYMMEM_SUBSYS_BOOT, "rank %d (pid %d) closed its connection before the welcome", c->peer, c->pid);
+        return conn_close(c);
+    }
+    if (c->peer_nranks != b->nranks)
+        return fatal(m, SYMMEM_INVALID_ARGUMENT,
+                     "rank %d was started with %d ranks, this rank with %d: every rank must pass the same nranks",
+                     c->peer, c->peer_nranks, b->nranks);
+    b->fds[c->peer] = c->fd; /* authenticated: the socket is the mesh's now */
+    c->fd = -1;
+    conn_close(c);
+}
+
+/* A peer's ABORT as this rank's error: the peer's text, and its status if that was a timeout (the job's
+ * problem is then a missing or stuck rank, whoever noticed first); any other failure of the peer is a
+ * PEER_FAILURE here. */
+static symmem_status_t abort_status(const unsigned char *payload)
+{
+    int32_t st;
+    memcpy(&st, payload, sizeof st);
+    return st == SYMMEM_TIMEOUT ? SYMMEM_TIMEOUT : SYMMEM_PEER_FAILURE;
+}
+
+/* The peer logged its own failure where it found it; here it becomes this rank's error, logged at INFO
+ * only (an error is logged once, by whoever detected it). */
+static void on_abort(mesh_t *m, int peer, const symmem_boot_hdr_t *h, const unsigned char *payload)
+{
+    if (m->st != SYMMEM_OK) return;
+    const int len = (int)(h->len - sizeof(int32_t));
+    const char *text = (const char *)payload + sizeof(int32_t);
+    SYMMEM_INFO(SYMMEM_SUBSYS_BOOT, "communicator init: rank %d gave up: %.*s", peer, len, text);
+    m->st = symmem_record_error(abort_status(payload), "communicator init: rank %d gave up: %.*s", peer, len, text);
+}
+
+/* A message on an outgoing connection (this rank called a higher rank). */
+static void on_outgoing(mesh_t *m, conn_t *c, const symmem_boot_hdr_t *h, const unsigned char *payload)
+{
+    symmem_boot_t *b = m->b;
+    const char *bad = symmem_boot_hs_expect(
+        c->state == C_WAIT_CHALLENGE ? SYMMEM_BOOT_HS_WAIT_CHALLENGE : SYMMEM_BOOT_HS_WAIT_WELCOME, h);
+    if (bad) return fatal(m, SYMMEM_PEER_FAILURE, "the process listening as rank %d (pid %d) %s", c->peer, c->pid, bad);
+    if (h->type == SYMMEM_BOOT_ABORT) return on_abort(m, c->peer, h, payload);
+    if (h->rank != c->peer)
+        return fatal(m, SYMMEM_PEER_FAILURE, "the process listening as rank %d (pid %d) says it is rank %d", c->peer,
+                     c->pid, h->rank);
+    if (c->state == C_WAIT_CHALLENGE) {
+        symmem_boot_challenge_t ch;
+        memcpy(&ch, payload, sizeof ch);
+        memcpy(c->nonce_l, ch.nonce, sizeof c->nonce_l);
+        c->peer_nranks = h->nranks;
+        unsigned char want[SYMMEM_BOOT_MAC_BYTES];
+        mac_listener(b, c, b->rank, c->peer, b->nranks, c->peer_nranks, 'L', want);
+        int ok = symmem_ct_equal(want, ch.mac, sizeof want);
+        symmem_wipe(want, sizeof want);
+        if (!ok)
+            return fatal(m, SYMMEM_PEER_FAILURE,
+                         "the process listening as rank %d (pid %d) did not prove it holds this communicator's "
+                         "secret",
+                         c->peer, c->pid);
+        unsigned char proof[SYMMEM_BOOT_MAC_BYTES];
+        mac_listener(b, c, b->rank, c->peer, b->nranks, c->peer_nranks, 'C', proof);
+        int sent = send_now(c->fd, SYMMEM_BOOT_PROOF, b->rank, b->nranks, proof, sizeof proof);
+        symmem_wipe(proof, sizeof proof);
+        if (sent != 0)
+            return fatal(m, SYMMEM_PEER_FAILURE, "rank %d closed the connection during the handshake", c->peer);
+        /* Reported after the proof, so that the peer can report the mismatch too. */
+        if (c->peer_nranks != b->nranks)
+            return fatal(m, SYMMEM_INVALID_ARGUMENT,
+                         "rank %d says there are %d ranks, this rank says %d: every rank must pass the same nranks",
+                         c->peer, c->peer_nranks, b->nranks);
+        c->state = C_WAIT_WELCOME;
+        return;
+    }
+    symmem_boot_welcome_t w;
+    memcpy(&w, payload, sizeof w);
+    if (w.status != SYMMEM_BOOT_WELCOME_OK)
+        return fatal(m, SYMMEM_INVALID_ARGUMENT,
+                     "rank %d says there are %d ranks, this rank says %d: every rank must pass the same nranks",
+                     c->peer, h->nranks, b->nranks);
+    b->fds[c->peer] = c->fd;
+    c->fd = -1;
+    conn_close(c);
+}
+
+/* A connected peer's socket became readable during setup: an ABORT (it gave up: say why), a closed
+ * socket, or the first collective message of a peer that is done already (left for the collective). */
+static void on_connected(mesh_t *m, int peer)
+{
+    int fd = m->b->fds[peer];
+    symmem_boot_hdr_t h;
+    ssize_t n = recv(fd, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n <= 0)
+        return fatal(m, SYMMEM_PEER_FAILURE, "rank %d %s its connection (it exited or crashed)", peer,
+                     n == 0 ? "closed" : "reset");
+    if ((size_t)n < sizeof h) return; /* the rest of the header is on its way */
+    if (h.type != SYMMEM_BOOT_ABORT || symmem_boot_hdr_check(&h)) {
+        m->quiet[peer] = 1;
+        return;
+    }
+    unsigned char buf[SYMMEM_BOOT_HS_MAX];
+    n = recv(fd, buf, sizeof h + h.len, MSG_PEEK | MSG_DONTWAIT);
+    if (n < (ssize_t)(sizeof h + h.len)) return; /* not all here yet: look again */
+    n = recv(fd, buf, sizeof h + h.len, MSG_DONTWAIT);
+    h.len = (uint32_t)((size_t)n - sizeof h);
+    on_abort(m, peer, &h, buf + sizeof h);
+}
+
+static int mesh_complete(const mesh_t *m)
+{
+    for (int r = 0; r < m->b->nranks; r++)
+        if (r != m->b->rank && m->b->fds[r] < 0) return 0;
+    return 1;
+}
+
+static void append(char *buf, size_t cap, size_t *n, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void append(char *buf, size_t cap, size_t *n, const char *fmt, ...)
+{
+    if (*n + 1 >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + *n, cap - *n, fmt, ap);
+    va_end(ap);
+    if (k > 0) *n = *n + (size_t)k < cap ? *n + (size_t)k : cap - 1;
+}
+
+/* The timeout error names every rank still missing, by what it failed to do. */
+static void timeout_error(mesh_t *m)
+{
+    symmem_boot_t *b = m->b;
+    char never_listened[128] = "", full[128] = "", stuck[128] = "", never_came[128] = "", msg[768];
+    size_t a = 0, f = 0, s = 0, c = 0, n = 0;
+    for (int r = b->rank + 1; r < b->nranks; r++) {
+        if (b->fds[r] >= 0) continue;
+        if (m->out[r].state == C_CONNECTING && m->out[r].last_errno == EAGAIN)
+            append(full, sizeof full, &f, "%s%d", f ? ", " : "", r);
+        else if (m->out[r].state == C_CONNECTING)
+            append(never_listened, sizeof never_listened, &a, "%s%d", a ? ", " : "", r);
+        else
+            append(stuck, sizeof stuck, &s, "%s%d", s ? ", " : "", r);
+    }
+    for (int r = 0; r < b->rank; r++)
+        if (b->fds[r] < 0) append(never_came, sizeof never_came, &c, "%s%d", c ? ", " : "", r);
+    if (a) append(msg, sizeof msg, &n, "rank(s) %s never started listening (not started, crashed, or given another "
+                                       "unique id)", never_listened);
+    if (f) append(msg, sizeof msg, &n, "%srank(s) %s did not accept the connection (its listen queue is full: the "
+                                       "rank is stuck, or something floods its socket)", n ? "; " : "", full);
+    if (s) append(msg, sizeof msg, &n, "%srank(s) %s accepted the connection but did not finish the handshake "
+                                       "(stuck, or waiting for another rank)", n ? "; " : "", stuck);
+    if (c) append(msg, sizeof msg, &n, "%srank(s) %s never connected (not started, crashed, or given another "
+                                       "unique id)", n ? "; " : "", never_came);
+    if (m->rejected)
+        append(msg, sizeof msg, &n, "; %d connection(s) of other processes were turned away (%d of other users; "
+                                    "see the log)", m->rejected, m->rejected_foreign);
+    fatal(m, SYMMEM_TIMEOUT, "%s within the timeout (SYMMEM_TIMEOUT_MS=%d ms)", msg, b->timeout_ms);
+}
+
+enum { W_LISTEN, W_OUT, W_IN, W_PEER };
+
+static symmem_status_t build_mesh(symmem_boot_t *b, int64_t deadline)
+{
+    mesh_t *m = calloc(1, sizeof *m);
+    if (!m) return symmem_set_error(SYMMEM_OUT_OF_MEMORY, "out of host memory");
+    m->b = b;
+    m->deadline = deadline;
+    for (int i = 0; i < MAX_PENDING; i++) m->in[i] = (conn_t){.state = C_FREE, .fd = -1, .peer = -1};
+    for (int r = 0; r < SYMMEM_MAX_RANKS; r++) m->out[r] = (conn_t){.state = C_FREE, .fd = -1, .peer = r};
+    for (int r = b->rank + 1; r < b->nranks && m->st == SYMMEM_OK; r++) {
+        m->st = symmem_boot_sock_addr(&b->id, r, &m->addr[r], &m->alen[r]);
+        m->out[r].state = C_CONNECTING;
+    }
+    struct pollfd pfd[1 + SYMMEM_MAX_RANKS + MAX_PENDING + SYMMEM_MAX_RANKS];
+    int kind[sizeof pfd / sizeof pfd[0]], idx[sizeof pfd / sizeof pfd[0]];
+    while (m->st == SYMMEM_OK && !mesh_complete(m)) {
+        m->round++;
+        int64_t now = now_ms();
+        if (now >= deadline) {
+            timeout_error(m);
+            break;
+        }
+        int64_t wake = deadline;
+        for (int r = b->rank + 1; r < b->nranks && m->st == SYMMEM_OK; r++) {
+            conn_t *c = &m->out[r];
+            if (c->state == C_CONNECTING && c->due <= now) try_connect(m, c);
+            if (c->state == C_CONNECTING && c->due < wake) wake = c->due;
+        }
+        int np = 0, lower_missing = 0;
+        for (int r = 0; r < b->rank; r++) lower_missing += b->fds[r] < 0;
+        /* (after the expiry pass below has freed what it can; a full table leaves the listener unwatched
+         * until a slot frees, and the waiting connections stay in the backlog) */
+        int listen_at = np;
+        if (lower_missing) np++;
+        for (int r = b->rank + 1; r < b->nranks; r++)
+            if (m->out[r].state == C_WAIT_CHALLENGE || m->out[r].state == C_WAIT_WELCOME)
+                pfd[np] = (struct pollfd){m->out[r].fd, POLLIN, 0}, kind[np] = W_OUT, idx[np++] = r;
+        for (int i = 0; i < MAX_PENDING; i++) {
+            conn_t *c = &m->in[i];
+            if (c->state == C_FREE) continue;
+            if (c->due <= now) {
+                reject(m, c, "did not finish the handshake within %d ms", HANDSHAKE_MS);
+                continue;
+            }
+            if (c->due < wake) wake = c->due;
+            pfd[np] = (struct pollfd){c->fd, POLLIN, 0}, kind[np] = W_IN, idx[np++] = i;
+        }
+        if (lower_missing) {
+            if (find_slot(m, 0)) pfd[listen_at] = (struct pollfd){b->listen_fd, POLLIN, 0};
+            else pfd[listen_at] = (struct pollfd){-1, 0, 0}; /* poll ignores negative descriptors */
+            kind[listen_at] = W_LISTEN, idx[listen_at] = 0;
+        }
+        for (int r = 0; r < b->nranks; r++)
+            if (r != b->rank && b->fds[r] >= 0 && !m->quiet[r])
+                pfd[np] = (struct pollfd){b->fds[r], POLLIN, 0}, kind[np] = W_PEER, idx[np++] = r;
+        if (m->st != SYMMEM_OK) break;
+        int wait = wake > now ? (int)(wake - now < 1000000 ? wake - now : 1000000) : 0;
+        int ready = poll(pfd, (nfds_t)np, wait);
+        if (ready < 0 && errno != EINTR) {
+            fatal(m, SYMMEM_SYSTEM_ERROR, "poll: %s", strerror(errno));
+            break;
+        }
+        for (int k = 0; k < np && ready > 0 && m->st == SYMMEM_OK; k++) {
+            if (!pfd[k].revents) continue;
+            if (kind[k] == W_LISTEN) continue; /* after the others: their HELLOs are read before any eviction */
+            if (kind[k] == W_PEER) {
+                on_connected(m, idx[k]);
+                continue;
+            }
+            conn_t *c = kind[k] == W_OUT ? &m->out[idx[k]] : &m->in[idx[k]];
+            if (c->fd != pfd[k].fd) continue; /* closed and reused while handling an earlier entry */
+            symmem_boot_hdr_t h;
+            const unsigned char *payload = NULL;
+            const char *why = NULL;
+            int got = conn_read(c, &h, &payload, &why);
+            if (got == 0) continue;
+            if (kind[k] == W_IN) {
+                if (got < 0) reject(m, c, "%s", why);
+                else on_incoming(m, c, &h, payload);
+            } else if (got < 0) {
+                fatal(m, SYMMEM_PEER_FAILURE,
+                      "the process listening as rank %d (pid %d) %s during the handshake (it exited, crashed or "
+                      "gave up)",
+                      c->peer, c->pid, why);
+            } else {
+                on_outgoing(m, c, &h, payload);
+            }
+        }
+        if (ready > 0 && lower_missing && pfd[listen_at].revents && m->st == SYMMEM_OK) accept_all(m);
+    }
+    if (m->rejected > REJECT_WARN_MAX)
+        SYMMEM_WARN(SYMMEM_SUBSYS_BOOT, "communicator init turned away %d bootstrap connections in all (%d of other "
+                    "users; the first %d are logged above, the rest at DEBUG)",
+                    m->rejected, m->rejected_foreign, REJECT_WARN_MAX);
+    for (int r = 0; r < SYMMEM_MAX_RANKS; r++) conn_close(&m->out[r]);
+    for (int i = 0; i < MAX_PENDING; i++) conn_close(&m->in[i]);
+    symmem_status_t st = m->st;
+    symmem_wipe(m, sizeof *m);
+    free(m);
+    return st;
 }
 
 symmem_status_t symmem_boot_create(const symmem_boot_id_t *id, int nranks, int rank, int timeout_ms,
@@ -433,23 +873,30 @@ symmem_status_t symmem_boot_create(const symmem_boot_id_t *id, int nranks, int r
     int64_t deadline = now_ms() + timeout_ms;
     symmem_status_t st;
     SYMMEM_CHECK_GOTO(start_listening(b), st, fail);
-    for (int peer = rank + 1; peer < nranks; peer++) {
-        SYMMEM_CHECK_GOTO(connect_peer(b, peer, deadline, &b->fds[peer]), st, fail);
-        msg_hdr_t h;
-        make_hello(b, &h);
-        SYMMEM_CHECK_GOTO(send_msg(b->fds[peer], &h, NULL, -1, deadline, peer, "communicator init"), st, fail);
-    }
-    SYMMEM_CHECK_GOTO(accept_lower_ranks(b, deadline), st, fail);
-    SYMMEM_CHECK_GOTO(check_replies(b, deadline), st, fail);
-    /* Nobody else may join: close the listener so a late or foreign process gets ECONNREFUSED. */
-    close(b->listen_fd);
-    b->listen_fd = -1;
+    SYMMEM_CHECK_GOTO(build_mesh(b, deadline), st, fail);
+    /* Nobody else may join: close the listener so a late or foreign process finds no one. */
+    stop_listening(b);
     SYMMEM_DEBUG(SYMMEM_SUBSYS_BOOT, "bootstrap mesh of %d ranks ready", nranks);
     *out = b;
     return SYMMEM_OK;
 fail:
+    symmem_boot_abort(b, st, symmem_last_error());
     symmem_boot_destroy(b);
     return st;
+}
+
+void symmem_boot_abort(symmem_boot_t *b, symmem_status_t status, const char *why)
+{
+    if (!b) return;
+    unsigned char payload[SYMMEM_BOOT_ABORT_MAX];
+    int32_t st = (int32_t)status;
+    size_t len = strlen(why);
+    if (len > SYMMEM_BOOT_ABORT_TEXT) len = SYMMEM_BOOT_ABORT_TEXT;
+    memcpy(payload, &st, sizeof st);
+    memcpy(payload + sizeof st, why, len);
+    for (int r = 0; r < b->nranks; r++)
+        if (r != b->rank && b->fds[r] >= 0)
+            (void)send_now(b->fds[r], SYMMEM_BOOT_ABORT, b->rank, b->nranks, payload, (uint32_t)(sizeof st + len));
 }
 
 void symmem_boot_destroy(symmem_boot_t *b)
@@ -457,23 +904,108 @@ void symmem_boot_destroy(symmem_boot_t *b)
     if (!b) return;
     for (int r = 0; r < SYMMEM_MAX_RANKS; r++)
         if (b->fds[r] >= 0) close(b->fds[r]);
-    if (b->listen_fd >= 0) close(b->listen_fd);
+    stop_listening(b);
+    symmem_wipe(b, sizeof *b); /* the secret */
     free(b);
 }
 
-static void make_data(const symmem_boot_t *b, msg_hdr_t *h, uint32_t type, size_t len)
+/* ---- collectives over the mesh ------------------------------------------------------------------------------ */
+
+/* Receive exactly len bytes. Descriptors arriving with them: up to `want` are stored in fds_out (from
+ * *nfds on), every other one is closed; *extra counts those closed, *trunc says the kernel dropped some. */
+static symmem_status_t recv_exact(int fd, void *buf, size_t len, int *fds_out, int want, int *nfds, int *extra,
+                                  int *trunc, int64_t deadline, int peer, const char *what)
 {
-    memset(h, 0, sizeof *h);
-    h->magic = MSG_MAGIC;
-    h->type = type;
-    h->seq = b->seq;
-    h->len = (uint32_t)len;
-    h->rank = b->rank;
-    h->nranks = b->nranks;
+    size_t done = 0;
+    while (done < len) {
+        struct iovec iov = {.iov_base = (char *)buf + done, .iov_len = len - done};
+        ctrl_buf_t ctrl;
+        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.buf,
+                           .msg_controllen = sizeof ctrl.buf};
+        ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+        if (n > 0) {
+            int before = *nfds;
+            int total = take_fds(&m, fds_out, want, nfds);
+            *extra += total - (*nfds - before);
+            if (m.msg_flags & MSG_CTRUNC) *trunc = 1;
+            done += (size_t)n;
+            continue;
+        }
+        if (n == 0)
+            return symmem_set_error(SYMMEM_PEER_FAILURE,
+                                    "%s: %s closed its connection (it exited, crashed or destroyed its "
+                                    "communicator)",
+                                    what, who(peer));
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+            SYMMEM_CHECK(wait_fd(fd, POLLIN, deadline, peer, what));
+            continue;
+        }
+        if (errno == ECONNRESET)
+            return symmem_set_error(SYMMEM_PEER_FAILURE, "%s: %s reset its connection (it exited or crashed)",
+                                    what, who(peer));
+        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "%s: receiving from %s: %s", what, who(peer),
+                                symmem_errno_string(errno));
+    }
+    return SYMMEM_OK;
 }
 
-static symmem_status_t check_data(const symmem_boot_t *b, const msg_hdr_t *h, uint32_t type, size_t len, int peer,
-                                  const char *what)
+/* Why an expected descriptor did not arrive: the kernel drops descriptors it cannot install, and the
+ * usual reason is a full descriptor table here. */
+static symmem_status_t missing_fd_error(int sock, int peer, const char *what)
+{
+    int probe = fcntl(sock, F_DUPFD_CLOEXEC, 0);
+    int e = errno;
+    if (probe >= 0) close(probe);
+    if (probe < 0 && (e == EMFILE || e == ENFILE))
+        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "%s: the descriptor from rank %d could not be received: %s",
+                                what, peer, symmem_errno_string(e));
+    return symmem_set_error(SYMMEM_PEER_FAILURE,
+                            "%s: the descriptor from rank %d did not arrive (the kernel dropped it: MSG_CTRUNC)",
+                            what, peer);
+}
+
+/* One message from a connected peer; a descriptor (FD messages only) goes to *fd_out. */
+static symmem_status_t recv_msg(symmem_boot_t *b, int peer, symmem_boot_hdr_t *hdr, void *payload, size_t maxlen,
+                                int *fd_out, int64_t deadline, const char *what)
+{
+    int fd = b->fds[peer], nfds = 0, extra = 0, trunc = 0, want = fd_out ? FDS_PER_MSG : 0;
+    symmem_status_t st = recv_exact(fd, hdr, sizeof *hdr, fd_out, want, &nfds, &extra, &trunc, deadline, peer, what);
+    const char *bad = st == SYMMEM_OK ? symmem_boot_hdr_check(hdr) : NULL;
+    if (st == SYMMEM_OK && bad)
+        st = symmem_set_error(SYMMEM_PEER_FAILURE, "%s: garbage from rank %d (%s)", what, peer, bad);
+    if (st == SYMMEM_OK && hdr->rank != peer)
+        st = symmem_set_error(SYMMEM_PEER_FAILURE, "%s: rank %d's connection carried a message from rank %d", what,
+                              peer, hdr->rank);
+    if (st == SYMMEM_OK && hdr->type == SYMMEM_BOOT_ABORT) {
+        unsigned char text[SYMMEM_BOOT_ABORT_MAX];
+        st = recv_exact(fd, text, hdr->len, NULL, 0, &nfds, &extra, &trunc, deadline, peer, what);
+        if (st == SYMMEM_OK) { /* logged by the rank that gave up; recorded here (see on_abort) */
+            SYMMEM_INFO(SYMMEM_SUBSYS_BOOT, "%s: rank %d gave up: %.*s", what, peer, (int)(hdr->len - sizeof(int32_t)),
+                        (const char *)text + sizeof(int32_t));
+            st = symmem_record_error(abort_status(text), "%s: rank %d gave up: %.*s", what, peer,
+                                     (int)(hdr->len - sizeof(int32_t)), (const char *)text + sizeof(int32_t));
+        }
+    }
+    if (st == SYMMEM_OK && hdr->len > maxlen)
+        st = symmem_set_error(SYMMEM_PEER_FAILURE,
+                              "%s: rank %d sent %u bytes where %zu were expected: ranks are making different "
+                              "calls or passing different sizes",
+                              what, peer, hdr->len, maxlen);
+    if (st == SYMMEM_OK && hdr->len)
+        st = recv_exact(fd, payload, hdr->len, fd_out, want, &nfds, &extra, &trunc, deadline, peer, what);
+    if (st == SYMMEM_OK && (extra || (trunc && nfds == want)))
+        st = symmem_set_error(SYMMEM_PEER_FAILURE, "%s: rank %d sent %s file descriptors than the protocol allows "
+                              "(closed)", what, peer, want ? "more" : "unexpected");
+    if (st == SYMMEM_OK && want && nfds < want && trunc) st = missing_fd_error(fd, peer, what);
+    if (st != SYMMEM_OK && fd_out && nfds) {
+        close(*fd_out);
+        *fd_out = -1;
+    }
+    return st;
+}
+
+static symmem_status_t check_data(const symmem_boot_t *b, const symmem_boot_hdr_t *h, uint32_t type, size_t len,
+                                  int peer, const char *what)
 {
     if (h->type != type || h->seq != b->seq || h->len != len)
         return symmem_set_error(SYMMEM_PEER_FAILURE,
@@ -486,21 +1018,20 @@ static symmem_status_t check_data(const symmem_boot_t *b, const msg_hdr_t *h, ui
 symmem_status_t symmem_boot_allgather(symmem_boot_t *b, const void *send, void *recv, size_t bytes,
                                       const char *what)
 {
-    if (bytes > MAX_PAYLOAD)
+    if (bytes > SYMMEM_BOOT_DATA_MAX)
         return symmem_set_error(SYMMEM_INTERNAL_ERROR, "%s: bootstrap allgather of %zu bytes", what, bytes);
     int64_t deadline = now_ms() + b->timeout_ms;
     b->seq++;
-    msg_hdr_t h;
-    make_data(b, &h, MSG_DATA, bytes);
+    symmem_boot_hdr_t h;
+    symmem_boot_hdr_make(&h, SYMMEM_BOOT_DATA, b->rank, b->nranks, b->seq, (uint32_t)bytes);
     for (int peer = 0; peer < b->nranks; peer++)
         if (peer != b->rank) SYMMEM_CHECK(send_msg(b->fds[peer], &h, send, -1, deadline, peer, what));
     memcpy((char *)recv + (size_t)b->rank * bytes, send, bytes);
     for (int peer = 0; peer < b->nranks; peer++) {
         if (peer == b->rank) continue;
-        msg_hdr_t in;
-        SYMMEM_CHECK(recv_msg(b->fds[peer], &in, (char *)recv + (size_t)peer * bytes, bytes, NULL, deadline, peer,
-                              what));
-        SYMMEM_CHECK(check_data(b, &in, MSG_DATA, bytes, peer, what));
+        symmem_boot_hdr_t in;
+        SYMMEM_CHECK(recv_msg(b, peer, &in, (char *)recv + (size_t)peer * bytes, bytes, NULL, deadline, what));
+        SYMMEM_CHECK(check_data(b, &in, SYMMEM_BOOT_DATA, bytes, peer, what));
     }
     return SYMMEM_OK;
 }
@@ -515,9 +1046,8 @@ symmem_status_t symmem_boot_exchange_fds(symmem_boot_t *b, int my_fd, uint64_t t
 {
     int64_t deadline = now_ms() + b->timeout_ms;
     b->seq++;
-    msg_hdr_t h;
-    make_data(b, &h, MSG_FD, sizeof tag);
-    h.has_fd = 1;
+    symmem_boot_hdr_t h;
+    symmem_boot_hdr_make(&h, SYMMEM_BOOT_FD, b->rank, b->nranks, b->seq, sizeof tag);
     int fds[SYMMEM_MAX_RANKS];
     for (int r = 0; r < SYMMEM_MAX_RANKS; r++) fds[r] = -1;
     symmem_status_t st = SYMMEM_OK;
@@ -525,17 +1055,20 @@ symmem_status_t symmem_boot_exchange_fds(symmem_boot_t *b, int my_fd, uint64_t t
         if (peer != b->rank) st = send_msg(b->fds[peer], &h, &tag, my_fd, deadline, peer, what);
     for (int peer = 0; peer < b->nranks && st == SYMMEM_OK; peer++) {
         if (peer == b->rank) continue;
-        msg_hdr_t in;
+        symmem_boot_hdr_t in;
         uint64_t their_tag = 0;
-        st = recv_msg(b->fds[peer], &in, &their_tag, sizeof their_tag, &fds[peer], deadline, peer, what);
-        if (st == SYMMEM_OK) st = check_data(b, &in, MSG_FD, sizeof tag, peer, what);
-        if (st == SYMMEM_OK && (their_tag != tag || fds[peer] < 0))
-            st = symmem_set_error(SYMMEM_PEER_FAILURE, "%s: rank %d sent %s", what, peer,
-                                  fds[peer] < 0 ? "no file descriptor" : "a descriptor for another allocation");
+        st = recv_msg(b, peer, &in, &their_tag, sizeof their_tag, &fds[peer], deadline, what);
+        if (st == SYMMEM_OK) st = check_data(b, &in, SYMMEM_BOOT_FD, sizeof tag, peer, what);
+        if (st == SYMMEM_OK && their_tag != tag)
+            st = symmem_set_error(SYMMEM_PEER_FAILURE, "%s: rank %d sent a descriptor for another allocation", what,
+                                  peer);
+        if (st == SYMMEM_OK && fds[peer] < 0)
+            st = symmem_set_error(SYMMEM_PEER_FAILURE, "%s: rank %d sent no file descriptor", what, peer);
     }
     if (st == SYMMEM_OK) {
         fds[b->rank] = fcntl(my_fd, F_DUPFD_CLOEXEC, 0);
-        if (fds[b->rank] < 0) st = symmem_set_error(SYMMEM_SYSTEM_ERROR, "%s: dup: %s", what, strerror(errno));
+        if (fds[b->rank] < 0)
+            st = symmem_set_error(SYMMEM_SYSTEM_ERROR, "%s: dup: %s", what, symmem_errno_string(errno));
     }
     if (st != SYMMEM_OK) {
         for (int r = 0; r < SYMMEM_MAX_RANKS; r++)

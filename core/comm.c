@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,9 +120,16 @@ static symmem_status_t resolve_options(const symmem_options_t *o, resolved_opts_
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
                                 "options not initialised: start from SYMMEM_OPTIONS_INIT or symmem_options_init()");
     r->device = o->device;
-    r->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : (int)symmem_param_int(SYMMEM_PARAM_TIMEOUT_MS);
-    if (r->timeout_ms <= 0)
-        return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "timeout %d ms: must be positive", r->timeout_ms);
+    if (o->timeout_ms > 0) {
+        r->timeout_ms = o->timeout_ms;
+    } else {
+        /* Range-checked before narrowing: 4294967297 must not become 1 ms. */
+        int64_t t = symmem_param_int(SYMMEM_PARAM_TIMEOUT_MS);
+        if (t < 1 || t > INT_MAX)
+            return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "SYMMEM_TIMEOUT_MS=%s is out of range [1, %d] ms",
+                                    symmem_param_str(SYMMEM_PARAM_TIMEOUT_MS), INT_MAX);
+        r->timeout_ms = (int)t;
+    }
     if (o->backend == SYMMEM_BACKEND_DEFAULT)
         SYMMEM_CHECK(parse_backend(symmem_param_str(SYMMEM_PARAM_BACKEND), &r->backend));
     else if (o->backend == SYMMEM_BACKEND_CUDA || o->backend == SYMMEM_BACKEND_HOST)
@@ -362,6 +370,56 @@ static void set_detach(symmem_comm_t c)
     }
 }
 
+static void entry_enter(symmem_comm_t c, symmem_entry_t *e);
+
+/* Registry of live communicators: destroy and the entry guard look a handle up here instead of reading
+ * through it, so a destroyed (freed) or foreign handle is rejected without touching its memory. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static symmem_comm_t *live_comms;
+static size_t live_count, live_cap;
+
+static int live_add(symmem_comm_t c)
+{
+    pthread_mutex_lock(&live_lock);
+    int ok = 1;
+    if (live_count == live_cap) {
+        size_t cap = live_cap ? 2 * live_cap : 16;
+        symmem_comm_t *v = realloc(live_comms, cap * sizeof *v);
+        if (v) live_comms = v, live_cap = cap;
+        else ok = 0;
+    }
+    if (ok) live_comms[live_count++] = c;
+    pthread_mutex_unlock(&live_lock);
+    return ok;
+}
+
+static size_t live_find(symmem_comm_t c) /* live_lock held; live_count if absent */
+{
+    size_t i = 0;
+    while (i < live_count && live_comms[i] != c) i++;
+    return i;
+}
+
+static int live_has(symmem_comm_t c)
+{
+    if (!c) return 0;
+    pthread_mutex_lock(&live_lock);
+    int found = live_find(c) < live_count;
+    pthread_mutex_unlock(&live_lock);
+    return found;
+}
+
+/* Remove c if it is live; returns 1 if it was. Exactly one of two racing destroys gets 1. */
+static int live_take(symmem_comm_t c)
+{
+    pthread_mutex_lock(&live_lock);
+    size_t i = live_find(c);
+    int found = i < live_count;
+    if (found) live_comms[i] = live_comms[--live_count];
+    pthread_mutex_unlock(&live_lock);
+    return found;
+}
+
 /* SYMMEM_TOPO_DUMP_FILE: rank 0 writes the topology model it sees (facts, no measurement) as JSON, like
  * NCCL_TOPO_DUMP_FILE. A failure is a warning: the communicator works without it. */
 static void dump_topology(symmem_comm_t c)
@@ -427,12 +485,17 @@ static symmem_status_t comm_create(const symmem_boot_id_t *id, int nranks, int r
     else
         SYMMEM_INFO(SYMMEM_SUBSYS_CORE, "communicator ready: %d ranks, GPU %d (%s), %s placement, %d blocks/kernel",
                     nranks, c->device, c->peers[rank].pci_bus_id, placement_name(c->placement), c->max_blocks);
+    if (!live_add(c)) {
+        st = symmem_set_error(SYMMEM_OUT_OF_MEMORY, "out of host memory");
+        goto fail;
+    }
     symmem_log_set_rank(prev_rank);
     *out = c;
     return SYMMEM_OK;
 fail:
-    /* Tear down at once: closing the sockets tells the peers (PEER_FAILURE) instead of leaving them to
-     * wait for the timeout. comm_release keeps this thread's error message. */
+    /* Tear down at once, telling the peers why (they would otherwise only see a closed socket, or wait for
+     * the timeout), so their errors name the real cause. comm_release keeps this thread's error message. */
+    symmem_boot_abort(c->boot, st, symmem_last_error());
     comm_release(c);
     symmem_log_set_rank(prev_rank);
     return st;
@@ -464,7 +527,7 @@ symmem_status_t symmem_comm_init(int nranks, int rank, const symmem_unique_id_t 
     a.rank = rank;
     if (opts) a.opts = *opts, a.has_opts = 1;
     a.out = comm;
-    if (symmem_group_active()) return symmem_group_defer(init_deferred, &a, sizeof a);
+    if (symmem_group_active()) return symmem_group_defer(NULL, init_deferred, &a, sizeof a);
     return init_deferred(&a);
 }
 
@@ -536,27 +599,40 @@ symmem_status_t symmem_comm_init_all(int nranks, const int *devices, const symme
             started[r] = 1;
     }
     /* A rank that could not start makes the others time out; they are joined all the same. */
+    int cause = -1;
     for (int r = 0; r < nranks; r++) {
         if (!started || !started[r]) continue;
         pthread_join(th[r], NULL);
-        /* The rank's thread logged its error; here it only becomes this thread's last error. */
-        if (t[r].st != SYMMEM_OK && st == SYMMEM_OK) st = symmem_record_error(t[r].st, "%s", t[r].err);
+        /* The first rank that failed on its own: the others fail with SYMMEM_PEER_FAILURE because it told
+         * them it gave up, and the caller wants the cause. */
+        if (t[r].st != SYMMEM_OK && (cause < 0 || (t[cause].st == SYMMEM_PEER_FAILURE && t[r].st != SYMMEM_PEER_FAILURE)))
+            cause = r;
     }
+    /* The message to leave as this thread's last error (the rank's thread logged it; destroy clears it). */
+    char why[sizeof t->err];
+    snprintf(why, sizeof why, "%s", st == SYMMEM_OK && cause >= 0 ? t[cause].err : symmem_last_error());
+    if (cause >= 0 && st == SYMMEM_OK) st = t[cause].st;
     if (st == SYMMEM_OK) set_attach(tmp, nranks);
     for (int r = 0; r < nranks && st == SYMMEM_OK; r++) comms[r] = tmp[r];
-    if (st != SYMMEM_OK)
+    if (st != SYMMEM_OK) {
         for (int r = 0; r < nranks && tmp; r++) symmem_comm_destroy(tmp[r]);
+        symmem_record_error(st, "%s", why);
+    }
     free(t), free(th), free(tmp), free(started);
     return st;
 }
 
 symmem_status_t symmem_comm_destroy(symmem_comm_t c)
 {
+    symmem_clear_error();
     if (!c) return SYMMEM_OK;
-    if (c->magic != SYMMEM_COMM_MAGIC)
-        return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "symmem_comm_destroy: not a live communicator (destroyed twice?)");
+    if (!live_take(c))
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                                "symmem_comm_destroy: %p is not a live communicator (destroyed twice, or not from "
+                                "symmem_comm_init)",
+                                (void *)c);
     symmem_entry_t e;
-    symmem_entry_begin(c, "symmem_comm_destroy", &e);
+    entry_enter(c, &e);
     comm_release(c);
     symmem_entry_end(&e);
     return SYMMEM_OK;
@@ -564,7 +640,7 @@ symmem_status_t symmem_comm_destroy(symmem_comm_t c)
 
 /* ---- accessors, entry guard, host-side collectives --------------------------------------------------- */
 
-static int valid(symmem_comm_t c) { return c && c->magic == SYMMEM_COMM_MAGIC; }
+static int valid(symmem_comm_t c) { return live_has(c); }
 int symmem_comm_rank(symmem_comm_t c) { return valid(c) ? c->rank : -1; }
 int symmem_comm_size(symmem_comm_t c) { return valid(c) ? c->nranks : -1; }
 int symmem_comm_device(symmem_comm_t c) { return valid(c) ? c->device : -1; }
@@ -615,17 +691,13 @@ symmem_status_t symmem_comm_get_async_error(symmem_comm_t c)
 static _Thread_local const char *tls_call;
 static _Thread_local int tls_call_checked;
 
-symmem_status_t symmem_entry_begin(symmem_comm_t c, const char *call, symmem_entry_t *e)
+/* Make c's rank the one in logs and c's device current; save what symmem_entry_end restores. */
+static void entry_enter(symmem_comm_t c, symmem_entry_t *e)
 {
-    symmem_clear_error();
-    e->prev_rank = -1;
-    e->prev_device = -1;
     e->prev_call = tls_call;
     e->prev_call_checked = tls_call_checked;
-    if (!valid(c)) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: not a live communicator", call);
-    tls_call = call;
-    tls_call_checked = 0;
     e->prev_rank = symmem_log_set_rank(c->rank);
+    e->prev_device = -1;
     if (c->device >= 0) {
         int cur = -1;
         if (cudaGetDevice(&cur) == cudaSuccess && cur != c->device) {
@@ -633,6 +705,17 @@ symmem_status_t symmem_entry_begin(symmem_comm_t c, const char *call, symmem_ent
         }
         (void)cudaGetLastError();
     }
+}
+
+symmem_status_t symmem_entry_begin(symmem_comm_t c, const char *call, symmem_entry_t *e)
+{
+    symmem_clear_error();
+    e->prev_rank = -1;
+    e->prev_device = -1;
+    if (!valid(c)) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: not a live communicator", call);
+    entry_enter(c, e);
+    tls_call = call;
+    tls_call_checked = 0;
     return SYMMEM_OK;
 }
 

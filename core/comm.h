@@ -95,11 +95,14 @@ symmem_status_t symmem_comm_barrier(symmem_comm_t comm);
  * (fds_out[rank] = a dup of my_fd). `tag` (same on all ranks) guards against crossed exchanges. */
 symmem_status_t symmem_comm_exchange_fds(symmem_comm_t comm, int my_fd, uint64_t tag, int *fds_out);
 
-/* Group calls (core/group.c). A collective entry point calls symmem_group_defer() first: when it returns 1
- * the call was recorded and will run at symmem_group_end() on its own thread; the entry point returns OK. */
+/* Group calls (core/group.c). Inside a group (symmem_group_active()), a collective entry point records the
+ * call with symmem_group_defer() and returns its status; the calls run at symmem_group_end(): the calls of
+ * one communicator in the order they were made, on one thread (two at once would interleave their messages
+ * on the same sockets), different communicators concurrently. comm NULL (a communicator being created):
+ * the call gets a thread of its own. */
 typedef symmem_status_t (*symmem_group_fn)(void *args);
 int symmem_group_active(void);
-symmem_status_t symmem_group_defer(symmem_group_fn fn, const void *args, size_t args_size);
+symmem_status_t symmem_group_defer(symmem_comm_t comm, symmem_group_fn fn, const void *args, size_t args_size);
 
 #ifdef __cplusplus
 }

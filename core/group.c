@@ -1,6 +1,7 @@
 /* Group calls: collective host calls recorded between symmem_group_start and symmem_group_end on one
- * thread run together at symmem_group_end, one helper thread each, so a single thread can drive all ranks
- * of symmem_comm_init_all through a collective call such as symmem_alloc. */
+ * thread run together at symmem_group_end, so a single thread can drive all ranks of symmem_comm_init_all
+ * through a collective call such as symmem_alloc. Each communicator's calls form one lane, run in order on
+ * one helper thread; lanes run concurrently. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,11 +11,13 @@
 #include "core/status.h"
 
 typedef struct deferred {
+    symmem_comm_t comm; /* lane key; NULL: a lane of its own */
     symmem_group_fn fn;
     void *args;
     symmem_status_t st;
     char err[1024];
-    struct deferred *next;
+    struct deferred *next;      /* order of recording */
+    struct deferred *lane_next; /* next call of the same lane */
 } deferred_t;
 
 static _Thread_local int group_depth;
@@ -29,7 +32,7 @@ symmem_status_t symmem_group_start(void)
     return SYMMEM_OK;
 }
 
-symmem_status_t symmem_group_defer(symmem_group_fn fn, const void *args, size_t args_size)
+symmem_status_t symmem_group_defer(symmem_comm_t comm, symmem_group_fn fn, const void *args, size_t args_size)
 {
     deferred_t *d = calloc(1, sizeof *d);
     void *copy = malloc(args_size);
@@ -38,6 +41,7 @@ symmem_status_t symmem_group_defer(symmem_group_fn fn, const void *args, size_t 
         return symmem_set_error(SYMMEM_OUT_OF_MEMORY, "out of host memory recording a group call");
     }
     memcpy(copy, args, args_size);
+    d->comm = comm;
     d->fn = fn;
     d->args = copy;
     if (group_tail) group_tail->next = d;
@@ -46,11 +50,14 @@ symmem_status_t symmem_group_defer(symmem_group_fn fn, const void *args, size_t 
     return SYMMEM_OK;
 }
 
-static void *run_deferred(void *p)
+/* Run one lane. Every call runs even after one failed: the peers' lanes make the same calls and would
+ * otherwise wait for this one until the timeout. */
+static void *run_lane(void *p)
 {
-    deferred_t *d = p;
-    d->st = d->fn(d->args);
-    if (d->st != SYMMEM_OK) snprintf(d->err, sizeof d->err, "%s", symmem_last_error());
+    for (deferred_t *d = p; d; d = d->lane_next) {
+        d->st = d->fn(d->args);
+        if (d->st != SYMMEM_OK) snprintf(d->err, sizeof d->err, "%s", symmem_last_error());
+    }
     return NULL;
 }
 
@@ -62,31 +69,49 @@ symmem_status_t symmem_group_end(void)
     if (--group_depth > 0) return SYMMEM_OK; /* nested groups run at the outermost end */
     deferred_t *list = group_head;
     group_head = group_tail = NULL;
-    symmem_status_t st = SYMMEM_OK;
     int n = 0;
     for (deferred_t *d = list; d; d = d->next) n++;
+    /* Lanes: the first call of each communicator heads its lane; later calls append to it. */
+    deferred_t **heads = calloc((size_t)n + 1, sizeof *heads), **tails = calloc((size_t)n + 1, sizeof *tails);
     pthread_t *th = calloc((size_t)n + 1, sizeof *th);
     char *started = calloc((size_t)n + 1, 1);
-    int i = 0;
-    for (deferred_t *d = list; d; d = d->next, i++) {
-        if (th && started && pthread_create(&th[i], NULL, run_deferred, d) == 0) {
-            started[i] = 1;
-        } else {
-            d->st = symmem_set_error(SYMMEM_SYSTEM_ERROR, "symmem_group_end: cannot start a thread for call %d", i);
+    int nlanes = 0;
+    for (deferred_t *d = list; d && heads && tails; d = d->next) {
+        int l = 0;
+        while (l < nlanes && !(d->comm && heads[l]->comm == d->comm)) l++;
+        if (l == nlanes) heads[nlanes++] = d;
+        else tails[l]->lane_next = d;
+        tails[l] = d;
+    }
+    if (!heads || !tails || !th || !started) {
+        for (deferred_t *d = list; d; d = d->next) {
+            d->st = symmem_set_error(SYMMEM_OUT_OF_MEMORY, "symmem_group_end: out of host memory");
+            snprintf(d->err, sizeof d->err, "%s", symmem_last_error());
+        }
+        nlanes = 0;
+    }
+    for (int l = 0; l < nlanes; l++) {
+        if (pthread_create(&th[l], NULL, run_lane, heads[l]) == 0) {
+            started[l] = 1;
+            continue;
+        }
+        for (deferred_t *d = heads[l]; d; d = d->lane_next) {
+            d->st = symmem_set_error(SYMMEM_SYSTEM_ERROR, "symmem_group_end: cannot start a thread for a group call");
             snprintf(d->err, sizeof d->err, "%s", symmem_last_error());
         }
     }
-    i = 0;
-    for (deferred_t *d = list; d; i++) {
-        if (started && started[i]) pthread_join(th[i], NULL);
-        /* The call logged its error where it found it; here it only becomes this thread's last error. */
+    for (int l = 0; l < nlanes; l++)
+        if (started[l]) pthread_join(th[l], NULL);
+    /* The first failure in recording order is reported. Each was logged where it was found; here it only
+     * becomes this thread's last error. */
+    symmem_status_t st = SYMMEM_OK;
+    for (deferred_t *d = list; d;) {
         if (d->st != SYMMEM_OK && st == SYMMEM_OK) st = symmem_record_error(d->st, "%s", d->err);
         deferred_t *next = d->next;
         free(d->args);
         free(d);
         d = next;
     }
-    free(th);
-    free(started);
+    free(heads), free(tails), free(th), free(started);
     return st;
 }

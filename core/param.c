@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,18 +14,21 @@ typedef enum { PT_INT, PT_SIZE, PT_STR } param_type_t;
 
 typedef struct {
     const char *name; /* without the SYMMEM_ prefix */
+    const char *full; /* with it: a literal, so symmem_param_name never writes shared memory */
     param_type_t type;
     const char *def;
     const char *doc;
 } param_def_t;
 
 static const param_def_t params[SYMMEM_PARAM_COUNT] = {
-#define SYMMEM_PARAM_DEF_(n, t, d, doc) {#n, PT_##t, d, doc},
+#define SYMMEM_PARAM_DEF_(n, t, d, doc) {#n, "SYMMEM_" #n, PT_##t, d, doc},
     SYMMEM_PARAM_LIST(SYMMEM_PARAM_DEF_)
 #undef SYMMEM_PARAM_DEF_
 };
 
 static const char *values[SYMMEM_PARAM_COUNT];
+/* A malformed value is reported once per variable, not on every read. */
+static atomic_int warned[SYMMEM_PARAM_COUNT];
 static pthread_once_t param_once = PTHREAD_ONCE_INIT;
 extern char **environ;
 
@@ -72,7 +76,7 @@ static void warn_unknown(void)
          * integrations (SYMMEM_SGLANG_*, SYMMEM_VLLM_*), not the library. */
         static const char *const others[] = {"TEST_", "BENCH_", "TORCH_", "SGLANG_", "VLLM_"};
         int other = strcmp(buf, "UNIQUE_ID") == 0 || strcmp(buf, "LIBRARY") == 0 || strcmp(buf, "BUILD_DIR") == 0 ||
-                    strcmp(buf, "CUDA_ARCHS") == 0;
+                    strcmp(buf, "CUDA_ARCHS") == 0 || strcmp(buf, "SKIP_SANITIZE") == 0;
         for (size_t k = 0; k < sizeof others / sizeof *others && !other; k++)
             other = strncmp(buf, others[k], strlen(others[k])) == 0;
         if (known || other) continue;
@@ -89,6 +93,7 @@ static void load(void)
         snprintf(name, sizeof name, "SYMMEM_%s", params[i].name);
         const char *v = getenv(name);
         values[i] = v ? v : params[i].def;
+        atomic_store(&warned[i], 0);
     }
 }
 
@@ -115,10 +120,7 @@ const char *symmem_param_str(symmem_param_id_t id)
 
 const char *symmem_param_name(symmem_param_id_t id)
 {
-    static char names[SYMMEM_PARAM_COUNT][48];
-    if ((int)id < 0 || id >= SYMMEM_PARAM_COUNT) return "";
-    if (!names[id][0]) snprintf(names[id], sizeof names[id], "SYMMEM_%s", params[id].name);
-    return names[id];
+    return ((int)id < 0 || id >= SYMMEM_PARAM_COUNT) ? "" : params[id].full;
 }
 const char *symmem_param_default(symmem_param_id_t id)
 {
@@ -129,13 +131,15 @@ const char *symmem_param_doc(symmem_param_id_t id)
     return ((int)id < 0 || id >= SYMMEM_PARAM_COUNT) ? "" : params[id].doc;
 }
 
+/* strtoull and strtoll skip leading blanks and accept a sign (strtoull then negates: " -1" is SIZE_MAX):
+ * both parsers insist on a digit first, so what they accept is exactly what the docs say. */
 int symmem_parse_size(const char *s, size_t *out)
 {
-    if (!s || !*s) return -1;
+    if (!s || !isdigit((unsigned char)*s)) return -1;
     errno = 0;
     char *end;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *s == '-') return -1;
+    if (errno || end == s) return -1;
     unsigned shift = 0;
     switch (toupper((unsigned char)*end)) {
     case '\0': break;
@@ -152,16 +156,27 @@ int symmem_parse_size(const char *s, size_t *out)
     return 0;
 }
 
-int64_t symmem_param_int(symmem_param_id_t id)
+int symmem_parse_int(const char *s, int64_t *out)
 {
-    const char *s = symmem_param_str(id);
+    if (!s || !(isdigit((unsigned char)*s) || (*s == '-' && isdigit((unsigned char)s[1])))) return -1;
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end) {
-        SYMMEM_WARN(SYMMEM_SUBSYS_CORE, "%s=%s is not an integer; using the default %s", symmem_param_name(id), s,
-                    params[id].def);
-        v = strtoll(params[id].def, NULL, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+int64_t symmem_param_int(symmem_param_id_t id)
+{
+    if ((int)id < 0 || id >= SYMMEM_PARAM_COUNT) return 0;
+    const char *s = symmem_param_str(id);
+    int64_t v;
+    if (symmem_parse_int(s, &v) != 0) {
+        if (atomic_exchange(&warned[id], 1) == 0)
+            SYMMEM_WARN(SYMMEM_SUBSYS_CORE, "%s=%s is not an integer; using the default %s", symmem_param_name(id),
+                        s, params[id].def);
+        symmem_parse_int(params[id].def, &v);
     }
     return v;
 }
@@ -169,8 +184,10 @@ int64_t symmem_param_int(symmem_param_id_t id)
 size_t symmem_param_size(symmem_param_id_t id)
 {
     size_t v;
+    if ((int)id < 0 || id >= SYMMEM_PARAM_COUNT) return 0;
     if (symmem_parse_size(symmem_param_str(id), &v) != 0) {
-        SYMMEM_WARN(SYMMEM_SUBSYS_CORE, "%s=%s is not a size (like 4096, 64K, 32M); using the default %s",
+        if (atomic_exchange(&warned[id], 1) == 0)
+            SYMMEM_WARN(SYMMEM_SUBSYS_CORE, "%s=%s is not a size (like 4096, 64K, 32M); using the default %s",
                     symmem_param_name(id), symmem_param_str(id), params[id].def);
         symmem_parse_size(params[id].def, &v);
     }

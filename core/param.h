@@ -17,6 +17,7 @@ extern "C" {
     X(LOG_SUBSYS, STR, "ALL", "subsystems to log: CORE,BOOT,ALLOC,COLL,TOPO,NCCL or ALL; ^ excludes")      \
     X(LOG_FILE, STR, "", "log to this file (%h host, %p pid) instead of stderr")                            \
     X(TIMEOUT_MS, INT, "30000", "bootstrap and collective timeout in milliseconds")                        \
+    X(SOCKET_DIR, STR, "", "bootstrap sockets as files in this directory (the user's own, mode 0700) instead of abstract names") \
     X(BACKEND, STR, "cuda", "memory backend when the API leaves it default: cuda or host")                 \
     X(PLACEMENT, STR, "auto", "buffer placement: auto, device or host_numa")                               \
     X(FABRIC, INT, "1", "also request fabric handles where the GPU supports them (0 disables)")            \
@@ -46,7 +47,7 @@ typedef enum symmem_param_id {
 
 /* Values as given in the environment (or the default). Never NULL. */
 const char *symmem_param_str(symmem_param_id_t id);
-/* INT parameters; a malformed value warns once and yields the default. */
+/* INT parameters; a malformed value warns once (per variable) and yields the default. */
 int64_t symmem_param_int(symmem_param_id_t id);
 /* SIZE parameters: "4096", "64K", "32M", "1G". */
 size_t symmem_param_size(symmem_param_id_t id);
@@ -56,6 +57,8 @@ const char *symmem_param_default(symmem_param_id_t id);
 const char *symmem_param_doc(symmem_param_id_t id);
 /* Parse a size string as SIZE parameters do; returns 0 on success. Shared with command-line tools. */
 int symmem_parse_size(const char *s, size_t *out);
+/* Parse a decimal integer as INT parameters do ("-12", "30000"; no blanks, no '+'); returns 0 on success. */
+int symmem_parse_int(const char *s, int64_t *out);
 /* Warn (once) about SYMMEM_* variables that are not in the table; logging calls it when it is ready. */
 void symmem_param_warn_unknown(void);
 /* Re-read the environment (tests only; not thread-safe against concurrent readers). */

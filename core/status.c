@@ -1,8 +1,10 @@
 #include "core/status.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "core/log.h"
 
@@ -36,6 +38,23 @@ const char *symmem_status_string(symmem_status_t status)
 }
 
 const char *symmem_last_error(void) { return tls_error; }
+
+const char *symmem_errno_string(int e)
+{
+    static _Thread_local char buf[160];
+    if (e == EMFILE) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+            snprintf(buf, sizeof buf, "out of file descriptors (ulimit -n %llu): raise the limit or close some",
+                     (unsigned long long)rl.rlim_cur);
+        else
+            snprintf(buf, sizeof buf, "out of file descriptors (ulimit -n)");
+        return buf;
+    }
+    if (e == ENFILE) return "the system is out of file descriptors (ENFILE: see fs.file-max)";
+    snprintf(buf, sizeof buf, "%s", strerror(e));
+    return buf;
+}
 
 void symmem_clear_error(void) { tls_error[0] = '\0'; }
 

@@ -21,6 +21,10 @@ symmem_status_t symmem_record_error(symmem_status_t status, const char *fmt, ...
     __attribute__((format(printf, 2, 3)));
 /* Append more context to the current last-error message (e.g. a caller naming the operation). */
 void symmem_append_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* strerror(e), except that running out of descriptors says so with the limit: "out of file descriptors
+ * (ulimit -n 1024)" for EMFILE, the system-wide table for ENFILE. Per-thread buffer, valid until the
+ * thread's next call. */
+const char *symmem_errno_string(int e);
 /* Clear the last-error message (public entry points do this on entry). */
 void symmem_clear_error(void);
 

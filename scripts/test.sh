@@ -25,6 +25,8 @@ symmem_build
 label=${SYMMEM_TEST_LABEL:-all}
 sel=(); [ "$label" = all ] || sel=(-L "^$label\$")
 (cd "$build" && ctest --output-on-failure "${sel[@]}")
+# ASan+UBSan build of the CPU tests and the fuzz-corpus replay.
+./scripts/sanitize.sh
 # The Python package, installed with pip into fresh venvs and tested from outside the source tree.
 [ "$label" = gpu ] || ./scripts/test_python.sh
 # The SGLang and vLLM drop-ins against the pinned frameworks from PyPI (one venv each).

@@ -12,6 +12,26 @@
 
 #define GPUS_SCHEMA "symmem-gpus/1"
 
+/* A JSON number as an integer in [lo, hi] (absent or not a number: def). Converting a double outside the
+ * target type is undefined behaviour, so the range is checked on the double first; NaN fails every
+ * comparison and so is out of range too. Returns -1 with the error recorded. */
+static int get_int(const json_value_t *obj, const char *key, double def, double lo, double hi, const char *what,
+                   const char *where, int index, long long *out)
+{
+    double v = json_num(json_get(obj, key), def);
+    if (!(v >= lo && v <= hi)) {
+        char at[48] = "";
+        if (where) topo_fmt(at, sizeof at, "%s[%d].", where, index);
+        symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: %s%s = %g is out of range [%.0f, %.0f]", what, at, key, v, lo,
+                         hi);
+        return -1;
+    }
+    *out = (long long)v;
+    return 0;
+}
+
+#define FACT_MAX 1048576.0 /* counts, ranks, links: anything larger is not a real machine */
+
 void topo_measure_clear(topo_measure_t *m)
 {
     memset(m, 0, sizeof *m);
@@ -99,10 +119,16 @@ static symmem_status_t parse_gpus(const json_value_t *arr, const char *what, top
             return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
                                     "%s: gpus[%d].bus_id '%s' is not a PCI address like 0000:17:00.0", what, i, bus);
         topo_fmt(d->name, sizeof d->name, "%s", json_str(json_get(g, "name"), "NVIDIA GPU"));
-        d->cc_major = (int)json_num(json_get(g, "cc_major"), 0);
-        d->cc_minor = (int)json_num(json_get(g, "cc_minor"), 0);
-        d->memory_bytes = (uint64_t)json_num(json_get(g, "memory_bytes"), 0);
-        d->sm_count = (int)json_num(json_get(g, "sm_count"), 0);
+        long long cc_major, cc_minor, mem, sms;
+        if (get_int(g, "cc_major", 0, 0, 1000, what, "gpus", i, &cc_major) ||
+            get_int(g, "cc_minor", 0, 0, 1000, what, "gpus", i, &cc_minor) ||
+            get_int(g, "memory_bytes", 0, 0, 9.0e18, what, "gpus", i, &mem) ||
+            get_int(g, "sm_count", 0, 0, FACT_MAX, what, "gpus", i, &sms))
+            return SYMMEM_INVALID_ARGUMENT;
+        d->cc_major = (int)cc_major;
+        d->cc_minor = (int)cc_minor;
+        d->memory_bytes = (uint64_t)mem;
+        d->sm_count = (int)sms;
         m->host_read_gbs[i] = json_num(json_get(g, "host_read_gbs"), -1);
         m->host_write_gbs[i] = json_num(json_get(g, "host_write_gbs"), -1);
         m->host_h2d_gbs[i] = json_num(json_get(g, "host_h2d_gbs"), -1);
@@ -122,21 +148,29 @@ static symmem_status_t parse_pairs(const json_value_t *arr, const char *what, to
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: \"pairs\" must be an array", what);
     int k = 0;
     for (const json_value_t *p = arr->child; p; p = p->next, k++) {
-        int i = (int)json_num(json_get(p, "gpu"), -1), j = (int)json_num(json_get(p, "peer"), -1);
+        double di = json_num(json_get(p, "gpu"), -1), dj = json_num(json_get(p, "peer"), -1);
+        int i = di >= 0 && di < TOPO_MAX_GPUS ? (int)di : -1, j = dj >= 0 && dj < TOPO_MAX_GPUS ? (int)dj : -1;
         if (i < 0 || j < 0 || i >= f->ngpus || j >= f->ngpus || i == j)
             return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
                                     "%s: pairs[%d] names gpu %d and peer %d; both must be distinct indices into "
                                     "\"gpus\" (0..%d)",
                                     what, k, i, j, f->ngpus - 1);
-        f->p2p[i][j] = (int)json_num(json_get(p, "p2p"), -1);
-        f->atomics[i][j] = (int)json_num(json_get(p, "atomics"), -1);
-        f->perf_rank[i][j] = (int)json_num(json_get(p, "perf_rank"), -1);
-        f->nvlinks[i][j] = (int)json_num(json_get(p, "nvlinks"), -1);
+        long long p2p, atomics, perf, nvl, bad;
+        if (get_int(p, "p2p", -1, -1, FACT_MAX, what, "pairs", k, &p2p) ||
+            get_int(p, "atomics", -1, -1, FACT_MAX, what, "pairs", k, &atomics) ||
+            get_int(p, "perf_rank", -1, -1, FACT_MAX, what, "pairs", k, &perf) ||
+            get_int(p, "nvlinks", -1, -1, FACT_MAX, what, "pairs", k, &nvl) ||
+            get_int(p, "data_check_failed", 0, -1, FACT_MAX, what, "pairs", k, &bad))
+            return SYMMEM_INVALID_ARGUMENT;
+        f->p2p[i][j] = (int)p2p;
+        f->atomics[i][j] = (int)atomics;
+        f->perf_rank[i][j] = (int)perf;
+        f->nvlinks[i][j] = (int)nvl;
         m->read_gbs[i][j] = json_num(json_get(p, "read_gbs"), -1);
         m->write_gbs[i][j] = json_num(json_get(p, "write_gbs"), -1);
         m->ce_gbs[i][j] = json_num(json_get(p, "ce_gbs"), -1);
         m->latency_us[i][j] = json_num(json_get(p, "latency_us"), -1);
-        m->check_failed[i][j] = (int)json_num(json_get(p, "data_check_failed"), 0);
+        m->check_failed[i][j] = (int)bad;
     }
     return SYMMEM_OK;
 }
@@ -173,7 +207,12 @@ symmem_status_t topo_gpu_facts_parse(const char *text, const char *what, topo_gp
     f->present = f->ngpus > 0;
     topo_fmt(f->source, sizeof f->source, "file");
     topo_fmt(f->driver_version, sizeof f->driver_version, "%s", json_str(json_get(root, "driver_version"), ""));
-    f->cuda_driver_version = (int)json_num(json_get(root, "cuda_driver_version"), 0);
+    long long drv = 0;
+    if (get_int(root, "cuda_driver_version", 0, 0, 1.0e9, what, NULL, 0, &drv)) {
+        st = SYMMEM_INVALID_ARGUMENT;
+        goto out;
+    }
+    f->cuda_driver_version = (int)drv;
     m->ngpus = f->ngpus;
     m->measured = json_num(json_get(root, "measured"), 0) != 0;
     m->quick = json_num(json_get(root, "quick"), 0) != 0;

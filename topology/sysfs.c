@@ -186,7 +186,7 @@ int topo_sysfs_list(topo_sysfs_t *fs, const char *rel, char **names)
     char *block = err ? NULL : malloc(bytes + 1);
     if (!err && !block) err = -ENOMEM;
     if (!err) {
-        qsort(v, count, sizeof *v, cmp_str);
+        if (count > 1) qsort(v, count, sizeof *v, cmp_str); /* qsort's array must not be NULL, even for 0 */
         char *p = block;
         for (size_t i = 0; i < count; i++) p = stpcpy(p, v[i]) + 1;
         *names = block;

@@ -130,8 +130,10 @@ SYMMEM_API void symmem_options_init(symmem_options_t *opts);
 typedef struct symmem_comm *symmem_comm_t;
 
 /* Opaque rendezvous id made by one process (any, usually rank 0) and handed to every rank out of band.
- * It carries a random secret; treat it like a password. symmem_unique_id_to_string() gives a printable form
- * (for an environment variable or a file) and symmem_unique_id_from_string() parses it back. */
+ * It carries a random secret that keys the ranks' socket names and their handshake; treat it like a
+ * password (a 0600 file, the environment of processes you start, your launcher's store) and make a new one
+ * per job. symmem_unique_id_to_string() gives a printable form and symmem_unique_id_from_string() parses it
+ * back. See docs/security.md. */
 #define SYMMEM_UNIQUE_ID_BYTES 64
 typedef struct symmem_unique_id {
     unsigned char bytes[SYMMEM_UNIQUE_ID_BYTES];
@@ -146,11 +148,19 @@ SYMMEM_API symmem_status_t symmem_unique_id_to_string(const symmem_unique_id_t *
 SYMMEM_API symmem_status_t symmem_unique_id_from_string(const char *str, symmem_unique_id_t *id);
 
 /* Collective over `nranks` processes (or threads) on one host, each with a distinct `rank` in [0, nranks).
- * Blocks until every rank has arrived or the timeout passes (then SYMMEM_TIMEOUT naming the missing ranks).
- * Ranks meet over Unix domain sockets in the abstract namespace; a connecting process must be of the same
- * user (SO_PEERCRED) and present the id's secret. `opts` may be NULL. On return (success or not) the rank's
- * device (opts->device, or the current one) is the calling thread's current device, as after cudaSetDevice:
- * switching back would create a context on the old device in processes that never used it. */
+ * Blocks until every rank has arrived or the timeout passes (then SYMMEM_TIMEOUT naming the missing ranks,
+ * or, when a peer gave up first, that peer and its reason).
+ * Who may join (docs/security.md): processes of the same effective uid holding `id`. Ranks meet over Unix
+ * domain sockets whose names derive from the id's secret (abstract names, or files in SYMMEM_SOCKET_DIR,
+ * a directory of the user's with mode 0700). Both ends check the other's uid (SO_PEERCRED) before a byte
+ * moves and prove they hold the secret by a challenge-response over fresh nonces; the secret never crosses a
+ * socket. Connections of other processes are turned away (logged, pid and uid named) and cost the ranks no
+ * more than their absence; a rank's name already bound by another process fails at once with that pid and
+ * uid (SYMMEM_INVALID_ARGUMENT: a duplicate rank, or a process holding the secret). Every member can read and
+ * write every rank's buffers: hand the id only to the job's ranks.
+ * `opts` may be NULL. On return (success or not) the rank's device (opts->device, or the current one) is
+ * the calling thread's current device, as after cudaSetDevice: switching back would create a context on the
+ * old device in processes that never used it. */
 SYMMEM_API symmem_status_t symmem_comm_init(int nranks, int rank, const symmem_unique_id_t *id, const symmem_options_t *opts,
                                  symmem_comm_t *comm);
 
@@ -221,8 +231,9 @@ SYMMEM_API symmem_status_t symmem_comm_set_error_handler(symmem_comm_t comm, sym
 
 /* Group calls, so that one thread can drive several ranks of symmem_comm_init_all: collective calls made
  * between symmem_group_start() and symmem_group_end() on the calling thread are recorded and run together
- * (one helper thread per call) at symmem_group_end(), which returns the first failure. Outputs of the
- * recorded calls are written at symmem_group_end(). Stream-ordered calls inside a group run at once. */
+ * at symmem_group_end() (one helper thread per communicator, which makes that communicator's calls in the
+ * order they were recorded), which returns the first failure. Outputs of the recorded calls are written at
+ * symmem_group_end(). Stream-ordered calls inside a group run at once. */
 SYMMEM_API symmem_status_t symmem_group_start(void);
 SYMMEM_API symmem_status_t symmem_group_end(void);
 

@@ -68,6 +68,21 @@ static void test_bad_gpus_json(const char *tmp)
          "pairs[0] names gpu 0 and peer 3"},
         {"{\"schema\": \"symmem-gpus/1\", \"gpus\": 7}", "\"gpus\" must be an array"},
         {"", "line 1 column 1: unexpected end of file"},
+        /* numbers that do not fit the fields: converting them would be undefined behaviour */
+        {"{\"schema\": \"symmem-gpus/1\", \"gpus\": [{\"bus_id\": \"0000:01:00.0\", \"cc_major\": 1e300}]}",
+         "gpus[0].cc_major = 1e+300 is out of range [0, 1000]"},
+        {"{\"schema\": \"symmem-gpus/1\", \"gpus\": [{\"bus_id\": \"0000:01:00.0\", \"memory_bytes\": -1}]}",
+         "gpus[0].memory_bytes = -1 is out of range"},
+        {"{\"schema\": \"symmem-gpus/1\", \"gpus\": [{\"bus_id\": \"0000:01:00.0\", \"sm_count\": 3e9}]}",
+         "gpus[0].sm_count = 3e+09 is out of range"},
+        {"{\"schema\": \"symmem-gpus/1\", \"gpus\": [{\"bus_id\": \"0000:01:00.0\"}, {\"bus_id\": \"0000:02:00.0\"}], "
+         "\"pairs\": [{\"gpu\": 0, \"peer\": 1, \"nvlinks\": -1e20}]}",
+         "pairs[0].nvlinks = -1e+20 is out of range"},
+        {"{\"schema\": \"symmem-gpus/1\", \"gpus\": [{\"bus_id\": \"0000:01:00.0\"}], \"pairs\": [{\"gpu\": 4e9, "
+         "\"peer\": 0}]}",
+         "pairs[0] names gpu -1 and peer 0"},
+        {"{\"schema\": \"symmem-gpus/1\", \"gpus\": [], \"cuda_driver_version\": 1e12}",
+         "cuda_driver_version = 1e+12 is out of range"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         write_file(tmp, "gpus.json", cases[k].json);

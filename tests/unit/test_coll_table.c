@@ -104,12 +104,53 @@ static void malformed_files_name_the_line(void)
     coll_shell_free(c);
 }
 
+/* Lines longer than the reader's buffer: the rest of a long comment is skipped, not read as a rule (a comment
+ * of 511 characters followed by "all_reduce 1K staged" used to add that rule); a long rule is an error. */
+static void long_lines(void)
+{
+    char path[128];
+    tmp_path(path, sizeof path);
+    FILE *f = fopen(path, "w");
+    CHECK(f);
+    fputs("[fpA]\n#", f);
+    for (int i = 0; i < 510; i++) fputc(' ', f);
+    fputs("all_reduce 1K staged\nall_reduce inf oneshot_pull\n", f);
+    fclose(f);
+    symmem_comm_t c = coll_shell(2, SYMMEM_LINK_NVLINK, "fpA");
+    CHECK_OK(symmem_coll_tune_load(c, path));
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
+    coll_shell_free(c);
+
+    f = fopen(path, "w");
+    CHECK(f);
+    fputs("[fpA]\nall_reduce", f);
+    for (int i = 0; i < 600; i++) fputc(' ', f);
+    fputs("1K staged\n", f);
+    fclose(f);
+    c = coll_shell(2, SYMMEM_LINK_NVLINK, "fpA");
+    CHECK_ST(symmem_coll_tune_load(c, path), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ERR_HAS(":2: line longer than 510 characters");
+    coll_shell_free(c);
+
+    f = fopen(path, "w"); /* 511 characters, the whole buffer, and no newline at the end: a normal line */
+    CHECK(f);
+    fputs("[fpA]\nall_reduce inf staged", f);
+    for (int i = 0; i < 511 - 21; i++) fputc(' ', f);
+    fclose(f);
+    c = coll_shell(2, SYMMEM_LINK_NVLINK, "fpA");
+    CHECK_OK(symmem_coll_tune_load(c, path));
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_STAGED);
+    coll_shell_free(c);
+    unlink(path);
+}
+
 int main(void)
 {
     static const test_case_t cases[] = {
         {"two_rank_nvlink_defaults", two_rank_nvlink_defaults, 10},
         {"save_load_round_trip_keeps_other_sections", save_load_round_trip_keeps_other_sections, 10},
         {"malformed_files_name_the_line", malformed_files_name_the_line, 10},
+        {"long_lines", long_lines, 10},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
 }

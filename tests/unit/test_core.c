@@ -1,4 +1,6 @@
 /* Core unit tests (no GPU): status names and strings, parameters, unique ids, options, logging. */
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +44,112 @@ static void sizes_parse(void)
     CHECK(symmem_parse_size("12Q", &v) != 0);
     CHECK(symmem_parse_size("-5", &v) != 0);
     CHECK(symmem_parse_size("99999999999999999999G", &v) != 0);
+    /* strtoull skips blanks and negates a leading '-': none of these is a size */
+    CHECK(symmem_parse_size(" -1", &v) != 0);
+    CHECK(symmem_parse_size("\t-1", &v) != 0);
+    CHECK(symmem_parse_size("+1", &v) != 0);
+    CHECK(symmem_parse_size(" 12", &v) != 0);
+    CHECK(symmem_parse_size("18446744073709551615", &v) == 0 && v == SIZE_MAX);
+    CHECK(symmem_parse_size("18446744073709551616", &v) != 0);
+}
+
+static void ints_parse(void)
+{
+    int64_t v = 0;
+    CHECK(symmem_parse_int("30000", &v) == 0 && v == 30000);
+    CHECK(symmem_parse_int("-12", &v) == 0 && v == -12);
+    CHECK(symmem_parse_int("9223372036854775807", &v) == 0 && v == INT64_MAX);
+    CHECK(symmem_parse_int("9223372036854775808", &v) != 0);
+    CHECK(symmem_parse_int("", &v) != 0);
+    CHECK(symmem_parse_int("-", &v) != 0);
+    CHECK(symmem_parse_int(" 5", &v) != 0);
+    CHECK(symmem_parse_int("+5", &v) != 0);
+    CHECK(symmem_parse_int("5 ", &v) != 0);
+    CHECK(symmem_parse_int("0x10", &v) != 0);
+}
+
+static int count_in_file(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    int k = 0;
+    for (const char *p = buf; (p = strstr(p, needle)) != NULL; p++) k++;
+    return k;
+}
+
+/* "warns once": three reads of a malformed variable log one warning. */
+static void malformed_value_warns_once(void)
+{
+    char path[] = "/tmp/symmem-test-log-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    setenv("SYMMEM_LOG_FILE", path, 1);
+    setenv("SYMMEM_TIMEOUT_MS", "soon", 1);
+    setenv("SYMMEM_WORKSPACE_BYTES", "lots", 1);
+    for (int i = 0; i < 3; i++) {
+        CHECK(symmem_param_int(SYMMEM_PARAM_TIMEOUT_MS) == 30000);
+        CHECK(symmem_param_size(SYMMEM_PARAM_WORKSPACE_BYTES) == 64u << 20);
+    }
+    int ints = count_in_file(path, "is not an integer"), sizes = count_in_file(path, "is not a size");
+    unlink(path);
+    CHECK(ints == 1 && sizes == 1);
+}
+
+/* Many threads ask for parameter names at once: each must see the whole name at its first call. */
+static pthread_barrier_t names_bar;
+static void *names_thread(void *p)
+{
+    (void)p;
+    pthread_barrier_wait(&names_bar);
+    for (int id = 0; id < SYMMEM_PARAM_COUNT; id++) {
+        const char *n = symmem_param_name((symmem_param_id_t)id);
+        if (strncmp(n, "SYMMEM_", 7) != 0 || strlen(n) < 9) return (void *)1;
+    }
+    return NULL;
+}
+
+static void param_names_from_many_threads(void)
+{
+    enum { T = 16 };
+    pthread_t th[T];
+    pthread_barrier_init(&names_bar, NULL, T);
+    for (int i = 0; i < T; i++) CHECK(pthread_create(&th[i], NULL, names_thread, NULL) == 0);
+    int bad = 0;
+    for (int i = 0; i < T; i++) {
+        void *r;
+        pthread_join(th[i], &r);
+        bad += r != NULL;
+    }
+    CHECK(bad == 0);
+    CHECK(strcmp(symmem_param_name(SYMMEM_PARAM_TIMEOUT_MS), "SYMMEM_TIMEOUT_MS") == 0);
+    CHECK(strcmp(symmem_param_name(SYMMEM_PARAM_COUNT), "") == 0);
+}
+
+/* SYMMEM_TIMEOUT_MS beyond an int must be refused, not wrapped (4294967297 used to give 1 ms). */
+static void timeout_out_of_range_rejected(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    symmem_options_t o = SYMMEM_OPTIONS_INIT;
+    o.backend = SYMMEM_BACKEND_HOST;
+    symmem_comm_t c;
+    static const char *bad[] = {"4294967297", "2147483648", "0", "-5"};
+    for (int i = 0; i < 4; i++) {
+        setenv("SYMMEM_TIMEOUT_MS", bad[i], 1);
+        symmem_param_reload();
+        CHECK_ST(symmem_comm_init(1, 0, &id, &o, &c), SYMMEM_INVALID_ARGUMENT);
+        CHECK_ERR_HAS("SYMMEM_TIMEOUT_MS");
+        CHECK_ERR_HAS("out of range");
+    }
+    setenv("SYMMEM_TIMEOUT_MS", "2147483647", 1);
+    symmem_param_reload();
+    CHECK_OK(symmem_comm_init(1, 0, &id, &o, &c));
+    CHECK_OK(symmem_comm_destroy(c));
 }
 
 static void params_from_environment(void)
@@ -151,6 +259,10 @@ int main(void)
         {"status_strings", status_strings, 10},
         {"last_error_is_per_thread_and_names_rank", last_error_is_per_thread_and_names_rank, 10},
         {"sizes_parse", sizes_parse, 10},
+        {"ints_parse", ints_parse, 10},
+        {"malformed_value_warns_once", malformed_value_warns_once, 10},
+        {"param_names_from_many_threads", param_names_from_many_threads, 10},
+        {"timeout_out_of_range_rejected", timeout_out_of_range_rejected, 20},
         {"params_from_environment", params_from_environment, 10},
         {"unknown_variable_warns_with_suggestion", unknown_variable_warns_with_suggestion, 10},
         {"unique_id_round_trip", unique_id_round_trip, 10},

@@ -1,0 +1,37 @@
+/* The algorithm table reader (symmem_coll_tune_load) on any file, through a communicator shell. Whatever it
+ * loads must give a concrete algorithm for every op and size, and print. */
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "collectives/coll.h"
+#include "fuzz.h"
+#include "unit/coll_shell.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc, (void)argv;
+    fuzz_quiet();
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    int fd = memfd_create("tune", MFD_CLOEXEC);
+    if (fd < 0 || (size && write(fd, data, size) != (ssize_t)size)) abort();
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    symmem_comm_t c = coll_shell(4, SYMMEM_LINK_PCIE, "fpA");
+    if (symmem_coll_tune_load(c, path) == SYMMEM_OK) {
+        static const size_t sizes[] = {0, 1, 4096, 65536, 1 << 20, (size_t)1 << 40, SIZE_MAX};
+        for (int k = 0; k < SYMMEM_COLL_BARRIER; k++)
+            for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+                symmem_algo_t a = symmem_coll_choose(c, (symmem_coll_kind_t)k, sizes[i]);
+                FUZZ_ASSERT(a > SYMMEM_ALGO_AUTO && a < SYMMEM_ALGO_COUNT);
+            }
+        FILE *null = fopen("/dev/null", "w");
+        if (null) symmem_coll_tune_print(c, null), fclose(null);
+    }
+    coll_shell_free(c);
+    close(fd);
+    return 0;
+}

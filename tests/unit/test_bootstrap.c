@@ -1,0 +1,591 @@
+/* The bootstrap under misuse and attack, with the host backend: impostors at a rank's socket name, a
+ * listener that never accepts, idle and junk connections, descriptor floods, an exhausted descriptor table,
+ * a missing rank (who gets blamed), socket files in SYMMEM_SOCKET_DIR. Each case is a bug that existed;
+ * the cases that need a second user (setresuid) skip when not run as root. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+
+#include "core/bootmsg.h"
+#include "core/bootstrap.h"
+#include "core/comm.h"
+#include "symmem/symmem.h"
+#include "test_util.h"
+
+#define NOBODY 65534
+
+static symmem_options_t host_opts(int timeout_ms)
+{
+    symmem_options_t o = SYMMEM_OPTIONS_INIT;
+    o.backend = SYMMEM_BACKEND_HOST;
+    o.timeout_ms = timeout_ms;
+    return o;
+}
+
+static const symmem_boot_id_t *boot_id(const symmem_unique_id_t *id)
+{
+    return (const symmem_boot_id_t *)(const void *)id->bytes;
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+/* Bind rank r's name (as a squatter or impostor would, had it the name). */
+static int bind_name(const symmem_unique_id_t *id, int rank, int backlog)
+{
+    struct sockaddr_un a;
+    socklen_t alen;
+    CHECK_OK(symmem_boot_sock_addr(boot_id(id), rank, &a, &alen));
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(fd >= 0);
+    CHECK(bind(fd, (struct sockaddr *)&a, alen) == 0);
+    CHECK(listen(fd, backlog) == 0);
+    return fd;
+}
+
+static int connect_name(const symmem_unique_id_t *id, int rank)
+{
+    struct sockaddr_un a;
+    socklen_t alen;
+    CHECK_OK(symmem_boot_sock_addr(boot_id(id), rank, &a, &alen));
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(fd >= 0);
+    if (connect(fd, (struct sockaddr *)&a, alen) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int drop_to_nobody(void)
+{
+    return setgroups(0, NULL) == 0 && setresgid(NOBODY, NOBODY, NOBODY) == 0 && setresuid(NOBODY, NOBODY, NOBODY) == 0;
+}
+
+/* Does any 4-byte window of the id's secret occur in buf? */
+static int has_secret_bytes(const symmem_unique_id_t *id, const unsigned char *buf, size_t n)
+{
+    const unsigned char *s = boot_id(id)->secret;
+    for (size_t i = 0; i + 4 <= SYMMEM_BOOT_SECRET_BYTES; i++)
+        if (n >= 4 && memmem(buf, n, s + i, 4)) return 1;
+    return 0;
+}
+
+typedef void (*rank_fn)(int rank, int nranks, const symmem_unique_id_t *id);
+
+static pid_t fork_rank(rank_fn fn, int rank, int nranks, const symmem_unique_id_t *id)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        fn(rank, nranks, id);
+        _exit(0);
+    }
+    return p;
+}
+
+static int wait_ok(pid_t p)
+{
+    int status = 0;
+    waitpid(p, &status, 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 1;
+    fprintf(stderr, "process %d failed (status 0x%x)\n", (int)p, status);
+    return 0;
+}
+
+static void rank_job(int rank, int nranks, const symmem_unique_id_t *id, int timeout_ms)
+{
+    symmem_options_t o = host_opts(timeout_ms);
+    symmem_comm_t c;
+    CHECK_OK(symmem_comm_init(nranks, rank, id, &o, &c));
+    symmem_buffer_t b;
+    CHECK_OK(symmem_alloc(c, 8192, &b));
+    ((volatile char *)symmem_buffer_ptr(b))[0] = (char)(rank + 1);
+    CHECK_OK(symmem_comm_barrier(c));
+    for (int r = 0; r < nranks; r++) CHECK(((volatile char *)symmem_buffer_peer_ptr(b, r))[0] == (char)(r + 1));
+    CHECK_OK(symmem_free(b));
+    CHECK_OK(symmem_comm_destroy(c));
+}
+
+static void rank_job_20s(int rank, int nranks, const symmem_unique_id_t *id) { rank_job(rank, nranks, id, 20000); }
+
+/* ---- names ------------------------------------------------------------------------------------------------ */
+
+/* Names come from the secret: distinct per rank and per id, stable for one id, and carrying neither the
+ * secret nor the tag (the old names were "symmem-<tag>-<rank>": knowing one gave away all the others). */
+static void names_are_secret_derived(void)
+{
+    symmem_unique_id_t a, b;
+    CHECK_OK(symmem_get_unique_id(&a));
+    CHECK_OK(symmem_get_unique_id(&b));
+    char seen[2 * SYMMEM_MAX_RANKS][sizeof(((struct sockaddr_un *)0)->sun_path)];
+    int k = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int r = 0; r < SYMMEM_MAX_RANKS; r++) {
+            struct sockaddr_un x, y;
+            socklen_t xl, yl;
+            CHECK_OK(symmem_boot_sock_addr(boot_id(pass ? &b : &a), r, &x, &xl));
+            CHECK_OK(symmem_boot_sock_addr(boot_id(pass ? &b : &a), r, &y, &yl));
+            CHECK(xl == yl && memcmp(&x, &y, xl) == 0);
+            CHECK(x.sun_path[0] == '\0' && strncmp(x.sun_path + 1, "symmem-", 7) == 0);
+            CHECK(strlen(x.sun_path + 1) == 7 + SYMMEM_BOOT_NAME_HEX);
+            char tag_hex[2 * SYMMEM_BOOT_TAG_BYTES + 1];
+            for (int i = 0; i < SYMMEM_BOOT_TAG_BYTES; i++) sprintf(tag_hex + 2 * i, "%02x", boot_id(pass ? &b : &a)->tag[i]);
+            CHECK(!strstr(x.sun_path + 1, tag_hex) && !has_secret_bytes(pass ? &b : &a, (unsigned char *)x.sun_path + 1, strlen(x.sun_path + 1)));
+            for (int j = 0; j < k; j++) CHECK(strcmp(seen[j], x.sun_path + 1) != 0);
+            snprintf(seen[k++], sizeof seen[0], "%s", x.sun_path + 1);
+        }
+}
+
+/* ---- impostors ----------------------------------------------------------------------------------------------- */
+
+/* An impostor holds rank 1's name (as if the name had leaked) and answers like a listener without the
+ * secret. It must get neither the secret nor anything beyond a HELLO, and rank 0 must say who it was. */
+static void impostor_listener(const symmem_unique_id_t *id, int as_nobody, int report_fd)
+{
+    if (as_nobody && !drop_to_nobody()) _exit(2);
+    int l = bind_name(id, 1, 8);
+    unsigned char got[4096];
+    size_t n = 0;
+    struct pollfd p = {l, POLLIN, 0};
+    if (poll(&p, 1, 10000) == 1) {
+        int fd = accept(l, NULL, NULL);
+        /* a listener's challenge with a made-up MAC */
+        symmem_boot_hdr_t h;
+        symmem_boot_hdr_make(&h, SYMMEM_BOOT_CHALLENGE, 1, 2, 0, sizeof(symmem_boot_challenge_t));
+        unsigned char msg[sizeof h + sizeof(symmem_boot_challenge_t)];
+        memcpy(msg, &h, sizeof h);
+        memset(msg + sizeof h, 0x42, sizeof msg - sizeof h);
+        ssize_t w = send(fd, msg, sizeof msg, MSG_NOSIGNAL);
+        (void)w;
+        for (;;) {
+            struct pollfd q = {fd, POLLIN, 0};
+            if (poll(&q, 1, 3000) != 1) break;
+            ssize_t r = read(fd, got + n, sizeof got - n);
+            if (r <= 0) break;
+            n += (size_t)r;
+        }
+    }
+    int leak = has_secret_bytes(id, got, n);
+    ssize_t w = write(report_fd, &n, sizeof n);
+    w = write(report_fd, &leak, sizeof leak);
+    (void)w;
+    _exit(0);
+}
+
+static void impostor_case(int as_nobody, const char *needle)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    int pipefd[2];
+    CHECK(pipe(pipefd) == 0);
+    pid_t imp = fork();
+    if (imp == 0) impostor_listener(&id, as_nobody, pipefd[1]);
+    usleep(200000); /* the impostor binds first */
+    symmem_options_t o = host_opts(5000);
+    symmem_comm_t c;
+    CHECK(symmem_comm_init(2, 0, &id, &o, &c) != SYMMEM_OK);
+    CHECK_ERR_HAS(needle);
+    CHECK_ERR_HAS("rank 1");
+    size_t n = 99999;
+    int leak = 1;
+    CHECK(read(pipefd[0], &n, sizeof n) == sizeof n && read(pipefd[0], &leak, sizeof leak) == sizeof leak);
+    waitpid(imp, NULL, 0);
+    printf("  impostor (%s) received %zu bytes, secret bytes among them: %s\n", as_nobody ? "uid 65534" : "same uid",
+           n, leak ? "YES" : "none");
+    CHECK(!leak);
+    /* another user gets nothing at all; the same user gets the HELLO only (a nonce, no secret) */
+    CHECK(n == (as_nobody ? 0 : sizeof(symmem_boot_hdr_t) + SYMMEM_BOOT_NONCE_BYTES));
+}
+
+static void impostor_of_another_user_gets_nothing(void)
+{
+    if (geteuid() != 0) {
+        printf("  skipped: needs root to run an impostor as uid 65534\n");
+        exit(TEST_SKIP_CODE);
+    }
+    impostor_case(1, "held by pid");
+}
+
+static void impostor_without_the_secret_is_found_out(void)
+{
+    impostor_case(0, "did not prove it holds this communicator's secret");
+}
+
+/* ---- connect with a deadline ------------------------------------------------------------------------------ */
+
+/* Rank 1's name is held by a listener whose backlog is full and which never accepts: connect() used to
+ * block past the timeout (24.5 s for 2 s); now rank 0 keeps the deadline and says what it saw. */
+static void full_backlog_keeps_the_deadline(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    int l = bind_name(&id, 1, 0);
+    int fill[8], nfill = 0;
+    for (int i = 0; i < 8; i++) {
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        struct sockaddr_un a;
+        socklen_t alen;
+        CHECK_OK(symmem_boot_sock_addr(boot_id(&id), 1, &a, &alen));
+        if (connect(fd, (struct sockaddr *)&a, alen) == 0) fill[nfill++] = fd;
+        else close(fd);
+    }
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    symmem_options_t o = host_opts(1000);
+    symmem_comm_t c;
+    CHECK_ST(symmem_comm_init(2, 0, &id, &o, &c), SYMMEM_TIMEOUT);
+    double s = seconds_since(&t0);
+    CHECK_ERR_HAS("rank(s) 1 did not accept the connection (its listen queue is full");
+    CHECK(s < 10.0); /* bounded (the test's alarm would catch a hang too) */
+    for (int i = 0; i < nfill; i++) close(fill[i]);
+    close(l);
+}
+
+/* ---- idle and junk connections ----------------------------------------------------------------------------- */
+
+typedef struct holder_args {
+    const symmem_unique_id_t *id;
+    int rank, count;
+    int fds[64];
+    int n;
+} holder_args_t;
+
+/* Opens `count` connections to a rank's socket as soon as it exists and holds them, silent. */
+static void *hold_idle(void *p)
+{
+    holder_args_t *a = p;
+    for (int tries = 0; tries < 20000 && a->n < a->count; tries++) {
+        int fd = connect_name(a->id, a->rank);
+        if (fd >= 0) a->fds[a->n++] = fd;
+        else usleep(500);
+    }
+    return NULL;
+}
+
+static void rank_job_3s(int rank, int nranks, const symmem_unique_id_t *id) { rank_job(rank, nranks, id, 3000); }
+
+/* Six silent connections reach rank 2 before the real ranks do. Hellos used to be read one connection at
+ * a time with 2 s each, so the job needed 12 s and failed its 3 s timeout; now it does not notice them. */
+static void idle_connections_cost_nothing(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    pid_t r2 = fork_rank(rank_job_3s, 2, 3, &id);
+    holder_args_t h = {.id = &id, .rank = 2, .count = 6};
+    hold_idle(&h);
+    CHECK(h.n == 6);
+    pid_t r0 = fork_rank(rank_job_3s, 0, 3, &id), r1 = fork_rank(rank_job_3s, 1, 3, &id);
+    int ok = wait_ok(r0) & wait_ok(r1) & wait_ok(r2);
+    for (int i = 0; i < h.n; i++) close(h.fds[i]);
+    CHECK(ok);
+}
+
+static int count_lines(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[2048];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+static int file_has(const char *path, const char *needle) { return count_lines(path, needle) > 0; }
+
+/* Junk of every kind from this user while a 2-rank job starts: garbage, a header claiming 4 GiB, a HELLO
+ * for rank -1002 (it used to index b->fds[1000]: a heap overflow), a HELLO for a rank that is not lower, a
+ * header cut short. The job completes; the log has one line per rejection for the first few, then a
+ * count, and never calls a connecting process "rank -1". */
+static void junk_sender(const symmem_unique_id_t *id, int kind)
+{
+    for (int tries = 0; tries < 20000; tries++) {
+        int fd = connect_name(id, 1);
+        if (fd < 0) {
+            usleep(500);
+            continue;
+        }
+        symmem_boot_hdr_t h;
+        unsigned char buf[256];
+        memset(buf, 0x5a, sizeof buf);
+        size_t len = sizeof buf;
+        switch (kind % 5) {
+        case 0: break; /* garbage */
+        case 1: symmem_boot_hdr_make(&h, SYMMEM_BOOT_HELLO, 0, 2, 0, 0xffffffffu), memcpy(buf, &h, sizeof h), len = sizeof h; break;
+        case 2: symmem_boot_hdr_make(&h, SYMMEM_BOOT_HELLO, 0, 2, 0, 32), h.rank = -1002, memcpy(buf, &h, sizeof h), len = sizeof h + 32; break;
+        case 3: symmem_boot_hdr_make(&h, SYMMEM_BOOT_HELLO, 1, 2, 0, 32), memcpy(buf, &h, sizeof h), len = sizeof h + 32; break;
+        case 4: symmem_boot_hdr_make(&h, SYMMEM_BOOT_HELLO, 0, 2, 0, 32), memcpy(buf, &h, sizeof h), len = 20; break;
+        }
+        ssize_t w = send(fd, buf, len, MSG_NOSIGNAL);
+        (void)w;
+        char r[64];
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 5000) == 1 && read(fd, r, sizeof r) > 0) _exit(1); /* must be closed on, never answered */
+        close(fd);
+        _exit(0);
+    }
+    _exit(0);
+}
+
+static void junk_is_rejected_quietly(void)
+{
+    char log[] = "/tmp/symmem-test-bootlog-XXXXXX";
+    int lf = mkstemp(log);
+    CHECK(lf >= 0);
+    close(lf);
+    setenv("SYMMEM_LOG_FILE", log, 1);
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    enum { JUNK = 40 };
+    pid_t r1 = fork_rank(rank_job_20s, 1, 2, &id);
+    pid_t junk[JUNK];
+    for (int i = 0; i < JUNK; i++)
+        if ((junk[i] = fork()) == 0) junk_sender(&id, i);
+    int junk_ok = 1;
+    for (int i = 0; i < JUNK; i++) junk_ok &= wait_ok(junk[i]);
+    pid_t r0 = fork_rank(rank_job_20s, 0, 2, &id);
+    int ok = wait_ok(r0) & wait_ok(r1);
+    int warn_lines = count_lines(log, "WARN BOOT") , rejected = count_lines(log, "rejected a bootstrap connection");
+    int summary = file_has(log, "turned away"), minus_one = file_has(log, "rank -1");
+    printf("  %d junk connections: %d rejection lines (%d at WARN), summary line: %s\n", JUNK, rejected, warn_lines,
+           summary ? "yes" : "no");
+    unlink(log);
+    CHECK(ok && junk_ok);
+    CHECK(warn_lines <= 4 && rejected <= 4 && summary && !minus_one);
+}
+
+/* ---- descriptors ----------------------------------------------------------------------------------------------- */
+
+static void send_fds(int sock, int fd, int count, const void *data, size_t len)
+{
+    int fds[253];
+    for (int i = 0; i < count; i++) fds[i] = fd;
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof fds)];
+    } ctrl;
+    memset(&ctrl, 0, sizeof ctrl);
+    struct iovec iov = {(void *)data, len};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.buf,
+                       .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)count)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)count);
+    memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)count);
+    ssize_t w = sendmsg(sock, &m, MSG_NOSIGNAL);
+    (void)w;
+}
+
+static void flood_fds(const symmem_unique_id_t *id, int conns)
+{
+    int devnull = open("/dev/null", O_RDONLY);
+    symmem_boot_hdr_t h;
+    symmem_boot_hdr_make(&h, SYMMEM_BOOT_HELLO, 0, 2, 0, 32);
+    unsigned char hello[sizeof h + 32];
+    memcpy(hello, &h, sizeof h);
+    memset(hello + sizeof h, 1, 32);
+    int sent = 0;
+    for (int tries = 0; tries < 40000 && sent < conns; tries++) {
+        int fd = connect_name(id, 1);
+        if (fd < 0) {
+            usleep(500);
+            continue;
+        }
+        send_fds(fd, devnull, 200, hello, sizeof hello);
+        sent++;
+        close(fd);
+    }
+    _exit(sent == conns ? 0 : 1);
+}
+
+/* Hellos carrying 200 descriptors each: the receive control buffer had room for 2 and handled 1, so each
+ * leaked one (6 -> 306 open descriptors after 300, still open after destroy). Now every one is closed. */
+static void rank_counting_fds(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    int before = test_open_fds();
+    if (rank == 1) usleep(300000); /* (as rank 1) stay in init while the flood arrives */
+    symmem_options_t o = host_opts(20000);
+    symmem_comm_t c;
+    CHECK_OK(symmem_comm_init(nranks, rank, id, &o, &c));
+    CHECK_OK(symmem_comm_barrier(c));
+    CHECK_OK(symmem_comm_destroy(c));
+    int after = test_open_fds();
+    if (after != before) fprintf(stderr, "rank %d: %d descriptors open before init, %d after destroy\n", rank, before, after);
+    CHECK(after == before);
+}
+
+static void descriptor_flood_leaks_nothing(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    pid_t r1 = fork_rank(rank_counting_fds, 1, 2, &id);
+    pid_t flood = fork();
+    if (flood == 0) flood_fds(&id, 300);
+    int flood_ok = wait_ok(flood);
+    pid_t r0 = fork_rank(rank_counting_fds, 0, 2, &id);
+    CHECK(wait_ok(r0) & wait_ok(r1) & flood_ok);
+}
+
+/* Rank 0 runs out of descriptors in symmem_alloc: the error says so, with the limit, instead of "rank 1
+ * sent no file descriptor". */
+static void rank_out_of_fds(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_options_t o = host_opts(20000);
+    symmem_comm_t c;
+    CHECK_OK(symmem_comm_init(nranks, rank, id, &o, &c));
+    symmem_buffer_t b;
+    if (rank == 0) {
+        int top = 0;
+        for (int fd = 0; fd < 4096; fd++)
+            if (fcntl(fd, F_GETFD) >= 0) top = fd;
+        struct rlimit rl;
+        CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+        for (int fd = 0; fd < top; fd++) /* no holes below the limit */
+            if (fcntl(fd, F_GETFD) < 0) CHECK(dup2(2, fd) == fd);
+        rl.rlim_cur = (rlim_t)top + 3; /* room for this rank's memfd and its export, not for the peers' */
+        CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+        CHECK(symmem_alloc(c, 4096, &b) != SYMMEM_OK);
+        CHECK_ERR_HAS("out of file descriptors (ulimit -n");
+    } else {
+        CHECK(symmem_alloc(c, 4096, &b) != SYMMEM_OK);
+        CHECK_ERR_HAS("rank 0");
+    }
+    symmem_comm_destroy(c);
+}
+
+static void fd_exhaustion_is_named(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    pid_t r0 = fork_rank(rank_out_of_fds, 0, 2, &id), r1 = fork_rank(rank_out_of_fds, 1, 2, &id);
+    CHECK(wait_ok(r0) & wait_ok(r1));
+}
+
+/* ---- blame ------------------------------------------------------------------------------------------------------ */
+
+/* Rank 1 of 3 never starts. Rank 0 used to be stuck connecting to rank 1, so rank 2 reported "rank(s) 0, 1
+ * never connected", blaming a healthy rank. Now rank 0 reaches rank 2 regardless and only rank 1 is named. */
+static void rank_blame(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_options_t o = host_opts(1500);
+    symmem_comm_t c;
+    CHECK_ST(symmem_comm_init(nranks, rank, id, &o, &c), SYMMEM_TIMEOUT);
+    CHECK(strstr(symmem_last_error(), "rank(s) 1 never"));
+    CHECK(!strstr(symmem_last_error(), "0, 1") && !strstr(symmem_last_error(), "rank(s) 0"));
+}
+
+static void only_the_missing_rank_is_blamed(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    pid_t r0 = fork_rank(rank_blame, 0, 3, &id), r2 = fork_rank(rank_blame, 2, 3, &id);
+    CHECK(wait_ok(r0) & wait_ok(r2));
+}
+
+/* 10,000 communicators made and destroyed (two ranks as threads): descriptors and mappings where they were. */
+static int count_maps(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    int n = 0;
+    for (int ch; f && (ch = fgetc(f)) != EOF;) n += ch == '\n';
+    if (f) fclose(f);
+    return n;
+}
+
+static void init_destroy_cycles_leak_nothing(void)
+{
+    symmem_options_t o = host_opts(20000);
+    symmem_comm_t c[2];
+    CHECK_OK(symmem_comm_init_all(2, NULL, &o, c)); /* warm up lazily created state */
+    CHECK_OK(symmem_comm_destroy(c[0]));
+    CHECK_OK(symmem_comm_destroy(c[1]));
+    int fds0 = test_open_fds(), maps0 = count_maps();
+    for (int i = 0; i < 10000; i++) {
+        CHECK_OK(symmem_comm_init_all(2, NULL, &o, c));
+        CHECK_OK(symmem_comm_destroy(c[1]));
+        CHECK_OK(symmem_comm_destroy(c[0]));
+    }
+    CHECK(test_open_fds() == fds0);
+    /* thread stacks may stay cached by the allocator; a leak per cycle would add 10,000 lines */
+    CHECK(count_maps() <= maps0 + 16 + TEST_MAPS_SLACK);
+}
+
+/* ---- SYMMEM_SOCKET_DIR -------------------------------------------------------------------------------------- */
+
+static int dir_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
+    if (d) closedir(d);
+    return n;
+}
+
+static void socket_dir_mode(void)
+{
+    char dir[] = "/tmp/symmem-sockdir-XXXXXX";
+    CHECK(mkdtemp(dir));
+    char sub[128];
+    snprintf(sub, sizeof sub, "%s/socks", dir); /* created by the library, 0700 */
+    setenv("SYMMEM_SOCKET_DIR", sub, 1);
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    struct sockaddr_un a;
+    socklen_t alen;
+    CHECK_OK(symmem_boot_sock_addr(boot_id(&id), 0, &a, &alen));
+    CHECK(strncmp(a.sun_path, sub, strlen(sub)) == 0);
+    pid_t p[3];
+    for (int r = 0; r < 3; r++) p[r] = fork_rank(rank_job_20s, r, 3, &id);
+    CHECK(wait_ok(p[0]) & wait_ok(p[1]) & wait_ok(p[2]));
+    struct stat st;
+    CHECK(lstat(sub, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700);
+    CHECK(dir_entries(sub) == 0); /* the listeners removed their socket files */
+
+    /* a directory others can enter is refused, and so is one of another user */
+    CHECK(chmod(sub, 0755) == 0);
+    symmem_options_t o = host_opts(500);
+    symmem_comm_t c;
+    CHECK_ST(symmem_comm_init(1, 0, &id, &o, &c), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ERR_HAS("must be 0700");
+    CHECK(chmod(sub, 0700) == 0);
+    if (geteuid() == 0) {
+        CHECK(chown(sub, NOBODY, NOBODY) == 0);
+        CHECK_ST(symmem_comm_init(1, 0, &id, &o, &c), SYMMEM_INVALID_ARGUMENT);
+        CHECK_ERR_HAS("is owned by uid 65534, not by this user");
+    }
+    rmdir(sub);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    static const test_case_t cases[] = {
+        {"names_are_secret_derived", names_are_secret_derived, 10},
+        {"impostor_of_another_user_gets_nothing", impostor_of_another_user_gets_nothing, 30},
+        {"impostor_without_the_secret_is_found_out", impostor_without_the_secret_is_found_out, 30},
+        {"full_backlog_keeps_the_deadline", full_backlog_keeps_the_deadline, 30},
+        {"idle_connections_cost_nothing", idle_connections_cost_nothing, 60},
+        {"junk_is_rejected_quietly", junk_is_rejected_quietly, 60},
+        {"descriptor_flood_leaks_nothing", descriptor_flood_leaks_nothing, 60},
+        {"fd_exhaustion_is_named", fd_exhaustion_is_named, 30},
+        {"only_the_missing_rank_is_blamed", only_the_missing_rank_is_blamed, 30},
+        {"socket_dir_mode", socket_dir_mode, 60},
+        {"init_destroy_cycles_leak_nothing", init_destroy_cycles_leak_nothing, 240},
+    };
+    return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
+}

@@ -483,8 +483,8 @@ static symmem_status_t comm_create(const symmem_boot_id_t *id, int nranks, int r
     if (c->backend == SYMMEM_BACKEND_HOST)
         SYMMEM_INFO(SYMMEM_SUBSYS_CORE, "communicator ready: %d ranks, host backend (memfd memory, no GPU)", nranks);
     else
-        SYMMEM_INFO(SYMMEM_SUBSYS_CORE, "communicator ready: %d ranks, GPU %d (%s), %s placement, %d blocks/kernel",
-                    nranks, c->device, c->peers[rank].pci_bus_id, placement_name(c->placement), c->max_blocks);
+        SYMMEM_INFO(SYMMEM_SUBSYS_CORE, "communicator ready: %d ranks, GPU %d (%s), %s placement", nranks,
+                    c->device, c->peers[rank].pci_bus_id, placement_name(c->placement));
     if (!live_add(c)) {
         st = symmem_set_error(SYMMEM_OUT_OF_MEMORY, "out of host memory");
         goto fail;

@@ -76,7 +76,7 @@ static void warn_unknown(void)
          * integrations (SYMMEM_SGLANG_*, SYMMEM_VLLM_*), not the library. */
         static const char *const others[] = {"TEST_", "BENCH_", "TORCH_", "SGLANG_", "VLLM_"};
         int other = strcmp(buf, "UNIQUE_ID") == 0 || strcmp(buf, "LIBRARY") == 0 || strcmp(buf, "BUILD_DIR") == 0 ||
-                    strcmp(buf, "CUDA_ARCHS") == 0 || strcmp(buf, "SKIP_SANITIZE") == 0;
+                    strcmp(buf, "CUDA_ARCHS") == 0 || strcmp(buf, "SKIP_SANITIZE") == 0 || strcmp(buf, "SAN_BUILD_DIR") == 0;
         for (size_t k = 0; k < sizeof others / sizeof *others && !other; k++)
             other = strncmp(buf, others[k], strlen(others[k])) == 0;
         if (known || other) continue;

@@ -283,22 +283,25 @@ template <bool CHK> __device__ __forceinline__ bool lamport_hdr_check(const P &p
 }
 
 /* The defined output of a failed communicator (docs/collectives.md, "After an error"): every element of the
- * receive buffer becomes a quiet NaN. A kernel that starts after the communicator failed (the abort flag is
+ * receive buffer (poison_elems: of each output buffer) becomes a quiet NaN. A kernel that starts after the communicator failed (the abort flag is
  * up at its prologue) does this with all its blocks, grid-stride, after griddepcontrol.wait (its
  * predecessor, which may still read or write that buffer, has completed), so its whole output is NaN: a
  * CUDA-graph replay after a timeout yields NaN rather than partial sums that differ between ranks. A block
  * of the kernel that fails stores its part the same way; parts other blocks finished earlier may stand. */
-template <typename T> __device__ __noinline__ void poison_output(const P &p)
+template <typename T> __device__ __forceinline__ void poison_elems(void *buf, uint64_t n, bool aligned)
 {
     constexpr int V = Pack<T>::V;
     float f[V];
 #pragma unroll
     for (int k = 0; k < V; k++) f[k] = __int_as_float(0x7fc00000);
     const uint4 nan = Conv<T>::pack(f);
-    const uint64_t n = p.kind == SYMMEM_COLL_REDUCE_SCATTER ? p.stride : p.total;
     const uint64_t packs = (n + V - 1) / V;
     for (uint64_t pk = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; pk < packs; pk += (uint64_t)gridDim.x * blockDim.x)
-        store_user<T>(p.recv, pk * V, nan, (int)min((uint64_t)V, n - pk * V), p.aligned != 0);
+        store_user<T>(buf, pk * V, nan, (int)min((uint64_t)V, n - pk * V), aligned);
+}
+template <typename T> __device__ __noinline__ void poison_output(const P &p)
+{
+    poison_elems<T>(p.recv, p.kind == SYMMEM_COLL_REDUCE_SCATTER ? p.stride : p.total, p.aligned != 0);
 }
 
 } // namespace symmem_k

@@ -224,6 +224,7 @@ static symmem_status_t run_fused(symmem_comm_t comm, const void *x, void *residu
     p.hidden = (uint32_t)hidden;
     p.row_packs = plan.row_packs;
     p.ppt = plan.ppt;
+    p.inplace = out == x;
     p.eps = eps;
     uint32_t eps_bits;
     memcpy(&eps_bits, &eps, sizeof eps_bits);

@@ -38,6 +38,7 @@ typedef struct symmem_fused_params {
     uint32_t row_packs;   /* 16-byte packs per row: ceil(hidden / (16 / element size)) */
     uint32_t shard_packs; /* two-shot: packs of M each rank reduces, ceil(M / n) */
     uint32_t ppt;         /* packs of a row per thread: ceil(row_packs / blockDim.x) */
+    uint32_t inplace;     /* out == x (fused_kernels.cu: what the one-shot pushes do about it) */
     float eps;
 } symmem_fused_params_t;
 

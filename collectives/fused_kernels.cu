@@ -21,10 +21,11 @@
  * argument within a kernel (block b pushes and reads the same positions in every round) does not hold
  * for a row-per-block reader fed by pack-spread writers.
  *
- * In place (out == x): every pack of out is stored by the thread that took the last input derived from
- * that pack of x (one-shot: my own x comes from my own slot, which the thread that loaded it stored after
- * its peer stores; two-shot: the owner's result of that pack, which needed my piece of it or, for my own
- * shard, my own load), so x is read everywhere before it is overwritten. */
+ * In place (out == x): every pack of out is stored by a thread that first took an input proving that x's
+ * pack is loaded for good: one-shot, my own slot's pack, which (in place only) the one thread that loads
+ * x's pack for every destination stores last; two-shot, the owner's result of the pack, which needed my
+ * piece of it (pushed by the one thread that loaded it) or, for my own shard, my own load. Without in
+ * place the one-shot pushes are split by destination too (a store per thread), each unit loading x. */
 #include <cuda_runtime.h>
 
 #include "collectives/coll_internal.h"
@@ -132,11 +133,21 @@ template <typename T, bool CHK> __device__ __forceinline__ bool run_oneshot(cons
     const uint64_t boff = p.c.lam_off + (j % 3) * p.c.lam_buf_bytes;
     const uint32_t t0 = blockIdx.x * blockDim.x + threadIdx.x, nt = gridDim.x * blockDim.x;
     lamport_hdr_push<CHK>(p.c, j);
-    /* unit u: destination (r + 1 + u / M) mod n, pack u % M; consecutive threads store consecutive packs */
-    for (uint32_t u = t0; u < (uint32_t)n * M; u += nt) {
-        const uint32_t di = u / M, g = u - di * M;
-        const int d = (r + 1 + (int)di) % n;
-        st16(p.c.ws[d] + boff + ((uint64_t)r * M + g) * 16, load_x<T>(p, g));
+    if (p.inplace) {
+        /* out == x: one thread loads pack g once and stores it to every rank, its own slot last, so whoever
+         * takes my own slot's pack g knows that no load of x's pack g is still to come */
+        for (uint32_t g = t0; g < M; g += nt) {
+            const uint4 v = load_x<T>(p, g);
+            for (int k = 1; k <= n; k++) st16(p.c.ws[(r + k) % n] + boff + ((uint64_t)r * M + g) * 16, v);
+        }
+    } else {
+        /* unit u: destination (r + 1 + u / M) mod n, pack u % M: one store per thread, consecutive threads
+         * store consecutive packs */
+        for (uint32_t u = t0; u < (uint32_t)n * M; u += nt) {
+            const uint32_t di = u / M, g = u - di * M;
+            const int d = (r + 1 + (int)di) % n;
+            st16(p.c.ws[d] + boff + ((uint64_t)r * M + g) * 16, load_x<T>(p, g));
+        }
     }
     if (threadIdx.x == 0) late_check(p.c, c); /* while the pushes travel */
     if (!lamport_hdr_check<CHK>(p.c, c, j)) return false;

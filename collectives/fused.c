@@ -118,6 +118,17 @@ uint64_t symmem_fused_chunk_start(const symmem_fused_plan_t *plan, uint64_t toke
     return (uint64_t)((unsigned __int128)k * tokens / plan->chunks);
 }
 
+symmem_algo_t symmem_fused_auto_algo(symmem_comm_t comm, size_t tokens, size_t hidden, symmem_dtype_t dtype)
+{
+    const size_t es = symmem_dtype_size(dtype);
+    symmem_fused_plan_t plan;
+    if (!comm || !comm->coll || es == 0 ||
+        symmem_fused_plan(comm->nranks, comm->coll->link_class, comm->coll->lam_buf_bytes, tokens, hidden, es,
+                          SYMMEM_ALGO_AUTO, &plan) != 0)
+        return SYMMEM_ALGO_AUTO;
+    return plan.algo;
+}
+
 /* ---- the call -------------------------------------------------------------------------------------------- */
 static int overlap(const void *a, size_t na, const void *b, size_t nb)
 {

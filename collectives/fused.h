@@ -81,6 +81,10 @@ int symmem_fused_plan(int n, symmem_link_t link, size_t lam_buf_bytes, uint64_t 
 /* First row of chunk k (k = chunks: tokens). */
 uint64_t symmem_fused_chunk_start(const symmem_fused_plan_t *plan, uint64_t tokens, uint64_t k);
 
+/* Local. The algorithm SYMMEM_ALGO_AUTO runs for this call on `comm` (the benchmark's label);
+ * SYMMEM_ALGO_AUTO if the arguments are invalid. */
+symmem_algo_t symmem_fused_auto_algo(symmem_comm_t comm, size_t tokens, size_t hidden, symmem_dtype_t dtype);
+
 /* Kernels (fused_kernels.cu). ---------------------------------------------------------------------------- */
 /* Launch one fused kernel (p->c.algo, p->c.dtype, p->c.lam_check select it); the cudaError_t. */
 int symmem_fused_launch(const symmem_fused_params_t *p, int grid, int threads, void *stream, int pdl);

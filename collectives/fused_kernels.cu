@@ -53,6 +53,9 @@ template <typename T> __device__ __forceinline__ uint4 load_x(const F &p, uint32
     return fix_pack<T>(load_user<T>(p.x, e, nv, p.c.aligned != 0, false));
 }
 
+/* Ask for the line at p in this SM's L1 without waiting for it (no register holds the value). */
+__device__ __forceinline__ void prefetch_l1(const void *p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
+
 /* Sum of v over the block, the same value on every thread and every rank (a fixed order: butterfly
  * within each warp, then the warps' partial sums in warp order), and the OR of `fail` over the block.
  * `parity` alternates the shared slots between consecutive calls, so one barrier per call suffices. */
@@ -84,6 +87,16 @@ __device__ __forceinline__ bool norm_row(const F &p, uint32_t row, int parity, G
     float v[MAXP][V];
     float ss = 0.0f;
     bool fail = false;
+    /* residual and weight do not depend on the peers: their loads overlap the wait for the reduced row */
+#pragma unroll
+    for (int i = 0; i < MAXP; i++) {
+        const uint32_t k = threadIdx.x + (uint32_t)i * blockDim.x;
+        if ((uint32_t)i >= ppt || k >= P) continue;
+        int nv;
+        const uint64_t el = pack_elem<V>(p, row * P + k, nv);
+        prefetch_l1(static_cast<const T *>(p.residual) + el);
+        prefetch_l1(static_cast<const T *>(p.weight) + (uint64_t)k * V);
+    }
 #pragma unroll
     for (int i = 0; i < MAXP; i++) {
 #pragma unroll

@@ -152,7 +152,8 @@ static symmem_status_t check_args(symmem_comm_t comm, const void *x, const void 
                                 "per thread at %d threads)",
                                 hidden, SYMMEM_RMSNORM_MAX_HIDDEN, SYMMEM_FUSED_ELEMS_PER_THREAD, SYMMEM_COLL_THREADS);
     if (tokens > (SIZE_MAX / 4) / hidden / es / (size_t)comm->nranks)
-        return symmem_set_error(SYMMEM_INVALID_ARGUMENT, FUSED_NAME ": %zu tokens x %zu hidden is too large", tokens, hidden);
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT, FUSED_NAME ": %zu tokens x %zu hidden is too large", tokens,
+                                hidden);
     if (!(isfinite(eps) && eps >= 0.0f))
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT, FUSED_NAME ": eps %g must be finite and >= 0", (double)eps);
     const void *ptr[4] = {x, residual, weight, out};
@@ -241,7 +242,8 @@ static symmem_status_t run_fused(symmem_comm_t comm, const void *x, void *residu
     memcpy(&eps_bits, &eps, sizeof eps_bits);
     symmem_coll_check_stream(comm, stream, FUSED_NAME);
     for (uint64_t k = 0; k < plan.chunks; k++) {
-        const uint64_t r0 = symmem_fused_chunk_start(&plan, tokens, k), r1 = symmem_fused_chunk_start(&plan, tokens, k + 1);
+        const uint64_t r0 = symmem_fused_chunk_start(&plan, tokens, k);
+        const uint64_t r1 = symmem_fused_chunk_start(&plan, tokens, k + 1);
         const size_t off = (size_t)r0 * hidden * es;
         p.x = (const char *)x + off;
         p.residual = (char *)residual + off;

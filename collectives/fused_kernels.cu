@@ -280,8 +280,10 @@ extern "C" int symmem_fused_preload(symmem_coll_preload_info_t *info)
 
 extern "C" int symmem_fused_launch(const symmem_fused_params_t *p, int grid, int threads, void *stream, int pdl)
 {
-    const void *fn = symmem_k::fused_kernel_for(p->c.dtype, p->c.algo == SYMMEM_ALGO_TWOSHOT_LAMPORT, p->c.lam_check != 0);
-    if (!fn || grid < 1 || threads < 32 || threads > SYMMEM_COLL_THREADS || threads % 32) return (int)cudaErrorInvalidValue;
+    const bool two = p->c.algo == SYMMEM_ALGO_TWOSHOT_LAMPORT;
+    const void *fn = symmem_k::fused_kernel_for(p->c.dtype, two, p->c.lam_check != 0);
+    if (!fn || grid < 1 || threads < 32 || threads > SYMMEM_COLL_THREADS || threads % 32)
+        return (int)cudaErrorInvalidValue;
     void *args[] = {const_cast<symmem_fused_params_t *>(p)};
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)grid);

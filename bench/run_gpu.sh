@@ -73,6 +73,8 @@ step bench_fp32_max 30 "$BENCH" -d float -o max -b 4K -e 4M -f 32
 step bench_reduce_scatter 30 "$BENCH" -t reduce_scatter -b 4K -e 64M -f 16
 step bench_all_gather 30 "$BENCH" -t all_gather -b 4K -e 64M -f 16
 step bench_barrier 20 "$BENCH" -t barrier
+# the fused all-reduce + residual add + RMSNorm against the unfused sequences (hidden 4096/7168 x 1..128 tokens)
+step bench_fused 60 "$BUILD/bench/symmem-fused-bench" -a all
 
 # 3. 4 and 8 ranks placed on the available GPUs (threads of one process): correctness, every algorithm.
 step bench_inproc4 40 "$BENCH" --inprocess -N 4 -a all -b 1K -e 4M -f 16 -n 5 -R 3 -w 1

@@ -15,6 +15,7 @@
 
 #include "alloc/alloc.h"
 #include "collectives/coll_internal.h"
+#include "collectives/fused.h"
 #include "collectives/watch.h"
 #include "core/cache.h"
 #include "core/comm.h"
@@ -412,7 +413,8 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
      * at its first launch can wait for the running kernels of its context, and ours wait for each other
      * (kernels.cu, symmem_coll_preload). It also gives the occupancy the grid rule below needs. */
     symmem_coll_preload_info_t pre;
-    if ((e = (cudaError_t)symmem_coll_preload(&pre)) != cudaSuccess) {
+    if ((e = (cudaError_t)symmem_coll_preload(&pre)) != cudaSuccess ||
+        (e = (cudaError_t)symmem_fused_preload(&pre)) != cudaSuccess) {
         st = cuda_fail(e, "loading the collective kernels");
         goto fail;
     }
@@ -1097,4 +1099,18 @@ symmem_status_t symmem_barrier(symmem_comm_t comm, symmem_stream_t stream)
     }
     symmem_entry_end(&e);
     return st;
+}
+
+/* ---- shared with the other entry points of the collectives (fused.c) ------------------------------------ */
+symmem_status_t symmem_coll_check_usable(symmem_comm_t comm, const char *call) { return check_usable(comm, call); }
+
+void symmem_coll_check_stream(symmem_comm_t comm, symmem_stream_t stream, const char *call)
+{
+    check_stream(comm, stream, call);
+}
+
+void symmem_coll_record_launch(struct symmem_coll *co, uint32_t tag, symmem_coll_kind_t kind, symmem_algo_t algo,
+                               symmem_dtype_t dtype, size_t count)
+{
+    record_launch(co, tag, kind, algo, dtype, count);
 }

@@ -21,12 +21,14 @@ void symmem_coll_comm_fini(symmem_comm_t comm);
 symmem_status_t symmem_coll_poll_error(symmem_comm_t comm);
 
 /* ---- algorithm table: internal API for symmem-bench --tune ------------------------------------------- */
-/* The operations the table distinguishes. */
+/* The operations: the table distinguishes those before SYMMEM_COLL_BARRIER; every kind names its kernels in
+ * error records and messages. */
 #define SYMMEM_COLL_KIND_LIST(X)                                                                           \
     X(ALL_REDUCE, 0, "all_reduce")                                                                         \
     X(REDUCE_SCATTER, 1, "reduce_scatter")                                                                 \
     X(ALL_GATHER, 2, "all_gather")                                                                         \
-    X(BARRIER, 3, "barrier")
+    X(BARRIER, 3, "barrier")                                                                               \
+    X(ALL_REDUCE_RMSNORM, 4, "all_reduce_add_rmsnorm")
 
 typedef enum symmem_coll_kind {
 #define SYMMEM_COLL_KIND_ENUM_(name, value, text) SYMMEM_COLL_##name = value,

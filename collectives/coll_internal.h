@@ -263,6 +263,14 @@ int symmem_coll_min_block_threads(void);
  * them in one pass, at least co->min_threads, at most SYMMEM_COLL_THREADS, a multiple of 32. */
 int symmem_coll_block_threads(const struct symmem_coll *co, uint64_t positions);
 
+/* coll.c's checks and bookkeeping, for the entry points outside it (fused.c): the communicator is usable
+ * (CUDA backend, collectives initialised, not in its error state); the legacy-stream warning for
+ * co-located ranks; the launch history that error messages name operations from. */
+symmem_status_t symmem_coll_check_usable(symmem_comm_t comm, const char *call);
+void symmem_coll_check_stream(symmem_comm_t comm, symmem_stream_t stream, const char *call);
+void symmem_coll_record_launch(struct symmem_coll *co, uint32_t tag, symmem_coll_kind_t kind, symmem_algo_t algo,
+                               symmem_dtype_t dtype, size_t count);
+
 /* Built-in defaults for this communicator's link class and rank count. */
 void symmem_coll_table_defaults(symmem_comm_t comm, symmem_coll_table_t *t);
 /* The algorithm the table gives for `bytes` (see symmem_coll_message_bytes). */

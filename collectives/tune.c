@@ -304,7 +304,7 @@ symmem_status_t symmem_coll_tune_load(symmem_comm_t comm, const char *path)
         const int kind = kind_from_name(op);
         size_t max_bytes;
         symmem_algo_t algo;
-        if (kind < 0 || kind == SYMMEM_COLL_BARRIER) {
+        if (kind < 0 || kind >= SYMMEM_COLL_BARRIER) {
             st = symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: unknown op \"%s\" (all_reduce, reduce_scatter, all_gather)",
                                   path, lineno, op);
             break;

@@ -385,6 +385,41 @@ SYMMEM_API symmem_status_t symmem_all_gather(symmem_comm_t comm, const void *sen
 /* Every rank's stream waits until every rank's stream has reached this point. */
 SYMMEM_API symmem_status_t symmem_barrier(symmem_comm_t comm, symmem_stream_t stream);
 
+/* Fused all-reduce + residual add + RMSNorm: the end of a tensor-parallel decoder layer's attention and MLP
+ * in one kernel (docs/collectives.md, "Fused all-reduce + residual add + RMSNorm"). Per row t of `tokens`
+ * rows of `hidden` elements:
+ *     h           = sum over ranks of x[t]                 (fp32, rank order 0..n-1, rounded to dtype)
+ *     residual[t] = residual[t] + h                        (fp32, rounded to dtype; in place)
+ *     out[t]      = residual[t] * weight / sqrt(mean(residual[t]^2) + eps)
+ * the norm computed from the rounded residual in fp32 (sum of squares, mean, sqrt, division and the two
+ * products correctly rounded), the output rounded once. `residual` is therefore bitwise what
+ * symmem_all_reduce of x followed by an fp32 add rounded to dtype gives (-0.0 in h counts as +0.0, as in
+ * SYMMEM_ALGO_ONESHOT_PUSH). x, residual and out are row-major and contiguous (row t at t*hidden
+ * elements), weight is `hidden` elements, all of `dtype` (fp32, fp16, bf16).
+ *  - Collective and stream-ordered, CUDA-graph capturable, no host synchronisation and no allocation, like
+ *    symmem_all_reduce: every rank passes the same tokens, hidden, dtype, eps and algo (a difference is
+ *    reported as SYMMEM_INVALID_USAGE with SYMMEM_LAMPORT_CHECK=1, else undefined). Results are bitwise
+ *    identical on every rank, and for either algorithm, when every rank passes the same residual and
+ *    weight (tensor parallelism replicates them).
+ *  - algo: SYMMEM_ALGO_AUTO (by size and link: one-shot up to the crossover where the second trip of
+ *    two-shot costs less than the bytes it saves; always one-shot at 2 ranks), SYMMEM_ALGO_ONESHOT_PUSH
+ *    (every rank reduces every row) or SYMMEM_ALGO_TWOSHOT_LAMPORT (each rank reduces 1/nranks of the
+ *    message, every rank receives the reduced rows and norms them itself). SYMMEM_ALGO and the tuning
+ *    table are not consulted. Any other algorithm is SYMMEM_INVALID_ARGUMENT.
+ *  - Arguments (SYMMEM_INVALID_ARGUMENT naming the one at fault): 1 <= hidden <= SYMMEM_RMSNORM_MAX_HIDDEN
+ *    (a row lives in one thread block's registers); any tokens (0: no-op; calls larger than one Lamport
+ *    buffer run as several kernels on the stream); eps finite and >= 0; no NULL pointer; every pointer
+ *    aligned to the element size (16 bytes with hidden*size a multiple of 16 is the fast path). out == x
+ *    is allowed (in place); otherwise x, residual and out must not overlap, nor weight overlap out or
+ *    residual. Any device memory (nothing is read in place by peers).
+ *  - Errors after the call as for the other collectives: timeouts name the missing rank, and every kernel
+ *    of a failed communicator writes NaN to both out and residual. */
+#define SYMMEM_RMSNORM_MAX_HIDDEN 16384
+SYMMEM_API symmem_status_t symmem_all_reduce_add_rmsnorm(symmem_comm_t comm, const void *x, void *residual,
+                                                         const void *weight, void *out, size_t tokens,
+                                                         size_t hidden, float eps, symmem_dtype_t dtype,
+                                                         symmem_algo_t algo, symmem_stream_t stream);
+
 /* Largest per-rank message (bytes) the collectives handle through the workspace without chunking. */
 SYMMEM_API size_t symmem_comm_max_message_bytes(symmem_comm_t comm);
 

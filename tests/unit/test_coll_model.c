@@ -224,7 +224,7 @@ static void geometry_invariants(void)
         co.min_threads = 256;
         for (int n = 2; n <= 8; n++)
             for (int k = 0; k < SYMMEM_COLL_KIND_COUNT; k++) {
-                if (k == SYMMEM_COLL_BARRIER) continue;
+                if (k >= SYMMEM_COLL_BARRIER) continue; /* no table, no geometry */
                 for (int a = SYMMEM_ALGO_AUTO + 1; a < SYMMEM_ALGO_COUNT; a++)
                     for (size_t es = 2; es <= 4; es += 2)
                         for (int zo = 0; zo <= 1; zo++)

@@ -1,0 +1,298 @@
+/* Kernels of the fused all-reduce + residual add + RMSNorm (symmem_all_reduce_add_rmsnorm), one-shot and
+ * two-shot, one Lamport round per kernel (the host splits large calls into several kernels), on the
+ * protocol of protocol.cuh. Layout and shapes: fused.h; reasoning: docs/collectives.md, "Fused all-reduce
+ * + residual add + RMSNorm".
+ *
+ * Work split. The pushes are spread over every thread of the grid, by 16-byte pack (one-shot: one store
+ * per thread and destination; two-shot: the reduce-scatter pushes and the reduction of my shard, pack by
+ * pack, as twoshot_lamport), so a call of one token still injects from many SMs. The norm needs the whole
+ * reduced row in one place: block b finishes rows b, b + grid, ... (norm_row), each thread holding
+ * `ppt` packs of the row in registers between the sum of squares and the scaling.
+ *
+ * Lamport reuse across kernels (why buffer j % 3 is empty again before any peer pushes into it in round
+ * j + 3, whatever other Lamport kernels of the communicator run in between): every pack pushed in a round
+ * is taken (and cleared) by its reader in that round; a kernel reads its data only after
+ * griddepcontrol.wait, i.e. after the whole previous kernel of its rank completed; and every fused kernel
+ * completes on a rank only after every rank's kernel of the same call has pushed (one-shot: every rank
+ * reads every rank's slot; two-shot: the owner of pack 0 reads every rank's piece of it and every rank
+ * reads the owner's result), as do oneshot_push and twoshot_lamport. So a peer that pushes in round j + 3
+ * has completed round j + 2 (or j + 1), which saw pushes I made after my kernel of round j completed. One
+ * round per kernel is what lets the pushes ignore which block reads what: the plain Lamport kernels'
+ * argument within a kernel (block b pushes and reads the same positions in every round) does not hold
+ * for a row-per-block reader fed by pack-spread writers.
+ *
+ * In place (out == x): every pack of out is stored by a thread that first took an input proving that x's
+ * pack is loaded for good: one-shot, my own slot's pack, which (in place only) the one thread that loads
+ * x's pack for every destination stores last; two-shot, the owner's result of the pack, which needed my
+ * piece of it (pushed by the one thread that loaded it) or, for my own shard, my own load. Without in
+ * place the one-shot pushes are split by destination too (a store per thread), each unit loading x. */
+#include <cuda_runtime.h>
+
+#include "collectives/coll_internal.h"
+#include "collectives/device.cuh"
+#include "collectives/fused.h"
+#include "collectives/protocol.cuh"
+
+namespace symmem_k {
+
+typedef symmem_fused_params_t F;
+
+/* Element offset and valid elements of flat pack g of the round (row g / P, pack g % P of the row). */
+template <int V> __device__ __forceinline__ uint64_t pack_elem(const F &p, uint32_t g, int &nv)
+{
+    const uint32_t row = g / p.row_packs, k = g - row * p.row_packs;
+    const uint32_t left = p.hidden - k * (uint32_t)V;
+    nv = left < (uint32_t)V ? (int)left : V;
+    return (uint64_t)row * p.hidden + (uint64_t)k * V;
+}
+
+template <typename T> __device__ __forceinline__ uint4 load_x(const F &p, uint32_t g)
+{
+    int nv;
+    const uint64_t e = pack_elem<Pack<T>::V>(p, g, nv);
+    return fix_pack<T>(load_user<T>(p.x, e, nv, p.c.aligned != 0, false));
+}
+
+/* Ask for the line at p in this SM's L1 without waiting for it (no register holds the value). */
+__device__ __forceinline__ void prefetch_l1(const void *p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
+
+/* Sum of v over the block, the same value on every thread and every rank (a fixed order: butterfly
+ * within each warp, then the warps' partial sums in warp order), and the OR of `fail` over the block.
+ * `parity` alternates the shared slots between consecutive calls, so one barrier per call suffices. */
+__device__ __forceinline__ float block_sum(float v, bool &fail, int parity)
+{
+    __shared__ float part[2][SYMMEM_COLL_THREADS / 32];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) part[parity][warp] = v;
+    fail = __syncthreads_or(fail) != 0;
+    const int nw = (blockDim.x + 31) >> 5;
+    float s = part[parity][0];
+    for (int w = 1; w < nw; w++) s = __fadd_rn(s, part[parity][w]);
+    return s;
+}
+
+/* Residual add and RMSNorm of row `row` of the kernel. get_h(g, fail) returns flat pack g of the reduced
+ * row (rounded to T, fix_pack'ed: the same bits on every rank). Every thread of the block calls it. Stores
+ * residual = round(residual + h) and out = round(residual * inv * weight), inv = 1 / sqrt(mean(residual^2)
+ * + eps) from the rounded residual, all in fp32 with correctly rounded operations. False: a take failed
+ * (reported) or the communicator aborted; nothing of out is stored then. */
+template <typename T, typename GetH>
+__device__ __forceinline__ bool norm_row(const F &p, uint32_t row, int parity, GetH get_h)
+{
+    constexpr int V = Pack<T>::V, MAXP = SYMMEM_FUSED_ELEMS_PER_THREAD / V;
+    const bool al = p.c.aligned != 0;
+    const uint32_t P = p.row_packs, ppt = p.ppt;
+    float v[MAXP][V];
+    float ss = 0.0f;
+    bool fail = false;
+    /* residual and weight do not depend on the peers: their loads overlap the wait for the reduced row */
+#pragma unroll
+    for (int i = 0; i < MAXP; i++) {
+        const uint32_t k = threadIdx.x + (uint32_t)i * blockDim.x;
+        if ((uint32_t)i >= ppt || k >= P) continue;
+        int nv;
+        const uint64_t el = pack_elem<V>(p, row * P + k, nv);
+        prefetch_l1(static_cast<const T *>(p.residual) + el);
+        prefetch_l1(static_cast<const T *>(p.weight) + (uint64_t)k * V);
+    }
+#pragma unroll
+    for (int i = 0; i < MAXP; i++) {
+#pragma unroll
+        for (int e = 0; e < V; e++) v[i][e] = 0.0f;
+        const uint32_t k = threadIdx.x + (uint32_t)i * blockDim.x;
+        if ((uint32_t)i >= ppt || k >= P || fail) continue;
+        int nv;
+        const uint64_t el = pack_elem<V>(p, row * P + k, nv);
+        const uint4 h = get_h(row * P + k, fail);
+        if (fail) continue;
+        float hf[V], rf[V];
+        Conv<T>::unpack(h, hf);
+        Conv<T>::unpack(load_user<T>(p.residual, el, nv, al, false), rf);
+#pragma unroll
+        for (int e = 0; e < V; e++) rf[e] = __fadd_rn(rf[e], hf[e]);
+        const uint4 rn = Conv<T>::pack(rf);
+        store_user<T>(p.residual, el, rn, nv, al);
+        Conv<T>::unpack(rn, v[i]); /* padding elements are 0 in h and in the loaded residual */
+#pragma unroll
+        for (int e = 0; e < V; e++) ss = __fmaf_rn(v[i][e], v[i][e], ss);
+    }
+    ss = block_sum(ss, fail, parity);
+    if (fail) return false;
+    const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)p.hidden), p.eps)));
+#pragma unroll
+    for (int i = 0; i < MAXP; i++) {
+        const uint32_t k = threadIdx.x + (uint32_t)i * blockDim.x;
+        if ((uint32_t)i >= ppt || k >= P) continue;
+        int nv;
+        const uint64_t el = pack_elem<V>(p, row * P + k, nv);
+        float w[V], o[V];
+        Conv<T>::unpack(load_user<T>(p.weight, (uint64_t)k * V, nv, al, false), w);
+#pragma unroll
+        for (int e = 0; e < V; e++) o[e] = __fmul_rn(__fmul_rn(v[i][e], inv), w[e]);
+        store_user<T>(p.out, el, Conv<T>::pack(o), nv, al);
+    }
+    return true;
+}
+
+/* One-shot: my x (fix_pack'ed) into slot r of every rank, my own last; then block b reduces its rows from
+ * the n slots in rank order and norms them. Every slot of the round is taken by the block of its row. */
+template <typename T, bool CHK> __device__ __forceinline__ bool run_oneshot(const F &p, Ctx &c)
+{
+    const int n = p.c.nranks, r = p.c.rank;
+    const uint32_t M = p.rows * p.row_packs;
+    const uint64_t j = c.lseq;
+    const uint64_t boff = p.c.lam_off + (j % 3) * p.c.lam_buf_bytes;
+    const uint32_t t0 = blockIdx.x * blockDim.x + threadIdx.x, nt = gridDim.x * blockDim.x;
+    lamport_hdr_push<CHK>(p.c, j);
+    if (p.inplace) {
+        /* out == x: one thread loads pack g once and stores it to every rank, its own slot last, so whoever
+         * takes my own slot's pack g knows that no load of x's pack g is still to come */
+        for (uint32_t g = t0; g < M; g += nt) {
+            const uint4 v = load_x<T>(p, g);
+            for (int k = 1; k <= n; k++) st16(p.c.ws[(r + k) % n] + boff + ((uint64_t)r * M + g) * 16, v);
+        }
+    } else {
+        /* unit u: destination (r + 1 + u / M) mod n, pack u % M: one store per thread, consecutive threads
+         * store consecutive packs */
+        for (uint32_t u = t0; u < (uint32_t)n * M; u += nt) {
+            const uint32_t di = u / M, g = u - di * M;
+            const int d = (r + 1 + (int)di) % n;
+            st16(p.c.ws[d] + boff + ((uint64_t)r * M + g) * 16, load_x<T>(p, g));
+        }
+    }
+    if (threadIdx.x == 0) late_check(p.c, c); /* while the pushes travel */
+    if (!lamport_hdr_check<CHK>(p.c, c, j)) return false;
+    char *mine = p.c.ws[r] + boff;
+    int parity = 0;
+    for (uint32_t row = blockIdx.x; row < p.rows; row += gridDim.x, parity ^= 1) {
+        const bool ok = norm_row<T>(p, row, parity, [&](uint32_t g, bool &fail) -> uint4 {
+            return fix_pack<T>(reduce_ranks<T, SYMMEM_OP_SUM>(n, [&](int src) -> uint4 {
+                return lamport_take(p.c, c, mine + ((uint64_t)src * M + g) * 16, src, j, fail);
+            }));
+        });
+        if (!ok) return false;
+    }
+    return true;
+}
+
+/* Two-shot: my x pieces to their owners (pack g belongs to rank g / shard_packs), my shard reduced in rank
+ * order and its result pushed into gather[] of every rank, my own last; then block b takes its rows from
+ * gather[] and norms them. */
+template <typename T, bool CHK> __device__ __forceinline__ bool run_twoshot(const F &p, Ctx &c)
+{
+    const int n = p.c.nranks, r = p.c.rank;
+    const uint32_t M = p.rows * p.row_packs, S = p.shard_packs;
+    const uint64_t j = c.lseq;
+    const uint64_t boff = p.c.lam_off + (j % 3) * p.c.lam_buf_bytes;
+    const uint64_t gat = (uint64_t)n * S * 16; /* offset of gather[] in the round */
+    const uint32_t t0 = blockIdx.x * blockDim.x + threadIdx.x, nt = gridDim.x * blockDim.x;
+    lamport_hdr_push<CHK>(p.c, j);
+    for (uint32_t g = t0; g < M; g += nt) {
+        const uint32_t s = g / S;
+        if ((int)s == r) continue;
+        st16(p.c.ws[s] + boff + ((uint64_t)r * S + (g - s * S)) * 16, load_x<T>(p, g));
+    }
+    if (threadIdx.x == 0) late_check(p.c, c); /* while the pushes travel */
+    if (!lamport_hdr_check<CHK>(p.c, c, j)) return false;
+    char *mine = p.c.ws[r] + boff;
+    bool fail = false;
+    const uint32_t lo = (uint32_t)r * S, hi = min(M, lo + S);
+    for (uint32_t g = lo + t0; g < hi && !fail; g += nt) {
+        const uint4 h = fix_pack<T>(reduce_ranks<T, SYMMEM_OP_SUM>(n, [&](int src) -> uint4 {
+            if (src == r) return load_x<T>(p, g);
+            return lamport_take(p.c, c, mine + ((uint64_t)src * S + (g - lo)) * 16, src, j, fail);
+        }));
+        if (fail) break;
+        for (int k = 1; k <= n; k++) st16(p.c.ws[(r + k) % n] + boff + gat + (uint64_t)g * 16, h);
+    }
+    if (__syncthreads_or(fail)) return false;
+    int parity = 0;
+    for (uint32_t row = blockIdx.x; row < p.rows; row += gridDim.x, parity ^= 1) {
+        const bool ok = norm_row<T>(p, row, parity, [&](uint32_t g, bool &f) -> uint4 {
+            return lamport_take(p.c, c, mine + gat + (uint64_t)g * 16, (int)(g / S), j, f);
+        });
+        if (!ok) return false;
+    }
+    return true;
+}
+
+/* After an error both outputs of the kernel's rows become NaN (see poison_output). */
+template <typename T> __device__ __noinline__ void poison_fused(const F &p)
+{
+    const uint64_t n = (uint64_t)p.rows * p.hidden;
+    poison_elems<T>(p.out, n, p.c.aligned != 0);
+    poison_elems<T>(p.residual, n, p.c.aligned != 0);
+}
+
+template <typename T, bool TWO, bool CHK>
+__global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) fused_kernel(const __grid_constant__ symmem_fused_params_t p)
+{
+    Ctx c;
+    if (!prologue(p.c, c, 0, 1)) {
+        poison_fused<T>(p);
+        return;
+    }
+    const bool ok = TWO ? run_twoshot<T, CHK>(p, c) : run_oneshot<T, CHK>(p, c);
+    if (!ok) poison_fused<T>(p);
+    block_end(p.c, c);
+}
+
+template <typename T> const void *fused_for(bool two, bool chk)
+{
+    if (two) return chk ? reinterpret_cast<const void *>(&fused_kernel<T, true, true>)
+                        : reinterpret_cast<const void *>(&fused_kernel<T, true, false>);
+    return chk ? reinterpret_cast<const void *>(&fused_kernel<T, false, true>)
+               : reinterpret_cast<const void *>(&fused_kernel<T, false, false>);
+}
+
+const void *fused_kernel_for(int dtype, bool two, bool chk)
+{
+    switch (dtype) {
+#define SYMMEM_K_FUSED_DT_(name, value, ctype, bytes)                                                      \
+    case value: return fused_for<ctype>(two, chk);
+        SYMMEM_DTYPE_LIST(SYMMEM_K_FUSED_DT_)
+#undef SYMMEM_K_FUSED_DT_
+    default: return nullptr;
+    }
+}
+
+} // namespace symmem_k
+
+extern "C" int symmem_fused_preload(symmem_coll_preload_info_t *info)
+{
+    for (int dt = 0; dt < SYMMEM_DTYPE_COUNT; dt++)
+        for (int k = 0; k < 4; k++) {
+            const void *fn = symmem_k::fused_kernel_for(dt, (k & 1) != 0, (k & 2) != 0);
+            cudaFuncAttributes a;
+            cudaError_t e = cudaFuncGetAttributes(&a, fn);
+            if (e != cudaSuccess) return (int)e;
+            int per_sm = 0;
+            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, SYMMEM_COLL_THREADS, 0);
+            if (e != cudaSuccess) return (int)e;
+            info->kernels++;
+            if (a.numRegs > info->max_regs) info->max_regs = a.numRegs;
+            if (info->min_blocks_per_sm < 0 || per_sm < info->min_blocks_per_sm) info->min_blocks_per_sm = per_sm;
+        }
+    return 0;
+}
+
+extern "C" int symmem_fused_launch(const symmem_fused_params_t *p, int grid, int threads, void *stream, int pdl)
+{
+    const bool two = p->c.algo == SYMMEM_ALGO_TWOSHOT_LAMPORT;
+    const void *fn = symmem_k::fused_kernel_for(p->c.dtype, two, p->c.lam_check != 0);
+    if (!fn || grid < 1 || threads < 32 || threads > SYMMEM_COLL_THREADS || threads % 32)
+        return (int)cudaErrorInvalidValue;
+    void *args[] = {const_cast<symmem_fused_params_t *>(p)};
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)grid);
+    cfg.blockDim = dim3((unsigned)threads);
+    cfg.stream = static_cast<cudaStream_t>(stream);
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return (int)cudaLaunchKernelExC(&cfg, fn, args);
+}

@@ -1,0 +1,309 @@
+/* The protocol primitives every collective kernel shares (kernels.cu, fused_kernels.cu): the per-kernel
+ * context, the state protocol (prologue, late_check, block_end), flag sync points with timeouts and tag
+ * checks, the error report, the Lamport take and round headers, and the NaN outputs after an error.
+ * docs/collectives.md, "Synchronisation protocol", has the long form. Internal. */
+#ifndef SYMMEM_COLLECTIVES_PROTOCOL_CUH
+#define SYMMEM_COLLECTIVES_PROTOCOL_CUH
+
+#include <stdint.h>
+
+#include "collectives/coll_internal.h"
+#include "collectives/device.cuh"
+
+namespace symmem_k {
+
+typedef symmem_coll_params_t P;
+
+struct Ctx {
+    uint64_t epoch; /* epoch at kernel start (even) */
+    uint64_t call;  /* sequence number of this operation */
+    uint64_t lseq;  /* Lamport round at kernel start */
+    /* thread 0 only: `ended` as read after griddepcontrol.wait (a load in flight until late_check uses it)
+     * and whether late_check is still to run */
+    uint64_t ended;
+    bool unchecked;
+};
+
+__device__ __forceinline__ uint64_t *flag_slot(char *ws, int block, int src)
+{
+    return reinterpret_cast<uint64_t *>(ws) + (size_t)block * SYMMEM_MAX_RANKS + src;
+}
+
+__device__ __forceinline__ bool aborted(const P &p) { return *reinterpret_cast<volatile uint32_t *>(&p.st->abort) != 0; }
+
+/* Record an error (first caller wins) and raise the abort flag. */
+inline __device__ __noinline__ void report(const P &p, const Ctx &c, uint32_t status, uint32_t reason, int peer,
+                                    uint64_t epoch, uint64_t seen)
+{
+    if (atomicCAS(&p.st->abort, 0u, 1u) != 0u) return;
+    volatile symmem_coll_error_record_t *r = p.err;
+    r->reason = reason;
+    r->kind = p.kind;
+    r->algo = p.algo;
+    r->rank = p.rank;
+    r->peer = peer;
+    r->call = c.call;
+    r->epoch = epoch;
+    r->seen = seen;
+    r->block = blockIdx.x;
+    r->tag = p.tag;
+    /* Nonzero: only that many blocks of this kernel had read the state so far, i.e. the rest never became
+     * resident (the state protocol resets `started` when the last block arrives). */
+    r->started = gridDim.x == 1 ? 0u : *reinterpret_cast<volatile uint32_t *>(&p.st->started);
+    r->grid = gridDim.x;
+    __threadfence_system();
+    r->status = status;
+    __threadfence_system();
+}
+
+/* Poll my flag from `peer` until it reaches epoch e. A flag at exactly e must carry my tag (same
+ * arguments); a later epoch means the peer is already past this point (its tag is another call's). */
+__device__ __forceinline__ bool wait_flag(const P &p, const Ctx &c, const uint64_t *f, uint64_t e, int peer)
+{
+    const uint64_t want = e << 16;
+    uint64_t start = 0, v;
+    for (uint32_t spin = 0;; spin++) {
+        v = symmem_ld_acquire_u64(f);
+        if ((int64_t)((v & ~(uint64_t)0xffff) - want) >= 0) break;
+        if ((spin & 63u) == 63u) {
+            if (aborted(p)) return false;
+            const uint64_t now = symmem_globaltimer_ns();
+            if (start == 0) {
+                start = now;
+            } else if (p.timeout_ns && now - start > p.timeout_ns) {
+                report(p, c, SYMMEM_TIMEOUT, SYMMEM_COLL_ERR_TIMEOUT, peer, e, v);
+                return false;
+            }
+        }
+    }
+    if ((v >> 16) == e && (uint32_t)(v & 0xffffu) != p.tag) {
+        report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_MISMATCH, peer, e, v);
+        return false;
+    }
+    return true;
+}
+
+/* The state protocol. Every value a kernel leaves in the state is known when it starts (epochs and Lamport
+ * rounds used are functions of the parameters), so the state advances at kernel start, before the kernel
+ * waits for its predecessor, and that wait is the only thing left on the critical path:
+ *  1. thread 0 of every block reads the state (epoch, lseq, calls, blocks, abort), then counts its block
+ *     in `started` (the atomic is issued after the loads returned: their values went to shared memory);
+ *  2. the block that finds itself the last to count writes the new state (every block has read the old
+ *     one by then), resets `started`, and fences (sm_90+; older GPUs have no PDL, so no early reader):
+ *     the new state is visible on the whole GPU before
+ *  3. thread 0 executes griddepcontrol.launch_dependents (per block: the first execution in a block
+ *     counts, so no other thread may execute it). With programmatic dependent launch (PDL) the next
+ *     kernel of the stream is launched only once every block of this one has done so, hence after the
+ *     new state is visible: it runs its own steps 1-3 while this kernel still moves data;
+ *  4. every thread waits for the predecessor (griddepcontrol.wait: completion and visibility of all its
+ *     memory operations; a no-op without PDL, where the kernel starts only after it anyway).
+ * A predecessor that is not one of ours (a user kernel, a copy) starts after our previous kernel
+ * triggered, so the chain of launches still orders every early read after the publish it needs. The
+ * steps before the wait cost nothing in a CUDA graph or a back-to-back stream (measured: bench/NOTES.md,
+ * session 6); a kernel that starts on an idle stream pays them (a few L2 round trips).
+ * Errors: a block that counts `started` >= the grid size shares its state with another kernel of this
+ * communicator (used from two streams at once): reported, the kernel exits. At its end every block adds
+ * one to `ended` without waiting; after the wait thread 0 loads `ended` and late_check() (called where
+ * thread 0 would otherwise only wait: after its first flag store or its pushes, at the latest at the
+ * block's end) reports `ended` < `blocks` read before the wait: an earlier kernel of this communicator is
+ * still running though this one's predecessor completed, i.e. another stream. That kernel then stops at
+ * its next poll (the abort flag). (`ended` may be ahead of `blocks`: this kernel's own first blocks can
+ * end first.) An aborted communicator's state no longer matters: every kernel exits at its prologue or
+ * its next poll. */
+__device__ __forceinline__ uint64_t *state_blocks()
+{
+    __shared__ uint64_t v; /* `blocks` as read by thread 0, for its late_check */
+    return &v;
+}
+
+__device__ __forceinline__ bool prologue(const P &p, Ctx &c, uint64_t epochs_used, uint64_t lamport_rounds)
+{
+    __shared__ uint64_t sh[3];
+    __shared__ uint32_t sh_abort;
+    c.unchecked = false;
+    if (threadIdx.x == 0) {
+        volatile symmem_coll_dev_state_t *st = p.st;
+        const uint32_t ab = st->abort;
+        const uint64_t epoch = st->epoch, calls = st->calls, lseq = st->lseq, blocks = st->blocks;
+        sh_abort = ab;
+        sh[0] = epoch;
+        sh[1] = calls;
+        sh[2] = lseq;
+        *state_blocks() = blocks;
+        if (ab == 0) {
+            c.call = calls;
+            c.epoch = epoch;
+            const uint32_t started = gridDim.x == 1 ? 0u : atomicAdd(&p.st->started, 1u);
+            if (started >= gridDim.x) {
+                report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, epoch, started);
+                sh_abort = 1;
+            } else {
+                c.unchecked = true;
+                if (started == gridDim.x - 1) {
+                    st->epoch = epoch + epochs_used;
+                    st->lseq = lseq + lamport_rounds;
+                    st->calls = calls + 1;
+                    st->blocks = blocks + gridDim.x;
+                    if (gridDim.x > 1) st->started = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+                    __threadfence(); /* for the next kernel's early read (PDL exists from sm_90 on) */
+#endif
+                }
+            }
+        }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+    }
+    __syncthreads();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+    if (c.unchecked) c.ended = reinterpret_cast<volatile symmem_coll_dev_state_t *>(p.st)->ended;
+    c.epoch = sh[0];
+    c.call = sh[1];
+    c.lseq = sh[2];
+    return sh_abort == 0;
+}
+
+/* Thread 0: the concurrency check of the state protocol, once per kernel, where it costs no waiting. */
+__device__ __forceinline__ void late_check(const P &p, Ctx &c)
+{
+    if (!c.unchecked) return;
+    c.unchecked = false;
+    const uint64_t blocks = *state_blocks();
+    if ((int64_t)(c.ended - blocks) < 0)
+        report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, c.epoch, blocks - c.ended);
+}
+
+/* End of a block that passed the prologue, on every path (success or failure): the concurrency check if
+ * not done yet, and count the block in `ended` (a reduction: thread 0 does not wait for it). */
+__device__ __forceinline__ void block_end(const P &p, Ctx &c)
+{
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    late_check(p, c);
+    atomicAdd(reinterpret_cast<unsigned long long *>(&p.st->ended), 1ull);
+}
+
+/* Sync point with epoch e among the same-numbered blocks of all ranks. False: abort (return at once). */
+__device__ __forceinline__ bool sync_peers(const P &p, Ctx &c, uint64_t e)
+{
+    __syncthreads();
+    bool ok = true;
+    const int t = threadIdx.x;
+    const bool flagger = t < p.nranks && t != p.rank;
+    if (flagger) symmem_st_release_u64(flag_slot(p.ws[t], blockIdx.x, p.rank), (e << 16) | p.tag);
+    if (t == 0) late_check(p, c); /* while the flags travel */
+    if (flagger) ok = wait_flag(p, c, flag_slot(p.ws[p.rank], blockIdx.x, t), e, t);
+    return __syncthreads_and(ok) != 0;
+}
+
+/* ---- Lamport: pushes without flags or barriers -------------------------------------------------------
+ * The sender stores 16-byte packs (no word the empty sentinel: fix_pack) into a slot of the receiver's
+ * Lamport buffer; the receiver polls its own memory until no word is the sentinel, then rewrites the pack
+ * to empty in place (the reading thread clears what it read), so buffers are empty again without any
+ * barrier. Round j uses Lamport buffer j % 3 (lseq counts rounds on the device). Triple buffering: a peer
+ * writes buffer j % 3 again in round j + 3, which it reaches only after reading what I pushed in rounds
+ * j+1 and j+2, which this block pushes after it finished (and cleared) round j; __syncthreads() between
+ * rounds orders the block's clears before its next pushes. Every slot pushed in a round is polled (and
+ * cleared) in that round: sender and receiver compute the same shard_valid. */
+
+/* Take the pack at `a` (my memory) once no word is the sentinel, and mark it empty again. On abort or
+ * timeout (reported, naming `src` and round j) sets `fail` and returns zeros; a set `fail` stops waiting. */
+__device__ __forceinline__ uint4 lamport_take(const P &p, const Ctx &c, char *a, int src, uint64_t j, bool &fail)
+{
+    uint64_t start = 0;
+    for (uint32_t spin = 0;; spin++) {
+        const uint4 v = ld_volatile16(a);
+        if (lamport_full(v)) {
+            st16(a, lamport_empty4());
+            return v;
+        }
+        if (fail) return zero4();
+        if ((spin & 63u) == 63u) {
+            if (aborted(p)) {
+                fail = true;
+                return zero4();
+            }
+            const uint64_t now = symmem_globaltimer_ns();
+            if (start == 0) {
+                start = now;
+            } else if (p.timeout_ns && now - start > p.timeout_ns) {
+                report(p, c, SYMMEM_TIMEOUT, SYMMEM_COLL_ERR_TIMEOUT, src, j, ((uint64_t)v.x << 32) | v.y);
+                fail = true;
+                return zero4();
+            }
+        }
+    }
+}
+
+/* Round headers (SYMMEM_LAMPORT_CHECK=1, p.lam_check: the CHK instantiation). Lamport payload carries no
+ * tag, so a peer that made a different call (another count, algorithm, dtype, op: the tag) would have its
+ * slots read as data,
+ * silently, and could leave payload behind that a later call would take for its own. With the check on,
+ * thread t < n (t != r) of every block also pushes (tag, round) into header slot [block][r] of rank t for
+ * the round's buffer, with the data, and before reading any payload the same threads take the headers
+ * their peers pushed and compare: a difference is SYMMEM_INVALID_USAGE (reported by both sides) before the
+ * block stores any output. It costs ~0.35 us below 256 KiB (the block waits for the header and a barrier
+ * before its payload polls; a header warp beside the data threads cost less there but took 32 data
+ * threads from every block, +9% at 64 MiB: bench/NOTES.md, session 5), hence off by default. Headers are
+ * taken and cleared like payload and rotate with the buffers. */
+__device__ __forceinline__ char *lamport_hdr(const P &p, int owner, uint64_t j, int src)
+{
+    return p.ws[owner] + p.lam_hdr_off + (j % 3) * SYMMEM_COLL_LAMPORT_HDR_BYTES +
+           ((uint64_t)blockIdx.x * SYMMEM_MAX_RANKS + src) * 16;
+}
+/* No word is the sentinel: the tag has 16 bits, the round is cut to 31. */
+__device__ __forceinline__ uint4 lamport_hdr_value(const P &p, uint64_t j)
+{
+    return make_uint4(p.tag, (uint32_t)(j & 0x7fffffffu), 0u, 0u);
+}
+template <bool CHK> __device__ __forceinline__ void lamport_hdr_push(const P &p, uint64_t j)
+{
+    const int t = threadIdx.x;
+    if (CHK && t < p.nranks && t != p.rank) st16(lamport_hdr(p, t, j, p.rank), lamport_hdr_value(p, j));
+}
+/* False (on every thread of the block): a mismatch (reported here), an abort or a timeout. */
+template <bool CHK> __device__ __forceinline__ bool lamport_hdr_check(const P &p, const Ctx &c, uint64_t j)
+{
+    if (!CHK) return true;
+    const int t = threadIdx.x;
+    bool fail = false;
+    if (t < p.nranks && t != p.rank) {
+        const uint4 v = lamport_take(p, c, lamport_hdr(p, p.rank, j, t), t, j, fail);
+        const uint4 w = lamport_hdr_value(p, j);
+        if (!fail && (v.x != w.x || v.y != w.y)) {
+            /* seen: the peer's round << 16 | its tag, as a flag would read */
+            report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_MISMATCH, t, j, ((uint64_t)v.y << 16) | (v.x & 0xffffu));
+            fail = true;
+        }
+    }
+    return __syncthreads_or(fail) == 0;
+}
+
+/* The defined output of a failed communicator (docs/collectives.md, "After an error"): every element of the
+ * receive buffer (poison_elems: of each output buffer) becomes a quiet NaN. A kernel that starts after the communicator failed (the abort flag is
+ * up at its prologue) does this with all its blocks, grid-stride, after griddepcontrol.wait (its
+ * predecessor, which may still read or write that buffer, has completed), so its whole output is NaN: a
+ * CUDA-graph replay after a timeout yields NaN rather than partial sums that differ between ranks. A block
+ * of the kernel that fails stores its part the same way; parts other blocks finished earlier may stand. */
+template <typename T> __device__ __forceinline__ void poison_elems(void *buf, uint64_t n, bool aligned)
+{
+    constexpr int V = Pack<T>::V;
+    float f[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) f[k] = __int_as_float(0x7fc00000);
+    const uint4 nan = Conv<T>::pack(f);
+    const uint64_t packs = (n + V - 1) / V;
+    for (uint64_t pk = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; pk < packs; pk += (uint64_t)gridDim.x * blockDim.x)
+        store_user<T>(buf, pk * V, nan, (int)min((uint64_t)V, n - pk * V), aligned);
+}
+template <typename T> __device__ __noinline__ void poison_output(const P &p)
+{
+    poison_elems<T>(p.recv, p.kind == SYMMEM_COLL_REDUCE_SCATTER ? p.stride : p.total, p.aligned != 0);
+}
+
+} // namespace symmem_k
+
+#endif

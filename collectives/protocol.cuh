@@ -245,7 +245,8 @@ __device__ __forceinline__ uint4 lamport_take(const P &p, const Ctx &c, char *a,
  * thread t < n (t != r) of every block also pushes (tag, round) into header slot [block][r] of rank t for
  * the round's buffer, with the data, and before reading any payload the same threads take the headers
  * their peers pushed and compare: a difference is SYMMEM_INVALID_USAGE (reported by both sides) before the
- * block stores any output. It costs ~0.35 us below 256 KiB (the block waits for the header and a barrier
+ * block stores any result (it then stores NaN: poison_output). It costs ~0.35 us below 256 KiB (the block
+ * waits for the header and a barrier
  * before its payload polls; a header warp beside the data threads cost less there but took 32 data
  * threads from every block, +9% at 64 MiB: bench/NOTES.md, session 5), hence off by default. Headers are
  * taken and cleared like payload and rotate with the buffers. */

@@ -364,7 +364,8 @@ typedef struct CUstream_st *symmem_stream_t; /* == cudaStream_t */
  *    (symmem_comm_set_error_handler) report the missing rank and the operation's sequence number.
  *  - After an error: every collective kernel of the communicator that starts once it has failed (e.g. the
  *    rest of a CUDA graph being replayed) writes a quiet NaN to every element of its receive buffer and
- *    returns at once; the output of the call that failed is unspecified (NaN where its blocks stopped).
+ *    returns at once. The call that fails stores NaN over the parts of its output whose blocks stopped (all
+ *    of it for an argument mismatch, found before any result is stored); parts finished earlier stand.
  *  - Grids: a collective kernel has at most SYMMEM_GRID_SHARE percent (default 75) of the thread blocks
  *    its GPU keeps resident, divided among the communicator's ranks on that GPU, so that every rank's
  *    kernel can be resident at once beside other work. Communicators whose collectives may run at the same

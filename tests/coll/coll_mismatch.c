@@ -6,7 +6,10 @@
  * rank 1's region 1 and rank 1 into rank 0's region 2. Asserted on both ranks:
  *  - the call enqueues, the stream completes without a CUDA error (the kernel exits, no trap);
  *  - symmem_comm_get_async_error reports SYMMEM_INVALID_USAGE with the "different arguments" message;
- *  - regions 1, 2 and 3 of every rank still hold what this test put there (no store landed anywhere);
+ *  - no result landed anywhere: the regions a rank does not receive into still hold what this test put
+ *    there, and its own receive buffer holds NaN in each of its `count` elements (the defined output of a
+ *    call that failed before storing: every block stops at the check and stores NaN over its share;
+ *    docs/collectives.md, "After an error"), the bytes past them untouched;
  *  - the error is sticky (the next call fails) and teardown is clean.
  * Argument: the algorithm (twoshot_push, default, or twoshot_pull, which with both buffers symmetric reads
  * the peers' inputs in place and writes their outputs, or staged).
@@ -67,8 +70,8 @@ int main(int argc, char **argv)
         cc_log(&ctx, "FAIL: expected SYMMEM_INVALID_USAGE naming different arguments");
         failures++;
     }
-    /* Nothing landed: every region this rank does not send from still holds its fill byte (rank 0's
-     * recv region 1 included: the call failed before any result was stored). */
+    /* Nothing landed: every region this rank does not send from or receive into still holds its fill byte;
+     * its own receive buffer is NaN over the call's elements (no result was stored), the fill after them. */
     unsigned char *h = malloc(REGION);
     if (!h) {
         cc_log(&ctx, "FAIL: out of host memory for the region check");
@@ -77,12 +80,19 @@ int main(int argc, char **argv)
     for (int k = 1; k < 4 && h; k++) {
         CC_CUDA_OK(&ctx, cudaMemcpy(h, base + k * REGION, REGION, cudaMemcpyDeviceToHost));
         const unsigned char want = (unsigned char)(0xa0 + 16 * R->rank + k);
+        const size_t nan_bytes = base + k * REGION == recv ? count * 4 : 0;
         size_t bad = 0, first = 0;
-        for (size_t i = 0; i < REGION; i++)
+        for (size_t i = 0; i < nan_bytes; i += 4) {
+            float f;
+            memcpy(&f, h + i, 4);
+            if (f == f && bad++ == 0) first = i;
+        }
+        for (size_t i = nan_bytes; i < REGION; i++)
             if (h[i] != want && bad++ == 0) first = i;
         if (bad) {
-            cc_log(&ctx, "FAIL: region %d: %zu bytes changed (first at %zu: %02x, want %02x)", k, bad, first, h[first],
-                   want);
+            cc_log(&ctx, "FAIL: region %d%s: %zu wrong (first at byte %zu: %02x; want %s)", k,
+                   nan_bytes ? " (this rank's receive buffer)" : "", bad, first, h[first],
+                   first < nan_bytes ? "NaN" : "the fill byte");
             failures++;
         }
     }
@@ -96,7 +106,8 @@ int main(int argc, char **argv)
     uint64_t total = cc_sum_u64(&ctx, (uint64_t)failures);
     total += (uint64_t)cc_teardown_rank(&ctx, R, sym[0]);
     if (cc_is_root(&ctx))
-        cc_log(&ctx, "%s with %s: reported on both ranks, nothing written: %s", symmem_algo_name(algo),
+        cc_log(&ctx, "%s with %s: reported on both ranks, no result written (NaN in each rank's own output): %s",
+               symmem_algo_name(algo),
                lamport ? "counts that differ by one element" : "receive buffers at different offsets",
                total ? "FAILED" : "ok");
     return total ? 1 : 0;

@@ -473,6 +473,13 @@ static symmem_status_t comm_create(const symmem_boot_id_t *id, int nranks, int r
     c->numa_node_opt = o.numa_node;
     c->timeout_ms = o.timeout_ms;
     pthread_mutex_init(&c->lock, NULL);
+    /* Live from here on: init itself makes calls that check the handle (the collectives allocate their
+     * workspace with symmem_alloc). */
+    if (!live_add(c)) {
+        pthread_mutex_destroy(&c->lock);
+        free(c);
+        return symmem_set_error(SYMMEM_OUT_OF_MEMORY, "out of host memory");
+    }
     int prev_rank = symmem_log_set_rank(rank);
     symmem_status_t st;
     SYMMEM_CHECK_GOTO(symmem_boot_create(id, nranks, rank, o.timeout_ms, &c->boot), st, fail);
@@ -485,10 +492,6 @@ static symmem_status_t comm_create(const symmem_boot_id_t *id, int nranks, int r
     else
         SYMMEM_INFO(SYMMEM_SUBSYS_CORE, "communicator ready: %d ranks, GPU %d (%s), %s placement", nranks,
                     c->device, c->peers[rank].pci_bus_id, placement_name(c->placement));
-    if (!live_add(c)) {
-        st = symmem_set_error(SYMMEM_OUT_OF_MEMORY, "out of host memory");
-        goto fail;
-    }
     symmem_log_set_rank(prev_rank);
     *out = c;
     return SYMMEM_OK;
@@ -496,6 +499,7 @@ fail:
     /* Tear down at once, telling the peers why (they would otherwise only see a closed socket, or wait for
      * the timeout), so their errors name the real cause. comm_release keeps this thread's error message. */
     symmem_boot_abort(c->boot, st, symmem_last_error());
+    live_take(c);
     comm_release(c);
     symmem_log_set_rank(prev_rank);
     return st;

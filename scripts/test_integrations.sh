@@ -163,7 +163,7 @@ fi
 
 if [ -n "$gpu_wheels" ]; then
   venv="$dir/venv-gpu"
-  [ -x "$venv/bin/python" ] || python3 -m venv --system-site-packages "$venv"
+  "$root/scripts/venv_over_system.sh" python3 "$venv"
   "$venv/bin/pip" install -q --no-index --no-deps --disable-pip-version-check "$gpu_wheels"/*.whl
   link_package "$venv/bin/python"
   mods=()

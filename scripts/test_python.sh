@@ -56,7 +56,7 @@ fi
 
 if [ "$mode" = --gpu ]; then
   venv="$work/venv-gpu"
-  [ -x "$venv/bin/python" ] || "$py" -m venv --system-site-packages "$venv"
+  "$repo/scripts/venv_over_system.sh" "$py" "$venv"
   "$venv/bin/python" -c "import torch" || { echo "error: $py has no torch"; exit 1; }
   for m in pytest scikit_build_core; do
     if ! "$venv/bin/python" -c "import $m" 2>/dev/null; then

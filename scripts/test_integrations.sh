@@ -65,7 +65,9 @@ with zipfile.ZipFile(src) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED
         if n.endswith("/") or n in (f"{info}/RECORD", f"{info}/WHEEL"):
             continue
         data_ok = n.endswith(".py") or ("/configs/" not in n and "/third_party/" not in n and item.file_size < 1 << 20)
-        if n.startswith(info + "/") or (n.endswith(keep) and data_ok):
+        # sglang.kernels.jit checks at import that its include/ and csrc/ folders exist (sources, small)
+        jit = n.startswith("sglang/kernels/jit/") and item.file_size < 1 << 20
+        if n.startswith(info + "/") or (n.endswith(keep) and data_ok) or jit:
             put(n, zin.read(item))
     put(f"{info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: symmem-repack\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
     text = io.StringIO()

@@ -437,7 +437,7 @@ def test_threads_compile():
     run_threads(2, body_compile)
 
 
-def test_timeout_reaches_the_caller():
+def test_threads_timeout_reaches_the_caller():
     run_threads(2, body_timeout, timeout_ms=3000)
 
 

@@ -259,10 +259,13 @@ symmem_status_t symmem_free(symmem_buffer_t buf)
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
                                 "symmem_free: %p is not a live symmem buffer (freed twice, or not from symmem_alloc)",
                                 (void *)buf);
+    /* The communicator is no longer live when its destroy frees what it still holds (the collectives'
+     * workspace): that teardown already runs inside destroy's own entry (rank, device). */
     symmem_entry_t e;
-    symmem_entry_begin(buf->comm, "symmem_free", &e);
+    const int guard =
+        symmem_comm_is_live(buf->comm) && symmem_entry_begin(buf->comm, "symmem_free", &e) == SYMMEM_OK;
     buffer_teardown(buf);
-    symmem_entry_end(&e);
+    if (guard) symmem_entry_end(&e);
     return SYMMEM_OK;
 }
 

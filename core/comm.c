@@ -645,6 +645,7 @@ symmem_status_t symmem_comm_destroy(symmem_comm_t c)
 /* ---- accessors, entry guard, host-side collectives --------------------------------------------------- */
 
 static int valid(symmem_comm_t c) { return live_has(c); }
+int symmem_comm_is_live(symmem_comm_t c) { return live_has(c); }
 int symmem_comm_rank(symmem_comm_t c) { return valid(c) ? c->rank : -1; }
 int symmem_comm_size(symmem_comm_t c) { return valid(c) ? c->nranks : -1; }
 int symmem_comm_device(symmem_comm_t c) { return valid(c) ? c->device : -1; }
@@ -716,6 +717,8 @@ symmem_status_t symmem_entry_begin(symmem_comm_t c, const char *call, symmem_ent
     symmem_clear_error();
     e->prev_rank = -1;
     e->prev_device = -1;
+    e->prev_call = tls_call; /* symmem_entry_end restores them, also after a failed begin */
+    e->prev_call_checked = tls_call_checked;
     if (!valid(c)) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: not a live communicator", call);
     entry_enter(c, e);
     tls_call = call;

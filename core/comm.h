@@ -83,6 +83,8 @@ typedef struct symmem_entry {
     int prev_call_checked;
 } symmem_entry_t;
 symmem_status_t symmem_entry_begin(symmem_comm_t comm, const char *call, symmem_entry_t *e);
+/* Whether comm is a live communicator (in the registry; not yet taken out by symmem_comm_destroy). */
+int symmem_comm_is_live(symmem_comm_t comm);
 void symmem_entry_end(const symmem_entry_t *e);
 
 /* Host-side collectives over the bootstrap mesh (blocking, with the communicator's timeout). They name the

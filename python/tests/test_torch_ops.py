@@ -302,7 +302,7 @@ def test_rmsnorm_fake_argument_errors(fake, host_group, op, what, make, match):
         pytest.skip("an out= case")
     with pytest.raises(RuntimeError, match=match) as e:
         _rms(op, x, r, w, host_group, eps=eps, out=out)
-    assert f"symmem::all_reduce_add_rmsnorm" in str(e.value) and f"group '{host_group}'" in str(e.value)
+    assert "symmem::all_reduce_add_rmsnorm" in str(e.value) and f"group '{host_group}'" in str(e.value)
 
 
 @pytest.mark.parametrize("call,match", [

@@ -321,6 +321,11 @@ FUSION = """
                 "attn": ops(lambda x, r: a.fused_attn_input(plan, UnreducedOutput(partial=x, group=tp), r, None,
                                                             None, fuses_quant=False, keep_bf16=False)[0], x, r),
             }
+            graphs = []
+            compiled = torch.compile(lambda x, r: a.fused_ffn_input(plan, x, r, None)[0] * 2, fullgraph=True,
+                                     backend=lambda gm, inputs: graphs.append(gm) or gm.forward)
+            compiled(x, r)   # Dynamo through the wrappers and SGLang's path: one graph, symmem's op in it
+            res["compiled"] = [str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
             res["kernel fp32 weight"] = ops(lambda x, r: f.flashinfer_allreduce_residual_rmsnorm(x, r, r[0].float(),
                                                                                                1e-5)[0], x, r)
             res["declined"] = {
@@ -367,6 +372,7 @@ class SGLangFusion(unittest.TestCase):
         self.assertEqual(got["taken"], {"ffn": True, "attn": True, "kernel": True})
         ours = ["symmem.all_reduce_add_rmsnorm.default"]
         self.assertEqual(got["graphs"], {"ffn": ours, "gemma": ours, "attn": ours})
+        self.assertEqual(got["compiled"], ours + ["<built-in function mul>"])
         self.assertEqual(got["declined"], {k: False for k in got["declined"]}, got["declined"])
         self.assertFalse(got["preserves"], "symmem updates the residual in place: no preservation certificate")
         self.assertEqual(got["unserved"], [False, False, False])

@@ -38,6 +38,8 @@ import functools
 import logging
 import os
 
+from . import sglang as _integ  # a cycle sglang.py closes: only attributes used at call time
+
 log = logging.getLogger("symmem.integrations.sglang")
 
 ENV = "SYMMEM_SGLANG_FUSE_RMSNORM"
@@ -59,10 +61,8 @@ def enabled():
 
 def _symmem_comm(coordinator):
     """The symmem-backed communicator of an SGLang GroupCoordinator, else None."""
-    from . import sglang
-
     comm = getattr(coordinator, "torch_symm_mem_comm", None)
-    return comm if sglang.symmem_backed(comm) else None
+    return comm if _integ.symmem_backed(comm) else None
 
 
 def _takes(comm, x, residual):
@@ -72,19 +72,19 @@ def _takes(comm, x, residual):
             and residual.device == x.device and comm.should_all_reduce_add_rmsnorm(x))
 
 
+_norms = []  # SGLang's (GemmaRMSNorm, RMSNorm), once wrap_boundary has run: nothing imported at call time
+
+
 def _norm_weight(norm):
     """The weight SGLang's forward_with_allreduce_fusion hands the kernel for this norm (Gemma: 1 + w, kept
     in gemma_weight), or None for a norm whose fusion method is not SGLang's own RMSNorm / GemmaRMSNorm one
     (a subclass that overrides it keeps SGLang's path) or that normalises part of the row only."""
-    from sglang.srt.layers import layernorm as ln
-
     if getattr(norm, "variance_size_override", None) is not None:  # a norm over part of the row
         return None
     method = getattr(type(norm), "forward_with_allreduce_fusion", None)
-    if method is getattr(ln.GemmaRMSNorm, "forward_with_allreduce_fusion", object()):
-        return getattr(norm, "gemma_weight", None)
-    if method is getattr(ln.RMSNorm, "forward_with_allreduce_fusion", object()):
-        return getattr(norm, "weight", None)
+    for cls, attr in zip(_norms, ("gemma_weight", "weight")):
+        if method is getattr(cls, "forward_with_allreduce_fusion", object()):
+            return getattr(norm, attr, None)
     return None
 
 
@@ -110,8 +110,11 @@ def _wrap(module, name, make):
 
 def wrap_boundary(module):
     """fusions/allreduce.py: the two candidates and the residual certificate."""
+    from sglang.srt.layers import layernorm as ln
     from sglang.srt.layers.layer_boundary.residual import add_norm
     from sglang.srt.runtime_context import get_parallel
+
+    _norms[:] = [ln.GemmaRMSNorm, ln.RMSNorm]
 
     def attn_input(original):
         def fused_attn_input(plan, owed, residual, forward_batch, post_residual_addition, *, fuses_quant,

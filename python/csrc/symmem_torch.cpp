@@ -17,6 +17,7 @@
 #include <torch/csrc/stable/tensor.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -302,6 +303,130 @@ void all_gather_out(Tensor input, std::string group_name, Tensor out)
                                       SYMMEM_ALGO_AUTO, (symmem_stream_t)stream));
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// Fused all-reduce + residual add + RMSNorm (symmem_all_reduce_add_rmsnorm): per row of the last dimension,
+// residual += sum over ranks of input; out = residual * weight / sqrt(mean(residual^2) + eps). The checks the
+// C API cannot make (it sees pointers and a row count) happen here: shapes, dtypes, devices, the row width.
+// ---------------------------------------------------------------------------------------------------------
+struct Rows {
+    symmem_dtype_t dt;
+    size_t tokens, hidden;
+    float eps;
+};
+
+bool same_shape(const Tensor &a, const Tensor &b)
+{
+    if (a.dim() != b.dim()) return false;
+    for (int64_t d = 0; d < a.dim(); d++)
+        if (a.size(d) != b.size(d)) return false;
+    return true;
+}
+
+// Byte ranges of two contiguous tensors overlap (the C API rejects the same cases; saying it here names the
+// tensors as the caller knows them).
+bool overlaps(const Tensor &a, const Tensor &b, size_t es)
+{
+    const char *pa = static_cast<const char *>(a.data_ptr()), *pb = static_cast<const char *>(b.data_ptr());
+    const size_t na = (size_t)a.numel() * es, nb = (size_t)b.numel() * es;
+    return na && nb && pa < pb + nb && pb < pa + na;
+}
+
+// `out`: the caller's output tensor, or null when the op writes a tensor of its own: a new one, or input
+// itself when `writes_input` (the in-place form).
+Rows check_rmsnorm(const Ctx &c, const Tensor &input, const Tensor &residual, const Tensor &weight, double eps,
+                   const Tensor *out, bool writes_input)
+{
+    char msg[512];
+    Rows r;
+    r.dt = check_tensor(c, "input", input);
+    check_tensor(c, "residual", residual);
+    check_tensor(c, "weight", weight);
+    if (out) check_tensor(c, "out", *out);
+    const Tensor *same[3] = {&residual, &weight, out};
+    static const char *const names[3] = {"residual", "weight", "out"};
+    for (int i = 0; i < 3; i++) {
+        if (!same[i] || same[i]->scalar_type() == input.scalar_type()) continue;
+        snprintf(msg, sizeof msg, "%s has dtype %s but input has dtype %s: they must match", names[i],
+                 scalar_name(same[i]->scalar_type()), scalar_name(input.scalar_type()));
+        fail_arg(c, msg);
+    }
+    if (input.dim() < 1 || input.size(input.dim() - 1) < 1 ||
+        input.size(input.dim() - 1) > SYMMEM_RMSNORM_MAX_HIDDEN) {
+        snprintf(msg, sizeof msg,
+                 "input has shape %s: it must be [tokens, hidden] (or [..., hidden]) with 1 <= hidden <= %d "
+                 "(SYMMEM_RMSNORM_MAX_HIDDEN: a row is normalised in one thread block)",
+                 shape_str(input).c_str(), SYMMEM_RMSNORM_MAX_HIDDEN);
+        fail_arg(c, msg);
+    }
+    r.hidden = (size_t)input.size(input.dim() - 1);
+    r.tokens = (size_t)input.numel() / r.hidden;
+    if (!same_shape(residual, input)) {
+        snprintf(msg, sizeof msg, "residual has shape %s but input has shape %s: they must match",
+                 shape_str(residual).c_str(), shape_str(input).c_str());
+        fail_arg(c, msg);
+    }
+    if (out && !same_shape(*out, input)) {
+        snprintf(msg, sizeof msg, "out has shape %s but input has shape %s: they must match", shape_str(*out).c_str(),
+                 shape_str(input).c_str());
+        fail_arg(c, msg);
+    }
+    if (weight.dim() != 1 || (size_t)weight.size(0) != r.hidden) {
+        snprintf(msg, sizeof msg, "weight has shape %s: it must be [%zu], input's last dimension",
+                 shape_str(weight).c_str(), r.hidden);
+        fail_arg(c, msg);
+    }
+    r.eps = (float)eps;
+    if (!(std::isfinite(r.eps) && r.eps >= 0.0f)) {
+        snprintf(msg, sizeof msg, "eps %g must be finite (as a float32) and >= 0", eps);
+        fail_arg(c, msg);
+    }
+    const size_t es = symmem_dtype_size(r.dt);
+    if (overlaps(residual, input, es)) fail_arg(c, "residual overlaps input: pass separate tensors");
+    if (out && overlaps(*out, residual, es))
+        fail_arg(c, "out overlaps residual: residual is updated in place, so out must be another tensor");
+    if (out && overlaps(*out, input, es))
+        fail_arg(c, "out overlaps input, which this op does not write: use all_reduce_add_rmsnorm_ to write the "
+                    "result into input");
+    if (overlaps(weight, residual, es) || (out && overlaps(weight, *out, es)) ||
+        (writes_input && overlaps(weight, input, es)))
+        fail_arg(c, "weight overlaps a tensor the op writes (residual or the output)");
+    return r;
+}
+
+void rmsnorm_into(const Ctx &c, const Rows &r, const Tensor &input, const Tensor &residual, const Tensor &weight,
+                  const Tensor &out)
+{
+    if (r.tokens == 0) return;
+    void *stream = current_stream(c);
+    check_status(c, symmem_all_reduce_add_rmsnorm(c.g.comm, input.data_ptr(), residual.data_ptr(), weight.data_ptr(),
+                                                  out.data_ptr(), r.tokens, r.hidden, r.eps, r.dt, SYMMEM_ALGO_AUTO,
+                                                  (symmem_stream_t)stream));
+}
+
+Tensor all_reduce_add_rmsnorm(Tensor input, Tensor residual, Tensor weight, double eps, std::string group_name)
+{
+    const Ctx c{"all_reduce_add_rmsnorm", group_name, lookup("all_reduce_add_rmsnorm", group_name)};
+    const Rows r = check_rmsnorm(c, input, residual, weight, eps, nullptr, false);
+    Tensor out = empty_like_contiguous(c, input);
+    rmsnorm_into(c, r, input, residual, weight, out);
+    return out;
+}
+
+void all_reduce_add_rmsnorm_out(Tensor input, Tensor residual, Tensor weight, double eps, std::string group_name,
+                                Tensor out)
+{
+    const Ctx c{"all_reduce_add_rmsnorm_out", group_name, lookup("all_reduce_add_rmsnorm_out", group_name)};
+    const Rows r = check_rmsnorm(c, input, residual, weight, eps, &out, false);
+    rmsnorm_into(c, r, input, residual, weight, out);
+}
+
+void all_reduce_add_rmsnorm_(Tensor input, Tensor residual, Tensor weight, double eps, std::string group_name)
+{
+    const Ctx c{"all_reduce_add_rmsnorm_", group_name, lookup("all_reduce_add_rmsnorm_", group_name)};
+    const Rows r = check_rmsnorm(c, input, residual, weight, eps, nullptr, true);
+    rmsnorm_into(c, r, input, residual, weight, input);
+}
+
 void barrier(std::string group_name)
 {
     const Ctx c{"barrier", group_name, lookup("barrier", group_name)};
@@ -420,7 +545,8 @@ SYMMEM_TORCH_EXPORT int symmem_torch_unregister_group(const char *name)
 // The schemas. The in-place and out forms mark what they write (a!) and return nothing: torch's
 // functionalization (torch.compile) handles a mutating custom op only when no output aliases an input, so a
 // `-> Tensor(a!)` form would trace under make_fx and Dynamo but fail in AOTAutograd and Inductor. The Python
-// communicator returns the written tensor. barrier has no tensor argument, so its kernel sits at
+// communicator returns the written tensor. all_reduce_add_rmsnorm updates residual in place and returns a
+// new tensor, which aliases nothing: functionalization takes that form as well. barrier has no tensor argument, so its kernel sits at
 // CompositeExplicitAutograd.
 STABLE_TORCH_LIBRARY(symmem, m)
 {
@@ -430,6 +556,12 @@ STABLE_TORCH_LIBRARY(symmem, m)
     m.def("reduce_scatter_out(Tensor input, str reduce_op, str group_name, Tensor(a!) out) -> ()");
     m.def("all_gather_out(Tensor input, str group_name, Tensor(a!) out) -> ()");
     m.def("barrier(str group_name) -> ()");
+    m.def("all_reduce_add_rmsnorm(Tensor input, Tensor(a!) residual, Tensor weight, float eps, str group_name) -> "
+          "Tensor");
+    m.def("all_reduce_add_rmsnorm_out(Tensor input, Tensor(a!) residual, Tensor weight, float eps, str group_name, "
+          "Tensor(b!) out) -> ()");
+    m.def("all_reduce_add_rmsnorm_(Tensor(a!) input, Tensor(b!) residual, Tensor weight, float eps, "
+          "str group_name) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(symmem, CUDA, m)
@@ -439,6 +571,9 @@ STABLE_TORCH_LIBRARY_IMPL(symmem, CUDA, m)
     m.impl("all_reduce_out", TORCH_BOX(&all_reduce_out));
     m.impl("reduce_scatter_out", TORCH_BOX(&reduce_scatter_out));
     m.impl("all_gather_out", TORCH_BOX(&all_gather_out));
+    m.impl("all_reduce_add_rmsnorm", TORCH_BOX(&all_reduce_add_rmsnorm));
+    m.impl("all_reduce_add_rmsnorm_out", TORCH_BOX(&all_reduce_add_rmsnorm_out));
+    m.impl("all_reduce_add_rmsnorm_", TORCH_BOX(&all_reduce_add_rmsnorm_));
 }
 
 STABLE_TORCH_LIBRARY_IMPL(symmem, CompositeExplicitAutograd, m) { m.impl("barrier", TORCH_BOX(&barrier)); }

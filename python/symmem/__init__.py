@@ -19,12 +19,12 @@ import ctypes
 
 from ._lib import (ALGO_AUTO, BACKEND_CUDA, BACKEND_DEFAULT, BACKEND_HOST, BFLOAT16, FLOAT16, FLOAT32, OP_MAX,
                    OP_MIN, OP_SUM, PLACEMENT_AUTO, PLACEMENT_DEFAULT, PLACEMENT_DEVICE, PLACEMENT_HOST_NUMA,
-                   ALLGATHER_FN, BARRIER_FN, Bootstrap, Options, SymmemError, UniqueId, algo, algo_names, check, lib,
-                   library_path, version)
+                   RMSNORM_MAX_HIDDEN, ALLGATHER_FN, BARRIER_FN, Bootstrap, Options, SymmemError, UniqueId, algo,
+                   algo_names, check, lib, library_path, version)
 
 __all__ = ["Comm", "Buffer", "SymmemError", "new_unique_id", "group", "version", "library_path", "FLOAT32", "FLOAT16", "BFLOAT16",
            "OP_SUM", "OP_MAX", "OP_MIN", "BACKEND_CUDA", "BACKEND_HOST", "PLACEMENT_AUTO", "PLACEMENT_DEVICE",
-           "PLACEMENT_HOST_NUMA", "algo", "algo_names"]
+           "PLACEMENT_HOST_NUMA", "RMSNORM_MAX_HIDDEN", "algo", "algo_names"]
 
 _c = lib()
 _algo = algo  # Comm.all_reduce's parameter is also called algo
@@ -194,6 +194,14 @@ class Comm:
     def all_gather(self, send_ptr, recv_ptr, count, dtype, algo=ALGO_AUTO, stream=0):
         """recv gets nranks*count elements, rank r's at offset r*count."""
         check(_c.symmem_all_gather(self._h, send_ptr, recv_ptr, count, dtype, _algo(algo), stream))
+
+    def all_reduce_add_rmsnorm(self, x_ptr, residual_ptr, weight_ptr, out_ptr, tokens, hidden, eps, dtype,
+                               algo=ALGO_AUTO, stream=0):
+        """residual += sum over ranks of x; out = residual * weight / sqrt(mean(residual^2) + eps), per row of
+        `hidden` elements, `tokens` rows (symmem_all_reduce_add_rmsnorm: stream-ordered, graph-capturable;
+        out may be x, must not overlap residual; hidden <= RMSNORM_MAX_HIDDEN)."""
+        check(_c.symmem_all_reduce_add_rmsnorm(self._h, x_ptr, residual_ptr, weight_ptr, out_ptr, tokens, hidden,
+                                               float(eps), dtype, _algo(algo), stream))
 
     def barrier(self, stream=0):
         """Every rank's stream waits until every rank's stream has reached this point (stream-ordered)."""

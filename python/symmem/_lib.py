@@ -22,6 +22,7 @@ PLACEMENT_DEFAULT, PLACEMENT_AUTO, PLACEMENT_DEVICE, PLACEMENT_HOST_NUMA = 0, 1,
 FLOAT32, FLOAT16, BFLOAT16 = 0, 1, 2
 OP_SUM, OP_MAX, OP_MIN = 0, 1, 2
 ALGO_AUTO = 0
+RMSNORM_MAX_HIDDEN = 16384  # SYMMEM_RMSNORM_MAX_HIDDEN (a test compares it with the header)
 UNIQUE_ID_BYTES = 64
 OPTIONS_MAGIC = 0x53594D4D
 OPTIONS_VERSION = 1
@@ -118,6 +119,9 @@ _c.symmem_reduce_scatter.argtypes = _c.symmem_all_reduce.argtypes
 _c.symmem_all_gather.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
                                  ctypes.c_int, ctypes.c_void_p]
 _c.symmem_barrier.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+_c.symmem_all_reduce_add_rmsnorm.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                             ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_float,
+                                             ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
 _c.symmem_comm_init_all.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(Options),
                                     ctypes.POINTER(ctypes.c_void_p)]
 _c.symmem_comm_backend.argtypes = [ctypes.c_void_p]

@@ -255,5 +255,136 @@ class SGLangPlugin(unittest.TestCase):
         self.assertEqual((got["ar"], got["ar_shared_out"], got["calls"]), (4.0, 8.0, [16, 16]))
 
 
+FUSION = """
+    import json, os, types, torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from sglang.srt.plugins import load_plugins
+    import sglang.srt.layers.layer_boundary.fusions.allreduce as a   # imported before the plugin loads
+    load_plugins()
+    import sglang.srt.layers.flashinfer_comm_fusion as f
+    import sglang.srt.layers.layernorm as ln
+    from sglang.srt.layers.layer_boundary.output import UnreducedOutput
+    from sglang.srt.runtime_context import get_context, get_parallel
+    import symmem.integrations.sglang as s
+    from symmem.integrations import _common
+    from symmem.torch import _comm
+
+    names = ("fused_attn_input", "fused_ffn_input", "flashinfer_preserves_residual")
+    res = {"wrapped": [n for n in names if getattr(getattr(a, n), "_symmem_fusion", False)]
+                      + (["kernel"] if getattr(f.flashinfer_allreduce_residual_rmsnorm, "_symmem_fusion", False) else [])}
+
+    # symmem serving a 2-rank TP group (no GPU: fake CUDA tensors, the ops' fakes)
+    inner = _comm.SymmemCommunicator.__new__(_comm.SymmemCommunicator)
+    inner.__dict__.update(disabled=False, group=None, world_size=2, rank=0, device=torch.device("cuda", 0),
+                          max_size=64 << 20, comm=None, group_name="fake-tp")
+    inner._init_state()
+    ours = s.SymmemTorchSymmMemCommunicator.__new__(s.SymmemTorchSymmMemCommunicator)
+    ours.__dict__.update(disabled=True, backend="off", _stock=None, _inner=None, device=torch.device("cuda", 0),
+                         group=None, rank=0)
+    ours._adopt(_common.Outcome(backend="symmem", inner=inner, max_size=512 << 10, world_size=2))
+    tp = types.SimpleNamespace(torch_symm_mem_comm=ours, world_size=2, rank_in_group=0)
+    unserved = types.SimpleNamespace(torch_symm_mem_comm=None, world_size=2, rank_in_group=0)
+    get_context().override_server_args(tp_size=2).install()
+
+    def ops(fn, *args):
+        # the collective and norm kernels a call runs, from its graph
+        gm = make_fx(fn, tracing_mode="fake")(*args)
+        return [str(n.target) for n in gm.graph.nodes if n.op == "call_function"
+                and ("reduce" in str(n.target) or "norm" in str(n.target))]
+
+    with FakeTensorMode():
+        norm = ln.RMSNorm(4096, eps=1e-5)
+        norm.weight = torch.nn.Parameter(torch.empty(4096, device="cuda", dtype=torch.bfloat16), requires_grad=False)
+        gemma = ln.GemmaRMSNorm(4096)
+        gemma.weight = torch.nn.Parameter(torch.empty(4096, device="cuda", dtype=torch.bfloat16), requires_grad=False)
+        gemma.gemma_weight = torch.empty(4096, device="cuda", dtype=torch.bfloat16)
+        fp32norm = ln.RMSNorm(4096)
+        fp32norm.weight = torch.nn.Parameter(torch.empty(4096, device="cuda"), requires_grad=False)
+        partnorm = ln.RMSNorm(4096, var_hidden_size=2048)
+        partnorm.weight = torch.nn.Parameter(torch.empty(4096, device="cuda", dtype=torch.bfloat16),
+                                             requires_grad=False)
+        plan, gplan = types.SimpleNamespace(norm=norm), types.SimpleNamespace(norm=gemma)
+        x, r = (torch.empty(8, 4096, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        big = torch.empty(129, 4096, device="cuda", dtype=torch.bfloat16)
+        with get_parallel().override(attn_tp_size=2, attn_tp_rank=0, attn_tp_group=tp, tp_group=tp, tp_size=2,
+                                     moe_ep_size=1, moe_tp_size=2, moe_tp_group=tp):
+            ffn = a.fused_ffn_input(plan, x, r, None)
+            attn = a.fused_attn_input(plan, UnreducedOutput(partial=x, group=tp), r, None, None, fuses_quant=False,
+                                      keep_bf16=False)
+            kernel = f.flashinfer_allreduce_residual_rmsnorm(x, r, norm.weight, 1e-5, use_attn_tp_group=True)
+            res["taken"] = {k: v is not None and v[1] is r and tuple(v[0].shape) == (8, 4096)
+                            for k, v in (("ffn", ffn), ("attn", attn), ("kernel", kernel))}
+            res["graphs"] = None if not all(res["taken"].values()) else {
+                "ffn": ops(lambda x, r: a.fused_ffn_input(plan, x, r, None)[0], x, r),
+                "gemma": ops(lambda x, r: a.fused_ffn_input(gplan, x, r, None)[0], x, r),
+                "attn": ops(lambda x, r: a.fused_attn_input(plan, UnreducedOutput(partial=x, group=tp), r, None,
+                                                            None, fuses_quant=False, keep_bf16=False)[0], x, r),
+            }
+            graphs = []
+            compiled = None if res["graphs"] is None else torch.compile(lambda x, r: a.fused_ffn_input(plan, x, r, None)[0] * 2, fullgraph=True,
+                                     backend=lambda gm, inputs: graphs.append(gm) or gm.forward)
+            if compiled is not None:  # Dynamo through the wrappers and SGLang's path: one graph, symmem's op in it
+                compiled(x, r)
+                res["compiled"] = [str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
+            res["kernel fp32 weight"] = ops(lambda x, r: f.flashinfer_allreduce_residual_rmsnorm(x, r, r[0].float(),
+                                                                                               1e-5)[0], x, r)
+            res["declined"] = {
+                "past the cap": a.fused_ffn_input(plan, big, torch.empty_like(big), None),
+                "fp32 residual": a.fused_ffn_input(plan, x, r.float(), None),
+                "post_residual_addition": a.fused_attn_input(plan, UnreducedOutput(partial=x, group=tp), r, None, r,
+                                                             fuses_quant=False, keep_bf16=False),
+                "quant": a.fused_attn_input(plan, UnreducedOutput(partial=x, group=tp), r, None, None,
+                                            fuses_quant=True, keep_bf16=False),
+                "fp32 norm weight": a.fused_ffn_input(types.SimpleNamespace(norm=fp32norm), x, r, None),
+                "partial-row norm": a.fused_ffn_input(types.SimpleNamespace(norm=partnorm), x, r, None),
+            }
+            res["declined"] = {k: v is not None for k, v in res["declined"].items()}
+            res["preserves"] = a.flashinfer_preserves_residual(r, None)
+        with get_parallel().override(attn_tp_size=2, attn_tp_rank=0, attn_tp_group=unserved, tp_group=unserved,
+                                     tp_size=2, moe_ep_size=1, moe_tp_size=2, moe_tp_group=unserved):
+            res["unserved"] = [a.fused_ffn_input(plan, x, r, None) is not None,
+                               a.fused_attn_input(plan, UnreducedOutput(partial=x, group=unserved), r, None, None,
+                                                  fuses_quant=False, keep_bf16=False) is not None,
+                               a.flashinfer_preserves_residual(r, None)]
+            res["unserved kernel"] = ops(lambda x, r: f.flashinfer_allreduce_residual_rmsnorm(x, r, norm.weight,
+                                                                                            1e-5)[0], x, r)
+    print(json.dumps(res))
+"""
+
+
+@unittest.skipUnless(HAVE_SGLANG, "SGLang is not installed")
+class SGLangFusion(unittest.TestCase):
+    """SYMMEM_SGLANG_FUSE_RMSNORM: SGLang's own RMSNorm / GemmaRMSNorm fusion path, its layer-boundary
+    candidates and its kernel seam, running symmem's op where symmem serves the group (fake CUDA tensors:
+    the graphs show which kernel runs), and SGLang's code everywhere else."""
+
+    def test_off_by_default(self):
+        got = _python(FUSION)
+        self.assertEqual(got["wrapped"], [])
+        self.assertEqual(got["taken"], {"ffn": False, "attn": False, "kernel": False})
+        self.assertIsNone(got["graphs"])
+        self.assertEqual(got["unserved"], [False, False, False])
+
+    def test_on_takes_the_batches_symmem_serves(self):
+        got = _python(FUSION, SYMMEM_SGLANG_FUSE_RMSNORM="1")
+        self.assertEqual(got["wrapped"], ["fused_attn_input", "fused_ffn_input", "flashinfer_preserves_residual",
+                                          "kernel"])
+        self.assertEqual(got["taken"], {"ffn": True, "attn": True, "kernel": True})
+        ours = ["symmem.all_reduce_add_rmsnorm.default"]
+        self.assertEqual(got["graphs"], {"ffn": ours, "gemma": ours, "attn": ours})
+        self.assertEqual(got["compiled"], ours + ["<built-in function mul>"])
+        self.assertEqual(got["declined"], {k: False for k in got["declined"]}, got["declined"])
+        self.assertFalse(got["preserves"], "symmem updates the residual in place: no preservation certificate")
+        self.assertEqual(got["unserved"], [False, False, False])
+        sglangs = ["sglang.flashinfer_allreduce_residual_rmsnorm.default"]
+        self.assertEqual(got["kernel fp32 weight"], sglangs, "a weight symmem does not take goes to SGLang's kernel")
+        self.assertEqual(got["unserved kernel"], sglangs)
+
+    def test_bad_setting_keeps_it_off(self):
+        got = _python(FUSION, SYMMEM_SGLANG_FUSE_RMSNORM="maybe")
+        self.assertEqual(got["wrapped"], [])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -188,5 +188,135 @@ class VLLMPlugin(unittest.TestCase):
         self.assertTrue(c.force_multimem)
 
 
+FUSION = """
+    import json, types, torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from vllm.plugins import load_general_plugins
+    load_general_plugins()
+    import vllm.ir.ops
+    from vllm.compilation.passes import pass_manager
+    from vllm.distributed import parallel_state
+    from vllm.config import DeviceConfig, VllmConfig
+    import symmem.integrations.vllm as v
+    from symmem.integrations import _common
+    from symmem.torch import _comm
+
+    res = {"wrapped": getattr(pass_manager.PostGradPassManager.configure, "_symmem_fusion", False)}
+    # symmem serving a 2-rank TP group (no GPU: fake CUDA tensors and the ops' fakes)
+    inner = _comm.SymmemCommunicator.__new__(_comm.SymmemCommunicator)
+    inner.__dict__.update(disabled=False, group=None, world_size=2, rank=0, device=torch.device("cuda", 0),
+                          max_size=64 << 20, comm=None, group_name="fake-tp")
+    inner._init_state()
+    ours = v.SymmemSymmMemCommunicator.__new__(v.SymmemSymmMemCommunicator)
+    ours.__dict__.update(disabled=True, backend="off", _stock=None, _inner=None, _ubatch=None,
+                         device=torch.device("cuda", 0), group=None, rank=0)
+    ours._adopt(_common.Outcome(backend="symmem", inner=inner, max_size=512 << 10, world_size=2))
+    # what vLLM's all-reduce gives when both ranks hold the same tensor
+    tp = types.SimpleNamespace(unique_name="tp:0", device_communicator=types.SimpleNamespace(symm_mem_comm=ours),
+                               _all_reduce_out_place=lambda x: x * 2)
+    if SERVED:
+        parallel_state._TP = tp
+    parallel_state._groups["tp:0"] = lambda: tp
+    manager = pass_manager.PostGradPassManager()
+    manager.configure(VllmConfig(device_config=DeviceConfig(device="cpu")))
+    res["passes"] = [type(p).__name__ for p in manager.passes]
+    res["fix"] = type(manager.fix_functionalization).__name__
+
+    def layer(x1, x2, residual, w, w32):
+        def step(x, group, weight, eps):
+            return vllm.ir.ops.fused_add_rms_norm(torch.ops.vllm.all_reduce.default(x, group), residual, weight, eps)
+        out, residual = step(x1, "tp:0", w, 1e-6)
+        out, residual = step(out * 2 + x2, "tp:0", w, 1e-5)
+        out, residual = step(out, "pp:0", w, 1e-6)         # another group: not symmem's
+        out, residual = step(out, "tp:0", w32, 1e-6)       # an fp32 weight (vLLM's Gemma form): not this kernel
+        out, residual = step(out, "tp:0", w, 1e-6)         # the last norm: the residual is not returned
+        return out
+
+    def ops(gm):
+        names = []
+        for n in gm.graph.nodes:
+            if n.op == "call_function":
+                target = n.args[0] if "auto_functionalized" in str(n.target) else n.target
+                if "all_reduce" in str(target) or "rms_norm" in str(target):
+                    names.append(("functional " if target is not n.target else "") + str(target))
+        return names
+
+    with FakeTensorMode():
+        x = torch.empty(8, 4096, device="cuda", dtype=torch.bfloat16)
+        w = torch.empty(4096, device="cuda", dtype=torch.bfloat16)
+        w32 = torch.empty(4096, device="cuda", dtype=torch.float32)
+        args = (x, x.clone(), x.clone(), w, w32)
+        gm = make_fx(layer, tracing_mode="fake")(*args)
+        fusion = [p for p in manager.passes if type(p).__name__ == "SymmemAllReduceRMSNormPass"]
+        if fusion:
+            fusion[0](gm.graph)
+            gm.recompile()
+            res["matched"] = fusion[0].matched_count
+            res["rewritten"] = ops(gm)
+            manager.fix_functionalization.inner = lambda graph: None   # vLLM's own step: not this test's
+            manager.fix_functionalization(gm.graph)
+            gm.graph.lint()
+            gm.recompile()
+            res["in_place"] = ops(gm)
+            res["runs"] = tuple(gm(*args).shape) == (8, 4096)
+            from symmem.integrations import _vllm_pass as vp
+
+            def decide(x):
+                return vp._fused_all_reduce_add_rms_norm(x, torch.empty_like(x), w, 1e-6, "tp:0")
+            res["decisions"] = [ops(make_fx(decide, tracing_mode="fake")(t)) for t in
+                                (x, torch.empty(129, 4096, device="cuda", dtype=torch.bfloat16))]
+    if fusion:
+        # vLLM's sequence where symmem does not take the call, on real CPU tensors
+        from symmem.integrations import _vllm_pass as vp
+        g = torch.Generator().manual_seed(1)
+        xc, rc = torch.randn(3, 64, generator=g), torch.randn(3, 64, generator=g)
+        wc = torch.rand(64, generator=g) + 0.5
+        r_in = rc.clone()
+        out = vp._fused_all_reduce_add_rms_norm(xc, rc, wc, 1e-6, "tp:0")
+        want_r = r_in + 2 * xc
+        want = want_r * wc / torch.sqrt((want_r * want_r).mean(-1, keepdim=True) + 1e-6)
+        res["fallback"] = [torch.allclose(rc, want_r), torch.allclose(out, want, rtol=1e-5, atol=1e-5)]
+    print(json.dumps(res))
+"""
+
+
+@unittest.skipUnless(HAVE_VLLM, "vLLM is not installed")
+class VLLMFusion(unittest.TestCase):
+    """SYMMEM_VLLM_FUSE_RMSNORM: vLLM's PostGradPassManager gets symmem's pass where symmem serves the TP
+    group; the pass rewrites vLLM's all-reduce + fused_add_rms_norm of that group (and nothing else) into the
+    dispatching op, made in place after functionalization; the op picks symmem's kernel within the cap and
+    vLLM's sequence beyond it."""
+
+    def run_child(self, served, **env):
+        return _python(FUSION.replace("SERVED", str(served)), **env)
+
+    def test_off_by_default(self):
+        got = self.run_child(True)
+        self.assertFalse(got["wrapped"])
+        self.assertNotIn("SymmemAllReduceRMSNormPass", got["passes"])
+        self.assertNotEqual(got["fix"], "InPlaceAfter")
+
+    def test_not_served_adds_no_pass(self):
+        got = self.run_child(False, SYMMEM_VLLM_FUSE_RMSNORM="1")
+        self.assertTrue(got["wrapped"])
+        self.assertNotIn("SymmemAllReduceRMSNormPass", got["passes"])
+
+    def test_on_rewrites_the_tp_groups_pattern(self):
+        got = self.run_child(True, SYMMEM_VLLM_FUSE_RMSNORM="1")
+        self.assertTrue(got["wrapped"])
+        self.assertEqual(got["passes"][:2], ["NoOpEliminationPass", "SymmemAllReduceRMSNormPass"])
+        self.assertEqual(got["fix"], "InPlaceAfter")
+        self.assertEqual(got["matched"], 3)
+        ours, ar, norm = ("symmem_vllm.fused_all_reduce_add_rms_norm.default", "vllm.all_reduce.default",
+                          "vllm_ir.fused_add_rms_norm.default")
+        self.assertEqual(got["rewritten"], ["functional " + ours] * 2 + [ar, norm, ar, norm, "functional " + ours])
+        self.assertEqual(got["in_place"], [ours] * 2 + [ar, norm, ar, norm, ours])
+        self.assertTrue(got["runs"], "the rewritten graph does not run")
+        self.assertEqual(got["decisions"][0], ["symmem.all_reduce_add_rmsnorm.default"])
+        self.assertEqual(got["decisions"][1], [norm], "past the cap: vLLM's all-reduce (here x * 2) and its norm")
+        self.assertEqual(got["fallback"], [True, True])
+
+
 if __name__ == "__main__":
     unittest.main()

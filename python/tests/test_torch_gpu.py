@@ -411,6 +411,235 @@ def body_nccl(rank, comm, ctx):
 
 
 # ---------------------------------------------------------------------------------------------------------
+# all_reduce_add_rmsnorm: residual += sum over ranks of x; out = rmsnorm(residual) * weight.
+# ---------------------------------------------------------------------------------------------------------
+# (tokens, hidden): odd widths (the element path), the served models' 4096 and 7168, the 16384 limit, and
+# token counts on both sides of the one-shot / two-shot crossover at 3 and 4 ranks.
+RMS_CASES = ((1, 1), (1, 4096), (2, 7), (3, 4097), (17, 7168), (64, 4096), (128, 7168), (257, 4095), (5, 16383),
+             (33, 16384), (257, 7168))
+RMS_EPS = (1e-6, 1e-5, 0.25)
+_ULP = {torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
+_SUBNORMAL = {torch.float32: 0.0, torch.float16: 2.0 ** -24, torch.bfloat16: 0.0}
+_REL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+def rms_inputs(shape, dtype, world, seed):
+    """Per-rank x (different on every rank) and the residual and weight every rank shares (tensor
+    parallelism replicates them), as CPU tensors."""
+    xs = parts_for(shape, dtype, world, seed)
+    g = torch.Generator().manual_seed(seed * 1000 + 999)
+    residual = (torch.randn(shape, generator=g, dtype=torch.float64) * 2).to(dtype)
+    weight = (torch.rand(shape[-1], generator=g, dtype=torch.float64) + 0.5).to(dtype)
+    return xs, residual, weight
+
+
+def rms_reference(xs, residual, weight, eps):
+    """(residual symmem must return, exactly; the float64 norm of that residual; the float64 residual and
+    norm of the whole sequence). symmem.h: h = fp32 sum in rank order rounded to the dtype, residual =
+    round(residual + h) in fp32, the norm from that stored residual."""
+    dtype = residual.dtype
+    h = exact(xs, "sum")
+    res = (residual.float() + h.float()).to(dtype)
+
+    def norm(r):
+        r = r.double()
+        return r * weight.double() / torch.sqrt((r * r).mean(dim=-1, keepdim=True) + eps)
+
+    res64 = residual.double() + sum(x.double() for x in xs)
+    return res, norm(res), res64, norm(res64)
+
+
+def check_rms(out, res, xs, residual, weight, eps, what):
+    out, res = out.cpu(), res.cpu()
+    dtype = out.dtype
+    want_res, want_out, res64, out64 = rms_reference(xs, residual, weight, eps)
+    assert torch.equal(res, want_res), (f"{what}: residual differs from round(residual + round(sum x)): "
+                                        f"{(res.double() - want_res.double()).abs().max().item()} max abs")
+    bound = (_ULP[dtype] + 2.0 ** -15) * want_out.abs() + _SUBNORMAL[dtype] + 1e-30
+    err = (out.double() - want_out).abs()
+    bad = err > bound
+    assert not bad.any(), (f"{what}: {int(bad.sum())} outputs off the float64 norm of the residual by more than the "
+                           f"output rounding; worst {err.max().item()} at {bad.nonzero()[0].tolist()}")
+    for got, ref, name in ((res, res64, "residual"), (out, out64, "out")):  # the whole sequence in float64
+        rel = ((got.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+        assert rel < _REL[dtype], f"{what}: {name} relative error {rel} against the float64 sequence"
+
+
+def _rms_call(comm, form, x, r, w, eps):
+    """One call in `form`; returns the output tensor."""
+    if form == "functional":
+        out = comm.all_reduce_add_rmsnorm(x, r, w, eps)
+    elif form == "out":
+        out = comm.all_reduce_add_rmsnorm(x, r, w, eps, out=torch.empty_like(x))
+    elif form == "inplace":
+        out = comm.all_reduce_add_rmsnorm(x, r, w, eps, out=x)
+        assert out is x
+    else:  # the op itself, by group name
+        out = torch.ops.symmem.all_reduce_add_rmsnorm(x, r, w, eps, comm.group_name)
+    assert out is not None, f"{form}: not eligible"
+    return out
+
+
+def body_rmsnorm(rank, comm, ctx):
+    n, dev = comm.world_size, comm.device
+    forms = ("functional", "out", "inplace", "op")
+    seed = 3000
+    k = 0
+    for dtype in DTYPES:
+        for tokens, hidden in RMS_CASES:
+            if tokens * hidden * torch.empty((), dtype=dtype).element_size() > comm.max_size:
+                continue
+            seed += 1
+            eps = RMS_EPS[k % len(RMS_EPS)]
+            form = forms[k % len(forms)]
+            k += 1
+            xs, residual, weight = rms_inputs((tokens, hidden), dtype, n, seed)
+            what = f"all_reduce_add_rmsnorm {form} {dtype} {tokens}x{hidden} eps {eps} ({n} ranks)"
+            x, r, w = xs[rank].to(dev), residual.to(dev), weight.to(dev)
+            out = _rms_call(comm, form, x, r, w, eps)
+            check_rms(out, r, xs, residual, weight, eps, what)
+            if form != "inplace":
+                assert torch.equal(x.cpu(), xs[rank]), f"{what}: input changed"
+            assert torch.equal(w.cpu(), weight), f"{what}: weight changed"
+            same_on_every_rank(rank, ctx, out, what + ": out")
+            same_on_every_rank(rank, ctx, r, what + ": residual")
+    # Element-aligned pointers off 16 bytes (the element path of the kernel), 3-D input.
+    for dtype in DTYPES:
+        tokens, hidden = 9, 4096
+        xs, residual, weight = rms_inputs((tokens, hidden), dtype, n, seed + 50)
+        base = torch.empty(3 * tokens * hidden + 3, dtype=dtype, device=dev)
+        x = base[1:1 + tokens * hidden].view(tokens, hidden)
+        r = base[2 + tokens * hidden:2 + 2 * tokens * hidden].view(3, 3, hidden)
+        x.copy_(xs[rank])
+        r.copy_(residual.view(3, 3, hidden))
+        out = comm.all_reduce_add_rmsnorm(x.view(3, 3, hidden), r, weight.to(dev), 1e-6)
+        assert out.shape == (3, 3, hidden)
+        check_rms(out.view(tokens, hidden), r.view(tokens, hidden), xs, residual, weight, 1e-6,
+                  f"unaligned {dtype} ({n} ranks)")
+    # Every token count from 1 to 257 at one width.
+    dtype, hidden = torch.bfloat16, 4096
+    for tokens in range(1, 258):
+        if tokens * hidden * 2 > comm.max_size:
+            break
+        xs, residual, weight = rms_inputs((tokens, hidden), dtype, n, 5000 + tokens)
+        r = residual.to(dev)
+        out = comm.all_reduce_add_rmsnorm(xs[rank].to(dev), r, weight.to(dev), 1e-6)
+        check_rms(out, r, xs, residual, weight, 1e-6, f"tokens {tokens} x {hidden} ({n} ranks)")
+    same_on_every_rank(rank, ctx, out, "tokens 257")
+    # Zero tokens: nothing to do, nothing written.
+    z = torch.empty(0, hidden, dtype=dtype, device=dev)
+    assert comm.all_reduce_add_rmsnorm(z, torch.empty_like(z), torch.ones(hidden, dtype=dtype, device=dev),
+                                       1e-6).shape == (0, hidden)
+    ctx.barrier()
+
+
+def body_rmsnorm_graph(rank, comm, ctx):
+    """A graph of a decoder layer's two ends (fused calls in every form, a plain all-reduce between them),
+    replayed with fresh inputs copied into the captured ones; every replay checked, ranks bitwise equal."""
+    n, dev = comm.world_size, comm.device
+    dtype, hidden, tokens = torch.bfloat16, 7168, 5
+    shape = (tokens, hidden)
+    xa, xb, xc = (torch.zeros(shape, dtype=dtype, device=dev) for _ in range(3))
+    plain = torch.zeros(1000, dtype=dtype, device=dev)
+    r = torch.zeros(shape, dtype=dtype, device=dev)
+    w = torch.zeros(hidden, dtype=dtype, device=dev)
+    out_b = torch.empty_like(xb)
+    s = torch.cuda.current_stream(dev)
+    eps = 1e-5
+
+    def step():
+        ya = comm.all_reduce_add_rmsnorm(xa, r, w, eps)
+        res_a = r.clone()
+        p = comm.all_reduce(plain)
+        comm.all_reduce_add_rmsnorm(xb, r, w, eps, out=out_b)
+        res_b = r.clone()
+        comm.all_reduce_add_rmsnorm(xc, r, w, eps, out=xc)
+        return ya, res_a, p, res_b
+
+    step()
+    torch.cuda.synchronize(dev)
+    ctx.barrier()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s, capture_error_mode="thread_local"):
+        ya, res_a, p, res_b = step()
+    for it in range(4):
+        a, res0, wt = rms_inputs(shape, dtype, n, 700 + 10 * it)
+        b = parts_for(shape, dtype, n, 701 + 10 * it)
+        c = parts_for(shape, dtype, n, 702 + 10 * it)
+        pp = parts_for((1000,), dtype, n, 703 + 10 * it)
+        xa.copy_(a[rank]), xb.copy_(b[rank]), xc.copy_(c[rank]), plain.copy_(pp[rank])
+        r.copy_(res0), w.copy_(wt)
+        g.replay()
+        what = f"graph replay {it} ({n} ranks)"
+        check_rms(ya, res_a, a, res0, wt, eps, what + " call 1")
+        check(p, pp, "sum", what + " plain all_reduce")
+        check_rms(out_b, res_b, b, res_a.cpu(), wt, eps, what + " call 2 (out=)")
+        check_rms(xc, r, c, res_b.cpu(), wt, eps, what + " call 3 (in place)")
+        for t, name in ((ya, "out 1"), (xc, "out 3"), (r, "residual")):
+            same_on_every_rank(rank, ctx, t, f"{what} {name}")
+    del g
+
+
+def body_rmsnorm_compile(rank, comm, ctx):
+    """torch.compile(fullgraph=True) of a layer's end runs the op and writes the residual back into the
+    caller's tensor: bitwise what the eager calls give."""
+    n, dev = comm.world_size, comm.device
+
+    def layer_end(x, residual, w1, w2):
+        h = comm.all_reduce_add_rmsnorm(x * 0.5, residual, w1, 1e-6)
+        return comm.all_reduce_add_rmsnorm(h + 1, residual, w2, 1e-6)
+
+    f = torch.compile(layer_end, fullgraph=True)
+    for it, tokens in enumerate((3, 64, 3)):
+        xs, residual, w1 = rms_inputs((tokens, 4096), torch.bfloat16, n, 900 + it)
+        w2 = (w1.float() * 0.75).to(torch.bfloat16)
+        x = xs[rank].to(dev)
+        r_eager, r_comp = residual.to(dev), residual.to(dev)
+        want = layer_end(x, r_eager, w1.to(dev), w2.to(dev))
+        got = f(x, r_comp, w1.to(dev), w2.to(dev))
+        assert torch.equal(got, want), f"compiled call {it}: output differs from eager"
+        assert torch.equal(r_comp, r_eager), f"compiled call {it}: residual not written back as in eager"
+        assert not torch.equal(r_comp.cpu(), residual), f"compiled call {it}: residual unchanged"
+    ctx.barrier()
+
+
+def body_rmsnorm_errors(rank, comm, ctx):
+    dev, g = comm.device, comm.group_name
+    ops = torch.ops.symmem
+    x = torch.ones(4, 64, dtype=torch.bfloat16, device=dev)
+    r, w = torch.ones_like(x), torch.ones(64, dtype=torch.bfloat16, device=dev)
+    wide = torch.ones(2, 16385, dtype=torch.bfloat16, device=dev)
+    cases = [
+        (lambda: ops.all_reduce_add_rmsnorm(x, r[:3], w, 1e-6, g), "residual has shape \\[3, 64\\]"),
+        (lambda: ops.all_reduce_add_rmsnorm(x, r, w[:63], 1e-6, g), "weight has shape \\[63\\]"),
+        (lambda: ops.all_reduce_add_rmsnorm(x, r.float(), w, 1e-6, g), "residual has dtype float32"),
+        (lambda: ops.all_reduce_add_rmsnorm(wide, torch.ones_like(wide), torch.ones(16385, dtype=torch.bfloat16,
+                                            device=dev), 1e-6, g), "1 <= hidden <= 16384"),
+        (lambda: ops.all_reduce_add_rmsnorm_out(x, r, w, 1e-6, g, r), "out overlaps residual"),
+        (lambda: ops.all_reduce_add_rmsnorm_out(x, r, w, 1e-6, g, x), "use all_reduce_add_rmsnorm_"),
+        (lambda: ops.all_reduce_add_rmsnorm(x, x, w, 1e-6, g), "residual overlaps input"),
+        (lambda: ops.all_reduce_add_rmsnorm(x, r, w, -1.0, g), "eps -1 must be finite"),
+        (lambda: ops.all_reduce_add_rmsnorm(x, r.t().contiguous().t(), w, 1e-6, g), "not contiguous"),
+        (lambda: ops.all_reduce_add_rmsnorm(x, r, w.cpu(), 1e-6, g), "weight is not a CUDA tensor"),
+        (lambda: ops.all_reduce_add_rmsnorm(x, r, w, 1e-6, g + "-nope"), "not registered"),
+    ]
+    before = r.clone()
+    for call, match in cases:
+        with pytest.raises(RuntimeError, match=match) as e:
+            call()
+        if "not registered" not in match:
+            assert f"rank {comm.rank} of {comm.world_size}" in str(e.value), str(e.value)
+    torch.cuda.synchronize(dev)
+    assert torch.equal(r, before), "a refused call wrote the residual"
+    ctx.barrier()
+    out = comm.all_reduce_add_rmsnorm(x, r, w, 1e-6)  # the communicator is still usable
+    torch.cuda.synchronize(dev)
+    assert torch.equal(r.cpu(), torch.full((4, 64), 1.0 + comm.world_size, dtype=torch.bfloat16))
+    assert torch.allclose(out.float().cpu(), torch.ones(4, 64), atol=1e-2)
+    ctx.barrier()
+
+
+# ---------------------------------------------------------------------------------------------------------
 # The tests.
 # ---------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("nranks", [2, 3, 4])
@@ -454,3 +683,47 @@ def test_processes_nccl_registration():
     if torch.cuda.device_count() < 2:
         pytest.skip("NCCL needs one GPU per rank: 2 GPUs")
     run_processes(2, body_nccl)
+
+
+@pytest.mark.parametrize("nranks", [2, 3, 4])
+def test_threads_rmsnorm(nranks):
+    run_threads(nranks, body_rmsnorm)
+
+
+@pytest.mark.parametrize("nranks", [2, 4])
+def test_threads_rmsnorm_graph(nranks):
+    run_threads(nranks, body_rmsnorm_graph)
+
+
+def test_threads_rmsnorm_compile():
+    run_threads(2, body_rmsnorm_compile)
+
+
+@pytest.mark.parametrize("nranks", [2, 4])
+def test_threads_rmsnorm_errors(nranks):
+    run_threads(nranks, body_rmsnorm_errors)
+
+
+@pytest.mark.parametrize("nranks", [2, 4])
+@pytest.mark.parametrize("body", [body_rmsnorm, body_rmsnorm_graph], ids=["eager", "graph"])
+def test_processes_rmsnorm(nranks, body):
+    if not multiprocess_ok(nranks):
+        pytest.skip(f"{nranks} processes need {nranks} GPUs or MPS (SYMMEM_TEST_MPS=1)")
+    run_processes(nranks, body)
+
+
+def test_rmsnorm_through_the_ctypes_ops(tmp_path):
+    """The same checks with the ops defined in Python over the ctypes binding (SYMMEM_TORCH_OPS=python),
+    in a child process (the op set is chosen at import)."""
+    if os.environ.get("SYMMEM_TORCH_OPS") == "python":
+        pytest.skip("already the ctypes ops")
+    import subprocess
+    import sys
+    env = dict(os.environ, SYMMEM_TORCH_OPS="python")
+    here = os.path.abspath(__file__)
+    tests = [f"{here}::{name}[2]" for name in ("test_threads_rmsnorm", "test_threads_rmsnorm_graph",
+                                                "test_threads_rmsnorm_errors")]
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-x", *tests],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+    assert "3 passed" in r.stdout.splitlines()[-1], r.stdout[-2000:]

@@ -2,9 +2,11 @@
 with "cuda" fake tensors, make_fx / torch._dynamo.export / torch.compile(fullgraph=True) keeping the ops in
 one graph (through SymmemCommunicator too), argument errors, and the watchdog's error handling."""
 import os
+import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -17,10 +19,12 @@ import symmem.torch as st  # noqa: E402
 from symmem.torch import _comm, _ops  # noqa: E402
 
 OPS = ("all_reduce", "all_reduce_", "all_reduce_out", "reduce_scatter_out", "all_gather_out", "barrier")
+RMSNORM_OPS = ("all_reduce_add_rmsnorm", "all_reduce_add_rmsnorm_out", "all_reduce_add_rmsnorm_")
 
 
 def test_schemas():
-    for name in OPS:
+    assert set(_ops.SCHEMAS) == set(OPS + RMSNORM_OPS)
+    for name in OPS + RMSNORM_OPS:
         schema = str(getattr(torch.ops.symmem, name).default._schema)
         assert schema == "symmem::" + _ops.SCHEMAS[name], schema
 
@@ -215,6 +219,245 @@ def test_constructor_never_raises(caplog):
 def test_torch_comm_alias():
     from symmem.torch_comm import SymmemCommunicator
     assert SymmemCommunicator is st.SymmemCommunicator
+
+
+# ---------------------------------------------------------------------------------------------------------
+# all_reduce_add_rmsnorm: fakes, argument errors, tracing, functionalization, the communicator's method.
+# ---------------------------------------------------------------------------------------------------------
+def test_rmsnorm_limit_matches_the_header():
+    header = Path(__file__).resolve().parents[2] / "include" / "symmem" / "symmem.h"
+    if not header.is_file():
+        pytest.skip(f"{header} not found (tests run outside the source tree)")
+    m = re.search(r"#define SYMMEM_RMSNORM_MAX_HIDDEN (\d+)", header.read_text())
+    assert m and int(m.group(1)) == symmem.RMSNORM_MAX_HIDDEN
+
+
+def _rms_args(tokens=5, hidden=4096, dtype=torch.bfloat16):
+    return cuda(tokens, hidden, dtype=dtype), cuda(tokens, hidden, dtype=dtype), cuda(hidden, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("shape", [(1, 1), (7, 4097), (257, 16384), (0, 64), (2, 3, 7168), (4096,)])
+def test_rmsnorm_fakes(fake, host_group, dtype, shape):
+    g = host_group
+    x, r, w = cuda(*shape, dtype=dtype), cuda(*shape, dtype=dtype), cuda(shape[-1], dtype=dtype)
+    y = torch.ops.symmem.all_reduce_add_rmsnorm(x, r, w, 1e-6, g)
+    assert y.shape == x.shape and y.dtype == dtype and y.device.type == "cuda" and y.is_contiguous()
+    assert not torch._C._is_alias_of(y, x) and not torch._C._is_alias_of(y, r)
+    assert torch.ops.symmem.all_reduce_add_rmsnorm_out(x, r, w, 1e-5, g, torch.empty_like(x)) is None
+    assert torch.ops.symmem.all_reduce_add_rmsnorm_(x, r, w, 0.0, g) is None
+
+
+def test_rmsnorm_fakes_accept_disjoint_parts_of_one_buffer(fake, host_group):
+    """The checks reject overlap, not a shared storage: out and residual as two halves of one tensor."""
+    buf = cuda(2, 6, 32)
+    x, w = cuda(6, 32), cuda(32)
+    torch.ops.symmem.all_reduce_add_rmsnorm_out(x, buf[0], w, 1e-6, host_group, buf[1])
+    both = cuda(7, 32)
+    torch.ops.symmem.all_reduce_add_rmsnorm(both[:3], both[3:6], both[6], 1e-6, host_group)
+
+
+def _rms(op, x, r, w, g, eps=1e-6, out=None):
+    if op == "out":
+        return torch.ops.symmem.all_reduce_add_rmsnorm_out(x, r, w, eps, g, torch.empty_like(x) if out is None else out)
+    if op == "inplace":
+        return torch.ops.symmem.all_reduce_add_rmsnorm_(x, r, w, eps, g)
+    return torch.ops.symmem.all_reduce_add_rmsnorm(x, r, w, eps, g)
+
+
+BF = torch.bfloat16
+RMS_ERRORS = [
+    # (what, make(x, r, w) -> (x, r, w, eps, out), what the message says)
+    ("residual shape", lambda x, r, w: (x, cuda(5, 4095), w, 1e-6, None), "residual has shape \\[5, 4095\\]"),
+    ("residual rows", lambda x, r, w: (x, cuda(4, 4096), w, 1e-6, None), "residual has shape \\[4, 4096\\]"),
+    ("out shape", lambda x, r, w: (x, r, w, 1e-6, cuda(5, 4097)), "out has shape \\[5, 4097\\]"),
+    ("weight shape", lambda x, r, w: (x, r, cuda(4097), 1e-6, None), "weight has shape \\[4097\\]: it must be \\[4096\\]"),
+    ("weight 2-D", lambda x, r, w: (x, r, cuda(1, 4096), 1e-6, None), "weight has shape \\[1, 4096\\]"),
+    ("residual dtype", lambda x, r, w: (x, cuda(5, 4096, dtype=torch.float16), w, 1e-6, None),
+     "residual has dtype torch.float16 but input has dtype torch.bfloat16"),
+    ("weight dtype", lambda x, r, w: (x, r, cuda(4096, dtype=torch.float32), 1e-6, None), "weight has dtype"),
+    ("out dtype", lambda x, r, w: (x, r, w, 1e-6, cuda(5, 4096, dtype=torch.float32)), "out has dtype"),
+    ("input dtype", lambda x, r, w: (cuda(5, 4096, dtype=torch.float64), r, w, 1e-6, None), "input has dtype torch.float64"),
+    ("hidden too wide", lambda x, r, w: (cuda(2, 16385), cuda(2, 16385), cuda(16385), 1e-6, None),
+     "1 <= hidden <= 16384"),
+    ("hidden 0", lambda x, r, w: (cuda(2, 0), cuda(2, 0), cuda(0), 1e-6, None), "1 <= hidden <= 16384"),
+    ("0-d input", lambda x, r, w: (cuda(()), cuda(()), cuda(1), 1e-6, None), "it must be \\[tokens, hidden\\]"),
+    ("eps negative", lambda x, r, w: (x, r, w, -1e-6, None), "eps -1e-06 must be finite"),
+    ("eps nan", lambda x, r, w: (x, r, w, float("nan"), None), "eps nan must be finite"),
+    ("eps inf as float32", lambda x, r, w: (x, r, w, 1e39, None), "finite \\(as a float32\\)"),
+    ("residual not contiguous", lambda x, r, w: (x, cuda(4096, 5).t(), w, 1e-6, None), "residual is not contiguous"),
+    ("weight on the CPU", lambda x, r, w: (x, r, torch.empty(4096, dtype=BF), 1e-6, None), "weight is not a CUDA tensor"),
+    ("residual is input", lambda x, r, w: (x, x, w, 1e-6, None), "residual overlaps input"),
+    ("residual overlaps input", lambda x, r, w: (lambda b: (b[:5], b[3:8], w, 1e-6, None))(cuda(8, 4096)),
+     "residual overlaps input"),
+    ("weight in residual", lambda x, r, w: (x, r, r[1], 1e-6, None), "weight overlaps a tensor the op writes"),
+]
+
+
+# Every error case in every form, except out= cases outside the out form (the other forms have no out).
+RMS_ERROR_CASES = [(op, *e) for e in RMS_ERRORS for op in ("functional", "out", "inplace")
+                   if op == "out" or not e[0].startswith("out ")]
+
+
+@pytest.mark.parametrize("op,what,make,match", RMS_ERROR_CASES, ids=[f"{c[1]}-{c[0]}" for c in RMS_ERROR_CASES])
+def test_rmsnorm_fake_argument_errors(fake, host_group, op, what, make, match):
+    x, r, w, eps, out = make(*_rms_args())
+    with pytest.raises(RuntimeError, match=match) as e:
+        _rms(op, x, r, w, host_group, eps=eps, out=out)
+    assert "symmem::all_reduce_add_rmsnorm" in str(e.value) and f"group '{host_group}'" in str(e.value)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda x, r, w, g: torch.ops.symmem.all_reduce_add_rmsnorm_out(x, r, w, 1e-6, g, r), "out overlaps residual"),
+    (lambda x, r, w, g: torch.ops.symmem.all_reduce_add_rmsnorm_out(x, r, w, 1e-6, g, x), "use all_reduce_add_rmsnorm_"),
+    (lambda x, r, w, g: (lambda b: torch.ops.symmem.all_reduce_add_rmsnorm_(b[:5], b[4:9], w, 1e-6, g))(cuda(9, 4096)),
+     "residual overlaps input"),
+    (lambda x, r, w, g: torch.ops.symmem.all_reduce_add_rmsnorm_(x, r, x[0], 1e-6, g), "weight overlaps"),
+    (lambda x, r, w, g: (lambda b: torch.ops.symmem.all_reduce_add_rmsnorm_out(x, b[:5], w, 1e-6, g, b[3:8]))(
+        cuda(8, 4096)), "out overlaps residual"),
+])
+def test_rmsnorm_fake_aliasing_errors(fake, host_group, call, match):
+    with pytest.raises(RuntimeError, match=match):
+        call(*_rms_args(), host_group)
+
+
+def test_rmsnorm_weight_may_be_input_when_input_is_only_read(fake, host_group):
+    x, r, _ = _rms_args()
+    torch.ops.symmem.all_reduce_add_rmsnorm(x, r, x[0], 1e-6, host_group)
+    torch.ops.symmem.all_reduce_add_rmsnorm_out(x, r, x[0], 1e-6, host_group, torch.empty_like(x))
+
+
+def _rms_program(g):
+    def f(x, r, w, o):
+        y = torch.ops.symmem.all_reduce_add_rmsnorm(x * 2, r, w, 1e-6, g)
+        torch.ops.symmem.all_reduce_add_rmsnorm_out(y, r, w, 1e-5, g, o)
+        z = o + 1
+        torch.ops.symmem.all_reduce_add_rmsnorm_(z, r, w, 1e-6, g)
+        return z * 3, r + 0
+    return f
+
+
+def test_rmsnorm_make_fx(fake, host_group):
+    gm = make_fx(_rms_program(host_group), tracing_mode="fake")(*_rms_args(), cuda(5, 4096))
+    for name in RMSNORM_OPS:
+        assert _count(gm, name) == 1, (name, _targets(gm))
+
+
+def test_rmsnorm_dynamo_export(host_group):
+    with FakeTensorMode():
+        args = (*_rms_args(), cuda(5, 4096))
+    ex = torch._dynamo.export(_rms_program(host_group))(*args)
+    for name in RMSNORM_OPS:
+        assert _count(ex.graph_module, name) == 1, (name, _targets(ex.graph_module))
+
+
+def test_rmsnorm_compile_fullgraph_functionalized(host_group):
+    """Through AOTAutograd with a symbolic token count: each form is functionalized (auto_functionalized),
+    and the graph returns the final residual and out besides the user's two outputs, for AOTAutograd to write
+    back into the caller's tensors."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    graphs = []
+
+    def capture(gm, inputs):
+        graphs.append(gm)
+        return gm
+
+    torch._dynamo.reset()
+    prog = _rms_program(host_group)
+
+    def f(x, r, w, o):
+        z, r2 = prog(x, r, w, o)
+        return z, r2
+
+    c = torch.compile(f, fullgraph=True, backend=aot_autograd(fw_compiler=capture), dynamic=True)
+    with FakeTensorMode():
+        z, r2 = c(*_rms_args(tokens=7), cuda(7, 4096))
+    assert z.shape == (7, 4096) and r2.shape == (7, 4096)
+    code = graphs[0].code
+    for name in RMSNORM_OPS:
+        assert f"symmem.{name}.default" in code, (name, code)
+    assert "auto_functionalized" in code, code
+    outputs = graphs[0].graph.output_node().args[0]
+    assert len(outputs) == 4, f"the mutated residual and out are not among the outputs:\n{code}"
+
+
+def test_rmsnorm_through_the_communicator(host_group):
+    comm = _TracedCommunicator(host_group)
+    graphs = []
+
+    def backend(gm, inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+
+    def layer(x, r, w):
+        y = comm.all_reduce_add_rmsnorm(x, r, w, 1e-6)
+        o = torch.empty_like(x)
+        comm.all_reduce_add_rmsnorm(y * 2, r, w, 1e-6, out=o)
+        comm.all_reduce_add_rmsnorm(o, r, w, 1e-6, out=o)
+        return o
+
+    f = torch.compile(layer, fullgraph=True, backend=backend)
+    with FakeTensorMode():
+        assert f(*_rms_args(tokens=8)).shape == (8, 4096)
+    gm = graphs[0]
+    assert [_count(gm, n) for n in RMSNORM_OPS] == [1, 1, 1], _targets(gm)
+
+
+def test_rmsnorm_communicator_eligibility(fake):
+    comm = _TracedCommunicator("elig-rms")  # max_size 1 MiB
+    x, r, w = _rms_args(tokens=64)       # 512 KiB
+    assert comm.should_all_reduce_add_rmsnorm(x)
+    assert not comm.should_all_reduce_add_rmsnorm(cuda(129, 4096))              # 1 MiB + one row
+    assert not comm.should_all_reduce_add_rmsnorm(cuda(2, 16385))               # past the row limit
+    assert not comm.should_all_reduce_add_rmsnorm(cuda(8, 64, dtype=torch.int32))
+    assert not comm.should_all_reduce_add_rmsnorm(cuda(64, 8).t())
+    assert not comm.should_all_reduce_add_rmsnorm(cuda(8, 0))
+    assert comm.all_reduce_add_rmsnorm(cuda(2, 16385), cuda(2, 16385), cuda(16385), 1e-6) is None
+    comm.disabled = True
+    assert not comm.should_all_reduce_add_rmsnorm(x)
+    assert comm.all_reduce_add_rmsnorm(x, r, w, 1e-6) is None
+
+
+def test_rmsnorm_communicator_raises_on_mismatched_residual(fake, host_group):
+    comm = _TracedCommunicator(host_group)
+    x, _, w = _rms_args()
+    with pytest.raises(RuntimeError, match="residual has shape"):
+        comm.all_reduce_add_rmsnorm(x, cuda(4, 4096), w, 1e-6)
+
+
+def test_ctypes_ops_define_the_same_schemas_and_fakes(tmp_path):
+    """Without the op library (SYMMEM_TORCH_OPS=python) the ops are defined in Python: the same schemas,
+    the same fakes and errors."""
+    code = textwrap.dedent("""
+        import torch, symmem, symmem.torch as st
+        from symmem.torch import _ops
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        assert st.op_library() is None
+        for name, schema in _ops.SCHEMAS.items():
+            got = str(getattr(torch.ops.symmem, name).default._schema)
+            assert got == "symmem::" + schema, got
+        comms = symmem.Comm.init_all(2, backend=symmem.BACKEND_HOST)
+        assert _ops.register_group("g", comms[0])
+        with FakeTensorMode():
+            x = torch.empty(3, 7, device="cuda", dtype=torch.float16)
+            y = torch.ops.symmem.all_reduce_add_rmsnorm(x, torch.empty_like(x), torch.empty(7, device="cuda",
+                                                        dtype=torch.float16), 1e-6, "g")
+            assert y.shape == (3, 7)
+            try:
+                torch.ops.symmem.all_reduce_add_rmsnorm_out(x, x, x[0], 1e-6, "g", x)
+            except RuntimeError as e:
+                assert "rank 0 of 2" in str(e) and "overlaps input" in str(e), e
+            else:
+                raise AssertionError("no error")
+        print("ok")
+    """)
+    env = dict(os.environ, SYMMEM_TORCH_OPS="python")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (r.stdout, r.stderr)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -32,8 +32,8 @@ def status():
         found = [f"{ep.name} = {ep.value}" for ep in metadata.entry_points(group=group)]
         ours = any(value in f for f in found)
         print(f"entry points [{group}]: {', '.join(found) or 'none'}{'' if ours else '  (symmem missing)'}")
-    for var in ("SYMMEM_SGLANG_MODE", "SYMMEM_SGLANG_GROUPS", "SYMMEM_SGLANG_MAX_BYTES", "SYMMEM_VLLM_MODE",
-                "SYMMEM_VLLM_MAX_BYTES"):
+    for var in ("SYMMEM_SGLANG_MODE", "SYMMEM_SGLANG_GROUPS", "SYMMEM_SGLANG_MAX_BYTES", "SYMMEM_SGLANG_FUSE_RMSNORM",
+                "SYMMEM_VLLM_MODE", "SYMMEM_VLLM_MAX_BYTES", "SYMMEM_VLLM_FUSE_RMSNORM"):
         print(f"{var}={os.environ.get(var, '')}")
     pth = os.path.join(site_dir(None), PTH_NAME)
     print(f".pth fallback: {pth if os.path.exists(pth) else 'not installed'}")

@@ -13,11 +13,13 @@ Environment:
   SYMMEM_SGLANG_GROUPS     SGLang group names that get symmem, comma-separated, or "all" (default "tp").
                            Each costs SYMMEM_WORKSPACE_BYTES (64 MiB) of GPU memory per rank.
   SYMMEM_SGLANG_MAX_BYTES  largest message (bytes, K/M/G) symmem takes; default by link class (_common).
+  SYMMEM_SGLANG_FUSE_RMSNORM  1: symmem's fused all-reduce + residual add + RMSNorm at SGLang's layer
+                           boundaries, where symmem serves the group (sglang_fusion.py); default 0.
 """
 import logging
 import os
 
-from . import _common
+from . import _common, sglang_fusion
 from ._imphook import when_imported
 
 TARGET_MODULE = "sglang.srt.distributed.device_communicators.torch_symm_mem"
@@ -119,6 +121,10 @@ class SymmemTorchSymmMemCommunicator:
             self.max_size = outcome.max_size
             self.backend = "symmem"
             self.disabled = False
+            if sglang_fusion.enabled() and self.rank == 0:
+                log.info("symmem: SGLang group '%s': fused all-reduce + residual add + RMSNorm at SGLang's layer "
+                         "boundaries up to %s (%s=1)", _common.group_label(self.group) or "?",
+                         _common.human(self.max_size), sglang_fusion.ENV)
 
     def _adopt_stock(self, stock):
         """SGLang's own class serves the group: expose its state and call its methods directly."""
@@ -150,6 +156,20 @@ class SymmemTorchSymmMemCommunicator:
         if self.disabled or inp.numel() * inp.element_size() > self.max_size:
             return None
         return self._inner_all_reduce(inp, out=out)
+
+    def should_all_reduce_add_rmsnorm(self, inp):
+        """Whether all_reduce_add_rmsnorm takes `inp` (symmem serves the group, the all-reduce's agreed size
+        cap, the row within symmem.RMSNORM_MAX_HIDDEN): the same answer on every rank for the same shape."""
+        if self.disabled or self.backend != "symmem" or inp.device != self.device:
+            return False
+        return inp.numel() * inp.element_size() <= self.max_size and self._inner.should_all_reduce_add_rmsnorm(inp)
+
+    def all_reduce_add_rmsnorm(self, inp, residual, weight, eps, *, out=None):
+        """residual += all-reduce of inp (in place); returns rmsnorm(residual) * weight (symmem's fused
+        kernel, SymmemCommunicator.all_reduce_add_rmsnorm), or None when `inp` is not eligible."""
+        if not self.should_all_reduce_add_rmsnorm(inp):
+            return None
+        return self._inner.all_reduce_add_rmsnorm(inp, residual, weight, eps, out=out)
 
     def close(self):
         inner, self._inner = self._inner, None
@@ -241,6 +261,8 @@ def register():
 
         install_import_hooks(replace=False)
         HookRegistry.register(TARGET, SymmemTorchSymmMemCommunicator, HookType.REPLACE)
+        if sglang_fusion.enabled():
+            sglang_fusion.install()
         _registered = True
     except Exception as e:  # noqa: BLE001
         log.warning("symmem: could not register the SGLang plugin: %s: %s", type(e).__name__, e)

@@ -15,11 +15,13 @@ Behaviour beyond SGLang's drop-in:
     micro-batch thread is declined (it goes to the next backend, pynccl) should the config not say so.
   - force_multimem is accepted and ignored (symmem never uses multicast); max_size_override caps the size.
 
-Environment: SYMMEM_VLLM_MODE (fallback|replace|off, as SYMMEM_SGLANG_MODE), SYMMEM_VLLM_MAX_BYTES.
+Environment: SYMMEM_VLLM_MODE (fallback|replace|off, as SYMMEM_SGLANG_MODE), SYMMEM_VLLM_MAX_BYTES,
+SYMMEM_VLLM_FUSE_RMSNORM (1: symmem's fused all-reduce + residual add + RMSNorm through a compilation pass,
+vllm_fusion.py; default 0).
 """
 import logging
 
-from . import _common
+from . import _common, vllm_fusion
 from ._imphook import when_imported
 
 TARGET_MODULE = "vllm.distributed.device_communicators.symm_mem"
@@ -178,11 +180,30 @@ class SymmemSymmMemCommunicator:
             return None
         return self._inner_all_reduce(inp, out=out)
 
+    def should_all_reduce_add_rmsnorm(self, inp):
+        """Whether all_reduce_add_rmsnorm takes `inp`: what all_reduce takes (the agreed cap, no micro-batch
+        thread) with a row of at most symmem.RMSNORM_MAX_HIDDEN elements."""
+        if self.disabled or self.backend != "symmem" or self._ubatch:
+            return False
+        return inp.numel() * inp.element_size() <= self.max_size and self._inner.should_all_reduce_add_rmsnorm(inp)
+
+    def all_reduce_add_rmsnorm(self, inp, residual, weight, eps, *, out=None):
+        """residual += all-reduce of inp (in place); returns rmsnorm(residual) * weight, or None when `inp` is
+        not eligible."""
+        if not self.should_all_reduce_add_rmsnorm(inp):
+            return None
+        return self._inner.all_reduce_add_rmsnorm(inp, residual, weight, eps, out=out)
+
     def close(self):
         inner, self._inner = self._inner, None
         self.disabled = True
         if inner is not None:
             inner.close()
+
+
+def symmem_backed(comm):
+    """True when `comm` is this class and symmem (not torch) serves it."""
+    return isinstance(comm, SymmemSymmMemCommunicator) and comm.backend == "symmem" and not comm.disabled
 
 
 def _install(module):
@@ -217,5 +238,7 @@ def register():
             log.info("symmem: %s_MODE=off: vLLM's SymmMemCommunicator is left as it is", ENV)
             return
         when_imported(TARGET_MODULE, _install)
+        if vllm_fusion.enabled():
+            vllm_fusion.install()
     except Exception as e:  # noqa: BLE001
         log.warning("symmem: could not register the vLLM plugin: %s: %s", type(e).__name__, e)

@@ -8,6 +8,9 @@
       reduce_scatter_out(Tensor input, str reduce_op, str group_name, Tensor(a!) out) -> ()
       all_gather_out(Tensor input, str group_name, Tensor(a!) out) -> ()
       barrier(str group_name) -> ()
+      all_reduce_add_rmsnorm(Tensor input, Tensor(a!) residual, Tensor weight, float eps, str group_name) -> Tensor
+      all_reduce_add_rmsnorm_out(..., Tensor(b!) out) -> (), all_reduce_add_rmsnorm_(Tensor(a!) input, ...) -> ()
+        (residual += all_reduce(input) in place, then RMSNorm of residual times weight, per row of the last dim)
   (the mutating forms return nothing: torch.compile cannot functionalize a custom op whose output aliases
   an input). reduce_op is "sum", "max" or "min"; dtypes bfloat16, float16, float32; inputs contiguous, on the group's
   device, at most SymmemCommunicator.max_size bytes; reduce-scatter and all-gather split dim 0.

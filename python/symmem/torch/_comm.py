@@ -29,6 +29,9 @@ _AR_OUT = torch.ops.symmem.all_reduce_out.default
 _RS_OUT = torch.ops.symmem.reduce_scatter_out.default
 _AG_OUT = torch.ops.symmem.all_gather_out.default
 _BARRIER = torch.ops.symmem.barrier.default
+_ARN = torch.ops.symmem.all_reduce_add_rmsnorm.default
+_ARN_OUT = torch.ops.symmem.all_reduce_add_rmsnorm_out.default
+_ARN_ = torch.ops.symmem.all_reduce_add_rmsnorm_.default
 
 _DTYPES = frozenset(_ops.DTYPES)
 _by_group = {}  # id(torch group) -> weakref(SymmemCommunicator): symmem.torch.empty(group=pg) finds it
@@ -131,6 +134,13 @@ class SymmemCommunicator:
 
     should_use_symm_mem = should_torch_symm_mem_allreduce  # vLLM's name
 
+    def should_all_reduce_add_rmsnorm(self, inp):
+        """Whether all_reduce_add_rmsnorm takes `inp`: what all_reduce takes (dtype, device, contiguous, at most
+        max_size bytes) with a last dimension (the row) of 1..symmem.RMSNORM_MAX_HIDDEN elements. The size cap is
+        the all-reduce's, so a framework sends the same calls to symmem fused or unfused."""
+        return (self.should_torch_symm_mem_allreduce(inp) and inp.dim() >= 1
+                and 1 <= inp.shape[-1] <= symmem.RMSNORM_MAX_HIDDEN)
+
     def _raise_if_failed(self):
         if self._error is not None:
             raise SymmemError(self._error.status, f"communicator '{self.group_name}' failed earlier: {self._error}")
@@ -150,6 +160,25 @@ class SymmemCommunicator:
             _AR_(inp, op, self.group_name)
         else:
             _AR_OUT(inp, op, self.group_name, out)
+        return out
+
+    def all_reduce_add_rmsnorm(self, inp, residual, weight, eps, *, out=None):
+        """The end of a tensor-parallel decoder layer's attention or MLP in one kernel: per row of the last
+        dimension, residual += sum over the group of inp (in place), and the result is
+        residual * weight / sqrt(mean(residual^2) + eps) (fp32 inside; symmem.h states the rounding). Into
+        `out`: a new tensor when None, `inp` itself for in place; out must not overlap residual. Returns the
+        result, or None when `inp` is not eligible (should_all_reduce_add_rmsnorm); residual and weight
+        must match inp (shape [..., hidden] and [hidden], dtype, device), else RuntimeError."""
+        if not self.should_all_reduce_add_rmsnorm(inp):
+            return None
+        if self._error is not None:
+            self._raise_if_failed()
+        if out is None:
+            return _ARN(inp, residual, weight, eps, self.group_name)
+        if out is inp:
+            _ARN_(inp, residual, weight, eps, self.group_name)
+        else:
+            _ARN_OUT(inp, residual, weight, eps, self.group_name, out)
         return out
 
     def reduce_scatter(self, inp, *, out=None, op="sum"):

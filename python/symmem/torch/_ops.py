@@ -11,6 +11,7 @@ registers its communicator under its group_name when it is created.
 """
 import ctypes
 import logging
+import math
 import os
 from pathlib import Path
 
@@ -23,7 +24,7 @@ log = logging.getLogger("symmem")
 
 # The schemas, as the op library defines them (a test checks they agree when the library is loaded). The
 # mutating forms return nothing: functionalization (torch.compile) rejects custom ops whose outputs alias
-# their inputs.
+# their inputs. all_reduce_add_rmsnorm updates residual in place and returns a new tensor (no alias).
 SCHEMAS = {
     "all_reduce": "all_reduce(Tensor input, str reduce_op, str group_name) -> Tensor",
     "all_reduce_": "all_reduce_(Tensor(a!) input, str reduce_op, str group_name) -> ()",
@@ -31,6 +32,12 @@ SCHEMAS = {
     "reduce_scatter_out": "reduce_scatter_out(Tensor input, str reduce_op, str group_name, Tensor(a!) out) -> ()",
     "all_gather_out": "all_gather_out(Tensor input, str group_name, Tensor(a!) out) -> ()",
     "barrier": "barrier(str group_name) -> ()",
+    "all_reduce_add_rmsnorm": "all_reduce_add_rmsnorm(Tensor input, Tensor(a!) residual, Tensor weight, float eps, "
+                              "str group_name) -> Tensor",
+    "all_reduce_add_rmsnorm_out": "all_reduce_add_rmsnorm_out(Tensor input, Tensor(a!) residual, Tensor weight, "
+                                  "float eps, str group_name, Tensor(b!) out) -> ()",
+    "all_reduce_add_rmsnorm_": "all_reduce_add_rmsnorm_(Tensor(a!) input, Tensor(b!) residual, Tensor weight, "
+                               "float eps, str group_name) -> ()",
 }
 
 DTYPES = {torch.float32: symmem.FLOAT32, torch.float16: symmem.FLOAT16, torch.bfloat16: symmem.BFLOAT16}
@@ -227,6 +234,71 @@ def _all_gather_out_fake(input, group_name, out):
                "out.shape[0] must equal input.shape[0] * world_size, other dims equal")
 
 
+def _check_rmsnorm(op, group_name, inp, residual, weight, eps, out=None, writes_input=False):
+    """What symmem_torch.cpp's check_rmsnorm checks, in the same words: shapes, dtypes, the row width,
+    eps, and no overlap between what the op writes and what it reads."""
+    where = _where(op, group_name)
+    _check_tensor(op, group_name, "input", inp)
+    for which, t in (("residual", residual), ("weight", weight), ("out", out)):
+        if t is None:
+            continue
+        _check_tensor(op, group_name, which, t)
+        if t.dtype != inp.dtype:
+            raise RuntimeError(f"{where}: {which} has dtype {t.dtype} but input has dtype {inp.dtype}: they must match")
+    if inp.dim() < 1 or not 1 <= inp.shape[-1] <= symmem.RMSNORM_MAX_HIDDEN:
+        raise RuntimeError(f"{where}: input has shape {list(inp.shape)}: it must be [tokens, hidden] (or [..., hidden]) "
+                           f"with 1 <= hidden <= {symmem.RMSNORM_MAX_HIDDEN} (SYMMEM_RMSNORM_MAX_HIDDEN: a row is "
+                           f"normalised in one thread block)")
+    hidden = inp.shape[-1]
+    for which, t in (("residual", residual), ("out", out)):
+        if t is not None and tuple(t.shape) != tuple(inp.shape):
+            raise RuntimeError(f"{where}: {which} has shape {list(t.shape)} but input has shape {list(inp.shape)}: "
+                               f"they must match")
+    if weight.dim() != 1 or weight.shape[0] != hidden:
+        raise RuntimeError(f"{where}: weight has shape {list(weight.shape)}: it must be [{hidden}], input's last "
+                           f"dimension")
+    eps32 = float(torch.tensor(eps, dtype=torch.float32, device="cpu"))
+    if not (math.isfinite(eps32) and eps32 >= 0.0):
+        raise RuntimeError(f"{where}: eps {eps:g} must be finite (as a float32) and >= 0")
+    if _overlap(residual, inp):
+        raise RuntimeError(f"{where}: residual overlaps input: pass separate tensors")
+    if out is not None and _overlap(out, residual):
+        raise RuntimeError(f"{where}: out overlaps residual: residual is updated in place, so out must be another "
+                           f"tensor")
+    if out is not None and _overlap(out, inp):
+        raise RuntimeError(f"{where}: out overlaps input, which this op does not write: use all_reduce_add_rmsnorm_ to "
+                           f"write the result into input")
+    if _overlap(weight, residual) or (out is not None and _overlap(weight, out)) or (writes_input and
+                                                                                    _overlap(weight, inp)):
+        raise RuntimeError(f"{where}: weight overlaps a tensor the op writes (residual or the output)")
+    return inp.numel() // hidden, hidden, eps32
+
+
+def _overlap(a, b):
+    """Whether two contiguous tensors share elements: the same storage and intersecting element ranges.
+    Works on fake tensors too (storage identity and offsets, no data pointers)."""
+    if a.numel() == 0 or b.numel() == 0 or not torch._C._is_alias_of(a, b):
+        return False
+    sa, sb = a.storage_offset(), b.storage_offset()
+    return sa < sb + b.numel() and sb < sa + a.numel()
+
+
+@torch.library.register_fake("symmem::all_reduce_add_rmsnorm")
+def _all_reduce_add_rmsnorm_fake(input, residual, weight, eps, group_name):
+    _check_rmsnorm("all_reduce_add_rmsnorm", group_name, input, residual, weight, eps)
+    return input.new_empty(input.shape)
+
+
+@torch.library.register_fake("symmem::all_reduce_add_rmsnorm_out")
+def _all_reduce_add_rmsnorm_out_fake(input, residual, weight, eps, group_name, out):
+    _check_rmsnorm("all_reduce_add_rmsnorm_out", group_name, input, residual, weight, eps, out=out)
+
+
+@torch.library.register_fake("symmem::all_reduce_add_rmsnorm_")
+def _all_reduce_add_rmsnorm__fake(input, residual, weight, eps, group_name):
+    _check_rmsnorm("all_reduce_add_rmsnorm_", group_name, input, residual, weight, eps, writes_input=True)
+
+
 @torch.library.register_fake("symmem::barrier")
 def _barrier_fake(group_name):
     return None
@@ -305,3 +377,32 @@ if _path is None:
     def _py_barrier(group_name):
         g = _py_group("barrier", group_name)
         g.comm.barrier(stream=torch.cuda.current_stream(g.device).cuda_stream)
+
+    def _py_rmsnorm(op, input, residual, weight, eps, group_name, out=None):
+        """out None: the result goes into input (the in-place form)."""
+        tokens, hidden, eps32 = _check_rmsnorm(op, group_name, input, residual, weight, eps, out=out,
+                                               writes_input=out is None)
+        g = _py_group(op, group_name)
+        dst = input if out is None else out
+        for which, t in (("input", input), ("residual", residual), ("weight", weight), ("out", dst)):
+            if t.device.index != g.device:
+                raise RuntimeError(f"{_where(op, group_name)}: {which} is on {t.device} but the group's communicator "
+                                   f"is on cuda:{g.device}")
+        if tokens:
+            g.comm.all_reduce_add_rmsnorm(input.data_ptr(), residual.data_ptr(), weight.data_ptr(), dst.data_ptr(),
+                                          tokens, hidden, eps32, DTYPES[input.dtype],
+                                          stream=torch.cuda.current_stream(input.device).cuda_stream)
+        return dst
+
+    @torch.library.impl(_lib_def, "all_reduce_add_rmsnorm", "CUDA")
+    def _py_all_reduce_add_rmsnorm(input, residual, weight, eps, group_name):
+        return _py_rmsnorm("all_reduce_add_rmsnorm", input, residual, weight, eps, group_name,
+                           out=input.new_empty(input.shape))
+
+    @torch.library.impl(_lib_def, "all_reduce_add_rmsnorm_out", "CUDA")
+    def _py_all_reduce_add_rmsnorm_out(input, residual, weight, eps, group_name, out):
+        _py_rmsnorm("all_reduce_add_rmsnorm_out", input, residual, weight, eps, group_name, out=out)
+
+    @torch.library.impl(_lib_def, "all_reduce_add_rmsnorm_", "CUDA")
+    def _py_all_reduce_add_rmsnorm_(input, residual, weight, eps, group_name):
+        _py_rmsnorm("all_reduce_add_rmsnorm_", input, residual, weight, eps, group_name)

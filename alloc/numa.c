@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "alloc/alloc.h"
-#include "core/log.h"
-#include "core/param.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "base/status.h"
 
 #ifdef SYMMEM_HAVE_NUMA
 #include <numa.h>

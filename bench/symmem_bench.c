@@ -39,7 +39,7 @@
 /* The collectives' internal tuning API (hidden symbols of symmem_static, callable from this binary). The
  * relative path keeps the include path of the other bench/test targets unchanged. */
 #include "collectives/coll.h"
-#include "core/cache.h"
+#include "topology/cache.h"
 
 #ifdef SYMMEM_HAVE_NCCL
 #include <nccl.h>

@@ -16,12 +16,11 @@
 #include "alloc/alloc.h"
 #include "collectives/coll_internal.h"
 #include "collectives/fused.h"
-#include "collectives/watch.h"
-#include "core/cache.h"
-#include "core/comm.h"
-#include "core/log.h"
-#include "core/param.h"
-#include "core/status.h"
+#include "topology/cache.h"
+#include "base/comm_state.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "base/status.h"
 
 /* One-shot pull (and reduce-scatter / all-gather pull) read the sender's buffer directly only from this
  * size on: zero copy costs one more sync at the end of the call (~1-2 us), a local copy of a small message
@@ -391,6 +390,12 @@ static symmem_status_t probe_links(symmem_comm_t comm, struct symmem_coll *co)
     return SYMMEM_OK;
 }
 
+void symmem_coll_residency(symmem_comm_t comm, int *grid, int *capacity)
+{
+    *grid = comm && comm->coll ? comm->coll->max_grid : 0;
+    *capacity = comm && comm->coll ? comm->coll->capacity : 0;
+}
+
 int symmem_coll_probe_figures(symmem_comm_t comm, double *read_gbs, double *write_gbs)
 {
     if (!comm || !comm->coll || !comm->coll->probed) return 0;
@@ -479,8 +484,8 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
                         "without MPS (docs/collectives.md, \"Residency\")",
                         comm->rank, co->colocated_peer, comm->peers[comm->rank].pci_bus_id);
     }
-    SYMMEM_CHECK_GOTO(symmem_alloc(comm, co->ws_bytes, &co->ws), st, fail);
-    for (int r = 0; r < comm->nranks; r++) co->ws_peers[r] = symmem_buffer_peer_ptr(co->ws, r);
+    SYMMEM_CHECK_GOTO(symmem_alloc_create(comm, co->ws_bytes, &co->ws), st, fail);
+    for (int r = 0; r < comm->nranks; r++) co->ws_peers[r] = co->ws->peers[r];
 
     if ((e = cudaMalloc((void **)&co->dev_state, sizeof *co->dev_state)) != cudaSuccess) {
         st = cuda_fail(e, "cudaMalloc of the collective state");
@@ -527,8 +532,6 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
                 co->link_class == SYMMEM_LINK_NVLINK ? "nvlink" : co->link_class == SYMMEM_LINK_PCIE ? "pcie" : "host",
                 co->fingerprint, co->table.nrules ? "from the tuning file" : "built-in",
                 co->probe_prefer == SYMMEM_COLL_PREFER_PULL ? " (defaults: pull, from the probe)" : "");
-    symmem_watch_add(comm, co->max_grid, co->capacity);
-    co->watched = 1;
     return SYMMEM_OK;
 fail:
     if (s) cudaStreamDestroy(s);
@@ -540,13 +543,11 @@ void symmem_coll_comm_fini(symmem_comm_t comm)
 {
     if (!comm || !comm->coll) return;
     struct symmem_coll *co = comm->coll;
-    if (co->watched) symmem_watch_remove(comm); /* before anything the watcher reads is freed */
     /* cudaFree waits for the device, so no kernel of ours still uses the workspace when it is unmapped (a
      * kernel waiting on a dead peer ends at its timeout). */
     if (co->dev_state) cudaFree(co->dev_state);
-    /* Free the workspace only if it is still live (destroy may already have released every buffer). */
-    if (co->ws && co->ws_peers[comm->rank] && symmem_buffer_lookup(comm, co->ws_peers[comm->rank]) == co->ws)
-        symmem_free(co->ws);
+    /* Only if it is still live: a destroy that released every buffer first leaves nothing to free. */
+    symmem_alloc_release(co->ws);
     if (co->err) cudaFreeHost(co->err);
     (void)cudaGetLastError();
     free(co);
@@ -681,11 +682,8 @@ static symmem_status_t check_usable(symmem_comm_t comm, const char *call)
     if (!comm->coll)
         return symmem_set_error(SYMMEM_INVALID_USAGE, "%s: the communicator's collectives are not initialised", call);
     SYMMEM_CHECK(symmem_coll_poll_error(comm));
-    pthread_mutex_lock(&comm->lock);
-    symmem_status_t st = comm->async_error;
     char msg[sizeof comm->async_error_msg];
-    memcpy(msg, comm->async_error_msg, sizeof msg);
-    pthread_mutex_unlock(&comm->lock);
+    const symmem_status_t st = symmem_comm_error(comm, msg, sizeof msg);
     if (st != SYMMEM_OK)
         return symmem_record_error(st, "%s: the communicator is in an error state after an earlier failure: %s", call, msg);
     return SYMMEM_OK;
@@ -844,10 +842,10 @@ static symmem_status_t check_args(symmem_comm_t comm, const coll_call_t *c, size
 static int sym_region(symmem_comm_t comm, const void *ptr, size_t lead, size_t bytes, symmem_buffer_t *buf,
                       size_t *region)
 {
-    *buf = symmem_buffer_lookup(comm, ptr);
+    *buf = symmem_alloc_find(comm, ptr);
     if (!*buf) return 0;
-    const size_t size = symmem_buffer_size(*buf);
-    const size_t off = (size_t)((const char *)ptr - (const char *)symmem_buffer_ptr(*buf));
+    const size_t size = (*buf)->size;
+    const size_t off = (size_t)((const char *)ptr - (const char *)(*buf)->peers[comm->rank]);
     if (off < lead) return 0; /* e.g. in-place all-gather whose receive buffer starts before this buffer */
     *region = off - lead;
     return bytes <= size && *region <= size - bytes;
@@ -857,9 +855,9 @@ static int sym_region(symmem_comm_t comm, const void *ptr, size_t lead, size_t b
 static uint32_t hash_region(uint32_t h, symmem_buffer_t buf, size_t region)
 {
     h = hash_mix(h, region);
-    h = hash_mix(h, symmem_buffer_size(buf));
-    h = hash_mix(h, symmem_buffer_mapped_size(buf));
-    return hash_mix(h, symmem_buffer_seq(buf));
+    h = hash_mix(h, buf->size);
+    h = hash_mix(h, buf->mapped_size);
+    return hash_mix(h, buf->seq);
 }
 
 /* Pull algorithms may read the senders' inputs in place when they lie in a symmetric buffer of this
@@ -891,7 +889,7 @@ static int zero_copy(symmem_comm_t comm, const coll_call_t *c, size_t in_bytes, 
         if (c->kind == SYMMEM_COLL_ALL_REDUCE && ranges_overlap(c->send, in_bytes, c->recv, out_bytes)) return 0;
     }
     for (int q = 0; q < comm->nranks; q++)
-        p->zc[q] = (const char *)symmem_buffer_peer_ptr(buf, q) + region + (ag_in_place ? (size_t)q * in_bytes : 0);
+        p->zc[q] = (const char *)buf->peers[q] + region + (ag_in_place ? (size_t)q * in_bytes : 0);
     *h = hash_mix(hash_region(*h, buf, region), (uint64_t)ag_in_place);
     return 1;
 }
@@ -912,7 +910,7 @@ static int zero_copy_out(symmem_comm_t comm, const coll_call_t *c, size_t out_by
     symmem_buffer_t buf;
     size_t region;
     if (!sym_region(comm, c->recv, 0, out_bytes, &buf, &region)) return 0;
-    for (int q = 0; q < comm->nranks; q++) p->zo[q] = (char *)symmem_buffer_peer_ptr(buf, q) + region;
+    for (int q = 0; q < comm->nranks; q++) p->zo[q] = (char *)buf->peers[q] + region;
     *h = hash_region(*h, buf, region);
     return 1;
 }

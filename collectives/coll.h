@@ -1,4 +1,4 @@
-/* What core/ calls in the collectives layer, and the internal API the benchmark's --tune mode uses. */
+/* What comm/ calls in the collectives layer, and the internal API the benchmark's --tune mode uses. */
 #ifndef SYMMEM_COLLECTIVES_COLL_H
 #define SYMMEM_COLLECTIVES_COLL_H
 
@@ -16,6 +16,9 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm);
 /* Local, at communicator destroy: free what symmem_coll_comm_init made. Safe on a partly-initialised comm.
  * Call it BEFORE the communicator's remaining buffers are released (the workspace is one of them). */
 void symmem_coll_comm_fini(symmem_comm_t comm);
+/* Local: blocks per collective kernel and the blocks of SYMMEM_COLL_THREADS threads the GPU keeps resident
+ * (the watcher's residency check across communicators); 0 without collectives. */
+void symmem_coll_residency(symmem_comm_t comm, int *grid, int *capacity);
 /* Local, non-blocking: SYMMEM_OK or the error a kernel reported (timeout: which op, which sequence number,
  * which rank did not arrive). On error it also calls symmem_comm_set_error. */
 symmem_status_t symmem_coll_poll_error(symmem_comm_t comm);

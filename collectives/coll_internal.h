@@ -175,7 +175,6 @@ struct symmem_coll {
     symmem_coll_error_record_t *err_dev;   /* the same record, device address */
     int max_grid;                          /* blocks per kernel: symmem_coll_grid_rule, agreed (minimum) */
     int capacity;                          /* blocks of SYMMEM_COLL_THREADS threads this GPU keeps resident */
-    int watched;                           /* registered with the watcher (collectives/watch.c) */
     int mps;                               /* this GPU's contexts are shared through MPS */
     int min_threads;                       /* fewest threads per block (SYMMEM_MIN_BLOCK_THREADS, agreed) */
     int pdl;                               /* launch with programmatic stream serialization (sm_90+, 1 rank per GPU) */

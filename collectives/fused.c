@@ -10,9 +10,9 @@
 
 #include "collectives/coll_internal.h"
 #include "collectives/fused.h"
-#include "core/comm.h"
-#include "core/log.h"
-#include "core/status.h"
+#include "base/comm_state.h"
+#include "base/log.h"
+#include "base/status.h"
 
 #define FUSED_NAME "symmem_all_reduce_add_rmsnorm"
 /* Pack indices of a round are 32-bit in the kernels; keep every one below this. */

@@ -18,10 +18,10 @@
 #include <unistd.h>
 
 #include "collectives/coll_internal.h"
-#include "core/comm.h"
-#include "core/log.h"
-#include "core/param.h"
-#include "core/status.h"
+#include "base/comm_state.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "base/status.h"
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)

@@ -7,10 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/log.h"
-#include "core/cache.h"
-#include "core/param.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "topology/cache.h"
+#include "base/param.h"
+#include "base/status.h"
 #include "symmem/topo.h"
 #include "topology/topo_internal.h"
 

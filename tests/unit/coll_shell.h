@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "collectives/coll_internal.h"
-#include "core/comm.h"
+#include "base/comm_state.h"
 #include "test_util.h"
 
 static inline symmem_comm_t coll_shell(int nranks, symmem_link_t link, const char *fingerprint)

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "collectives/coll_internal.h"
-#include "core/comm.h"
-#include "core/param.h"
+#include "base/comm_state.h"
+#include "base/param.h"
 #include "coll_shell.h"
 
 #define KIB ((size_t)1 << 10)

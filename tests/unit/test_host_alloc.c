@@ -12,8 +12,8 @@
 #include <time.h>
 
 #include "alloc/alloc.h"
-#include "core/bootstrap.h"
-#include "core/comm.h"
+#include "base/bootstrap.h"
+#include "base/comm_state.h"
 #include "symmem/symmem.h"
 #include "test_util.h"
 

@@ -1,4 +1,4 @@
-#include "core/status.h"
+#include "base/status.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "core/log.h"
+#include "base/log.h"
 
 #define SYMMEM_ERROR_MAX 1024
 static _Thread_local char tls_error[SYMMEM_ERROR_MAX];
@@ -82,6 +82,12 @@ symmem_status_t symmem_record_error(symmem_status_t status, const char *fmt, ...
     va_start(ap, fmt);
     vsnprintf(tls_error + n, sizeof tls_error - (size_t)n, fmt, ap);
     va_end(ap);
+    return status;
+}
+
+symmem_status_t symmem_forward_error(symmem_status_t status, const char *msg)
+{
+    snprintf(tls_error, sizeof tls_error, "%s", msg ? msg : "");
     return status;
 }
 

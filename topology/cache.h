@@ -1,7 +1,7 @@
 /* The per-user cache folder shared by the topology figures and the algorithm table, so that a
  * measurement made once on a machine (symmem-topo, symmem-bench --tune) serves every later run. */
-#ifndef SYMMEM_CORE_CACHE_H
-#define SYMMEM_CORE_CACHE_H
+#ifndef SYMMEM_TOPOLOGY_CACHE_H
+#define SYMMEM_TOPOLOGY_CACHE_H
 
 #include <stddef.h>
 

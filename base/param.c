@@ -1,4 +1,4 @@
-#include "core/param.h"
+#include "base/param.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "base/log.h"
 
 typedef enum { PT_INT, PT_SIZE, PT_STR } param_type_t;
 

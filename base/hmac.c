@@ -1,4 +1,4 @@
-#include "core/hmac.h"
+#include "base/hmac.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-#include "core/log.h"
+#include "base/log.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -8,7 +8,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "core/param.h"
+#include "base/param.h"
 
 int symmem_log_level_ = -1;
 unsigned symmem_log_mask_ = ~0u;

@@ -1,8 +1,8 @@
-#include "core/bootmsg.h"
+#include "base/bootmsg.h"
 
 #include <string.h>
 
-#include "core/hmac.h"
+#include "base/hmac.h"
 #include "symmem/symmem.h"
 
 void symmem_boot_hdr_make(symmem_boot_hdr_t *h, symmem_boot_msg_type_t type, int rank, int nranks, uint64_t seq,

@@ -1,6 +1,6 @@
 /* Status helpers shared by every layer: the per-thread last-error message and the few check macros. */
-#ifndef SYMMEM_CORE_STATUS_H
-#define SYMMEM_CORE_STATUS_H
+#ifndef SYMMEM_BASE_STATUS_H
+#define SYMMEM_BASE_STATUS_H
 
 #include "symmem/symmem.h"
 
@@ -19,6 +19,9 @@ symmem_status_t symmem_set_error(symmem_status_t status, const char *fmt, ...)
  * process (a missing CUDA driver). */
 symmem_status_t symmem_record_error(symmem_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Hand on an error that is complete already (its message names the rank, and it was logged where it was
+ * detected): the message becomes this thread's last error as it is, nothing is logged or prefixed. */
+symmem_status_t symmem_forward_error(symmem_status_t status, const char *msg);
 /* Append more context to the current last-error message (e.g. a caller naming the operation). */
 void symmem_append_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* strerror(e), except that running out of descriptors says so with the limit: "out of file descriptors

@@ -2,8 +2,8 @@
  * (comma list of CORE,BOOT,ALLOC,COLL,TOPO,NCCL or ALL; a leading ^ excludes), SYMMEM_LOG_FILE (path; %h is
  * replaced by the host name and %p by the pid; default stderr). Lines carry host, pid, rank and subsystem.
  * The level is checked before the arguments are formatted. The library never writes to stdout. */
-#ifndef SYMMEM_CORE_LOG_H
-#define SYMMEM_CORE_LOG_H
+#ifndef SYMMEM_BASE_LOG_H
+#define SYMMEM_BASE_LOG_H
 
 #ifdef __cplusplus
 extern "C" {

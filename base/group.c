@@ -1,14 +1,14 @@
 /* Group calls: collective host calls recorded between symmem_group_start and symmem_group_end on one
  * thread run together at symmem_group_end, so a single thread can drive all ranks of symmem_comm_init_all
  * through a collective call such as symmem_alloc. Each communicator's calls form one lane, run in order on
- * one helper thread; lanes run concurrently. */
+ * one helper thread; lanes run concurrently. The communicator is only the key of its lane here. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
-#include "core/status.h"
+#include "base/group.h"
+#include "base/status.h"
 
 typedef struct deferred {
     symmem_comm_t comm; /* lane key; NULL: a lane of its own */

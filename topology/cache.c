@@ -1,4 +1,4 @@
-#include "core/cache.h"
+#include "topology/cache.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/param.h"
+#include "base/param.h"
 
 static int fmt(char *out, size_t len, const char *a, const char *b)
 {

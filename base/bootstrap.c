@@ -1,9 +1,9 @@
 /* The bootstrap mesh. Setup is one event loop over every connection of this rank (outgoing to higher ranks,
  * incoming from lower ones, and the listening socket), so a slow, idle or hostile connection costs nothing
  * but its own slot, and a rank waiting on one peer still completes its handshakes with the others (so a
- * missing rank is the only one named). The wire format and the handshake rules are in core/bootmsg.h; the
+ * missing rank is the only one named). The wire format and the handshake rules are in base/bootmsg.h; the
  * trust model in docs/security.md. */
-#include "core/bootstrap.h"
+#include "base/bootstrap.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -19,11 +19,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/bootmsg.h"
-#include "core/hmac.h"
-#include "core/log.h"
-#include "core/param.h"
-#include "core/status.h"
+#include "base/bootmsg.h"
+#include "base/hmac.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "base/status.h"
 
 #define HANDSHAKE_MS 2000 /* how long an accepted connection may take to finish the handshake */
 #define RETRY_MS 1        /* between attempts to reach a rank that is not listening yet */

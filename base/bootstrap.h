@@ -1,7 +1,7 @@
 /* The bootstrap: an authenticated full mesh of Unix-domain stream sockets between the ranks of one host.
  *
  * Each rank listens on a socket whose name is derived from the unique id's secret and its rank
- * (HMAC-SHA256, core/bootmsg.h): an abstract name "\0symmem-<32 hex>", or, with SYMMEM_SOCKET_DIR, a file of
+ * (HMAC-SHA256, base/bootmsg.h): an abstract name "\0symmem-<32 hex>", or, with SYMMEM_SOCKET_DIR, a file of
  * that name in the user's own 0700 directory. Rank i connects to every rank j > i. Both ends check the other's
  * uid with SO_PEERCRED (other users are turned away before a byte moves), then prove with a challenge-response
  * over fresh nonces that they hold the secret, which never crosses the socket; the rank counts are compared
@@ -11,8 +11,8 @@
  * socket names the rank that left, and a rank that gives up tells its peers why (ABORT). The trust model is
  * in docs/security.md.
  */
-#ifndef SYMMEM_CORE_BOOTSTRAP_H
-#define SYMMEM_CORE_BOOTSTRAP_H
+#ifndef SYMMEM_BASE_BOOTSTRAP_H
+#define SYMMEM_BASE_BOOTSTRAP_H
 
 #include <assert.h>
 #include <stddef.h>

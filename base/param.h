@@ -1,8 +1,8 @@
 /* Every SYMMEM_* environment variable, in one table: name, type, default, documentation. Read once, on
  * first use. An unknown SYMMEM_* variable in the environment gets a warning naming the closest known one.
  * Precedence everywhere: an API option beats the environment, which beats the default here. */
-#ifndef SYMMEM_CORE_PARAM_H
-#define SYMMEM_CORE_PARAM_H
+#ifndef SYMMEM_BASE_PARAM_H
+#define SYMMEM_BASE_PARAM_H
 
 #include <stddef.h>
 #include <stdint.h>

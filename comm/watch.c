@@ -9,7 +9,7 @@
  * state; the first error of a communicator is handed to its handler once, on the watcher thread. A handler
  * may destroy its communicator (the entry is then dropped after the handler returns); symmem_comm_destroy
  * from another thread waits until the handler of that communicator has returned. */
-#include "collectives/watch.h"
+#include "comm/watch.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -17,11 +17,11 @@
 #include <strings.h>
 #include <time.h>
 
-#include "collectives/coll_internal.h"
-#include "core/comm.h"
-#include "core/log.h"
-#include "core/param.h"
-#include "core/status.h"
+#include "base/comm_state.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "base/status.h"
+#include "collectives/coll.h"
 
 typedef struct watch {
     symmem_comm_t comm;
@@ -65,10 +65,7 @@ static symmem_status_t comm_error(symmem_comm_t comm, char *msg, size_t len)
 {
     symmem_status_t st = symmem_coll_poll_error(comm);
     if (st == SYMMEM_OK) {
-        pthread_mutex_lock(&comm->lock);
-        st = comm->async_error;
-        if (st != SYMMEM_OK) snprintf(msg, len, "%s", comm->async_error_msg);
-        pthread_mutex_unlock(&comm->lock);
+        st = symmem_comm_error(comm, msg, len);
     } else {
         snprintf(msg, len, "%s", symmem_last_error());
     }

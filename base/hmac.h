@@ -2,8 +2,8 @@
  * dependency (the Python wheel and the static library must not pull in libcrypto), checked against the FIPS
  * 180 examples and the RFC 4231 vectors by tests/unit/test_hmac.c. Not for bulk data: this is a plain
  * portable implementation, a few hundred MB/s. */
-#ifndef SYMMEM_CORE_HMAC_H
-#define SYMMEM_CORE_HMAC_H
+#ifndef SYMMEM_BASE_HMAC_H
+#define SYMMEM_BASE_HMAC_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -14,6 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include "alloc/alloc.h"
+#include "base/hash.h"
 #include "collectives/coll_internal.h"
 #include "collectives/fused.h"
 #include "topology/cache.h"
@@ -778,12 +779,6 @@ size_t symmem_comm_max_message_bytes(symmem_comm_t comm)
     return (size_t)(co->half_bytes / (16 * u) * 16 * (uint64_t)comm->nranks);
 }
 
-static uint32_t hash_mix(uint32_t h, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) h = (h ^ (uint32_t)((v >> (8 * i)) & 0xffu)) * 16777619u; /* FNV-1a */
-    return h;
-}
-
 static int ranges_overlap(const char *a, size_t na, const char *b, size_t nb) { return a < b + nb && b < a + na; }
 
 typedef struct coll_call {
@@ -854,10 +849,10 @@ static int sym_region(symmem_comm_t comm, const void *ptr, size_t lead, size_t b
 /* A zero-copy region as the tag must cover it: its offset and which buffer (two of one size told apart). */
 static uint32_t hash_region(uint32_t h, symmem_buffer_t buf, size_t region)
 {
-    h = hash_mix(h, region);
-    h = hash_mix(h, buf->size);
-    h = hash_mix(h, buf->mapped_size);
-    return hash_mix(h, buf->seq);
+    h = symmem_fnv32_u64(h, region);
+    h = symmem_fnv32_u64(h, buf->size);
+    h = symmem_fnv32_u64(h, buf->mapped_size);
+    return symmem_fnv32_u64(h, buf->seq);
 }
 
 /* Pull algorithms may read the senders' inputs in place when they lie in a symmetric buffer of this
@@ -890,7 +885,7 @@ static int zero_copy(symmem_comm_t comm, const coll_call_t *c, size_t in_bytes, 
     }
     for (int q = 0; q < comm->nranks; q++)
         p->zc[q] = (const char *)buf->peers[q] + region + (ag_in_place ? (size_t)q * in_bytes : 0);
-    *h = hash_mix(hash_region(*h, buf, region), (uint64_t)ag_in_place);
+    *h = symmem_fnv32_u64(hash_region(*h, buf, region), (uint64_t)ag_in_place);
     return 1;
 }
 
@@ -1008,19 +1003,19 @@ static symmem_status_t run_collective(symmem_comm_t comm, const coll_call_t *c)
     const uint64_t grid = (uint64_t)geo.grid;
     const int threads = geo.threads;
 
-    uint32_t h = 2166136261u;
-    h = hash_mix(h, (uint64_t)c->kind);
-    h = hash_mix(h, (uint64_t)algo);
-    h = hash_mix(h, (uint64_t)c->dtype);
-    h = hash_mix(h, (uint64_t)p.op);
-    h = hash_mix(h, c->count);
-    h = hash_mix(h, grid);
-    h = hash_mix(h, (uint64_t)threads);
-    h = hash_mix(h, p.segp);
-    h = hash_mix(h, (uint64_t)p.zc_on);
-    h = hash_mix(h, (uint64_t)p.zo_on);
-    h = hash_mix(h, hz);
-    p.tag = (h ^ (h >> 16)) & 0xffffu;
+    uint32_t h = SYMMEM_FNV32_INIT;
+    h = symmem_fnv32_u64(h, (uint64_t)c->kind);
+    h = symmem_fnv32_u64(h, (uint64_t)algo);
+    h = symmem_fnv32_u64(h, (uint64_t)c->dtype);
+    h = symmem_fnv32_u64(h, (uint64_t)p.op);
+    h = symmem_fnv32_u64(h, c->count);
+    h = symmem_fnv32_u64(h, grid);
+    h = symmem_fnv32_u64(h, (uint64_t)threads);
+    h = symmem_fnv32_u64(h, p.segp);
+    h = symmem_fnv32_u64(h, (uint64_t)p.zc_on);
+    h = symmem_fnv32_u64(h, (uint64_t)p.zo_on);
+    h = symmem_fnv32_u64(h, hz);
+    p.tag = symmem_hash_fold16(h);
 
     SYMMEM_TRACE(SYMMEM_SUBSYS_COLL, "%s count %zu %s %s algo %s grid %" PRIu64 "x%d rounds %u segp %" PRIu64 " zc %d zo %d",
                  c->name, c->count, symmem_dtype_name(c->dtype), symmem_redop_name(p.op), symmem_algo_name(algo), grid,
@@ -1085,8 +1080,7 @@ symmem_status_t symmem_barrier(symmem_comm_t comm, symmem_stream_t stream)
         p.kind = SYMMEM_COLL_BARRIER;
         p.algo = SYMMEM_ALGO_AUTO;
         p.timeout_ns = comm->timeout_ms > 0 ? (uint64_t)comm->timeout_ms * 1000000u : 0;
-        uint32_t h = hash_mix(2166136261u, SYMMEM_COLL_BARRIER);
-        p.tag = (h ^ (h >> 16)) & 0xffffu;
+        p.tag = symmem_hash_fold16(symmem_fnv32_u64(SYMMEM_FNV32_INIT, SYMMEM_COLL_BARRIER));
         check_stream(comm, stream, "symmem_barrier");
         const cudaError_t ce = (cudaError_t)symmem_coll_launch_barrier(&p, stream, co->pdl);
         if (ce != cudaSuccess)

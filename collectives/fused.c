@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "base/hash.h"
 #include "collectives/coll_internal.h"
 #include "collectives/fused.h"
 #include "base/comm_state.h"
@@ -188,12 +189,6 @@ static symmem_status_t check_args(symmem_comm_t comm, const void *x, const void 
     return SYMMEM_OK;
 }
 
-static uint32_t mix(uint32_t h, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) h = (h ^ (uint32_t)((v >> (8 * i)) & 0xffu)) * 16777619u; /* FNV-1a */
-    return h;
-}
-
 static symmem_status_t run_fused(symmem_comm_t comm, const void *x, void *residual, const void *weight, void *out,
                                  size_t tokens, size_t hidden, float eps, symmem_dtype_t dtype, symmem_algo_t algo,
                                  symmem_stream_t stream)
@@ -253,18 +248,18 @@ static symmem_status_t run_fused(symmem_comm_t comm, const void *x, void *residu
         p.shard_packs = (uint32_t)((M + (uint64_t)n - 1) / (uint64_t)n);
         const int grid = symmem_fused_grid(plan.algo, n, p.rows, plan.row_packs, plan.threads, co->max_grid);
         /* what ranks must agree on (compared only with SYMMEM_LAMPORT_CHECK=1: Lamport calls carry no flag) */
-        uint32_t h = 2166136261u;
-        h = mix(h, (uint64_t)SYMMEM_COLL_ALL_REDUCE_RMSNORM);
-        h = mix(h, (uint64_t)plan.algo);
-        h = mix(h, (uint64_t)dtype);
-        h = mix(h, (uint64_t)p.rows);
-        h = mix(h, (uint64_t)hidden);
-        h = mix(h, (uint64_t)eps_bits);
-        h = mix(h, (uint64_t)grid);
-        h = mix(h, (uint64_t)plan.threads);
-        h = mix(h, k);
-        h = mix(h, plan.chunks);
-        p.c.tag = (h ^ (h >> 16)) & 0xffffu;
+        uint32_t h = SYMMEM_FNV32_INIT;
+        h = symmem_fnv32_u64(h, (uint64_t)SYMMEM_COLL_ALL_REDUCE_RMSNORM);
+        h = symmem_fnv32_u64(h, (uint64_t)plan.algo);
+        h = symmem_fnv32_u64(h, (uint64_t)dtype);
+        h = symmem_fnv32_u64(h, (uint64_t)p.rows);
+        h = symmem_fnv32_u64(h, (uint64_t)hidden);
+        h = symmem_fnv32_u64(h, (uint64_t)eps_bits);
+        h = symmem_fnv32_u64(h, (uint64_t)grid);
+        h = symmem_fnv32_u64(h, (uint64_t)plan.threads);
+        h = symmem_fnv32_u64(h, k);
+        h = symmem_fnv32_u64(h, plan.chunks);
+        p.c.tag = symmem_hash_fold16(h);
         SYMMEM_TRACE(SYMMEM_SUBSYS_COLL,
                      FUSED_NAME " rows %" PRIu64 "..%" PRIu64 " of %zu x %zu %s algo %s grid %dx%d ppt %u",
                      r0, r1, tokens, hidden, symmem_dtype_name(dtype), symmem_algo_name(plan.algo), grid,

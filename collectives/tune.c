@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/hash.h"
 #include "collectives/coll_internal.h"
 #include "base/comm_state.h"
 #include "base/log.h"
@@ -158,10 +159,11 @@ symmem_algo_t symmem_coll_table_lookup(const symmem_coll_table_t *t, symmem_coll
 
 uint64_t symmem_coll_table_hash(const symmem_coll_table_t *t)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = SYMMEM_FNV64_INIT;
     for (int i = 0; i < t->nrules; i++) {
-        const uint64_t v[3] = {(uint64_t)t->rules[i].kind, (uint64_t)t->rules[i].max_bytes, (uint64_t)t->rules[i].algo};
-        for (int k = 0; k < 3; k++) h = (h ^ v[k]) * 1099511628211ull;
+        h = symmem_fnv64_u64(h, (uint64_t)t->rules[i].kind);
+        h = symmem_fnv64_u64(h, (uint64_t)t->rules[i].max_bytes);
+        h = symmem_fnv64_u64(h, (uint64_t)t->rules[i].algo);
     }
     return h;
 }
@@ -176,11 +178,11 @@ symmem_status_t symmem_coll_make_fingerprint(symmem_comm_t comm)
     for (int j = 0; j < n; j++) row[j] = (int32_t)comm->link[j];
     SYMMEM_CHECK(symmem_comm_allgather(comm, row, matrix, sizeof row));
     symmem_link_t worst = SYMMEM_LINK_NVLINK;
-    uint32_t h = 2166136261u;
+    uint32_t h = SYMMEM_FNV32_INIT;
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++) {
             const int l = matrix[i * SYMMEM_MAX_RANKS + j];
-            h = (h ^ (uint32_t)l) * 16777619u;
+            h = symmem_fnv32_word(h, (uint32_t)l);
             if (i == j || l == SYMMEM_LINK_SELF) continue;
             if (l == SYMMEM_LINK_HOST || l == SYMMEM_LINK_NONE) worst = SYMMEM_LINK_HOST;
             else if (l == SYMMEM_LINK_PCIE && worst != SYMMEM_LINK_HOST) worst = SYMMEM_LINK_PCIE;

@@ -73,8 +73,6 @@ symmem_buffer_t symmem_alloc_find(symmem_comm_t comm, const void *ptr);
 /* Free every live buffer of a communicator (at destroy), warning about each. */
 void symmem_buffers_release_all(symmem_comm_t c);
 
-/* NUMA node of a PCI device from sysfs (through SYMMEM_SYSFS_ROOT), -1 if unknown. */
-int symmem_numa_node_of_pci(const char *bus_id);
 /* Node to place host memory on for this rank: the option, else the GPU's node, checked with libnuma. */
 symmem_status_t symmem_numa_pick(symmem_comm_t c, int *node);
 

@@ -58,6 +58,8 @@ struct symmem_comm {
     int all_p2p;          /* every pair of GPUs can map each other directly */
     int min_sm_count;     /* smallest SM count of any rank */
     int ranks_per_device; /* most ranks sharing one GPU (several ranks on one GPU when testing) */
+    symmem_link_t link_class; /* the worst link between two ranks (topology/ranks.h, topo_link_class) */
+    char fingerprint[128];    /* the communicator's topology fingerprint: keys the tuning file (CUDA backend) */
 
     struct symmem_boot *boot;
 

@@ -38,8 +38,7 @@
 #include "coll_common.h"
 /* The collectives' internal tuning API (hidden symbols of symmem_static, callable from this binary). The
  * relative path keeps the include path of the other bench/test targets unchanged. */
-#include "collectives/coll.h"
-#include "topology/cache.h"
+#include "collectives/tune.h"
 
 #ifdef SYMMEM_HAVE_NCCL
 #include <nccl.h>
@@ -774,13 +773,13 @@ static symmem_coll_kind_t coll_kind(int coll)
 /* The byte count the library looks the table up by, from the same count argument enqueue() passes. */
 static size_t table_key(const bench_t *b, const geom_t *g)
 {
-    return symmem_coll_message_bytes(b->ctx.r[0].comm, coll_kind(b->o.coll), g->count, b->o.dt);
+    return symmem_coll_message_bytes(b->ctx.nranks, coll_kind(b->o.coll), g->count, b->o.dt);
 }
 
 /* What SYMMEM_ALGO_AUTO resolves to on this process's first rank (every rank holds the same table). */
 static int auto_choice(const bench_t *b, const geom_t *g)
 {
-    return (int)symmem_coll_choose(b->ctx.r[0].comm, coll_kind(b->o.coll), table_key(b, g));
+    return (int)symmem_coll_choose(symmem_coll_tuning(b->ctx.r[0].comm), coll_kind(b->o.coll), table_key(b, g));
 }
 
 /* The algorithm column: the name, or "auto:<chosen>" (the barrier has no algorithm to choose). Call it
@@ -836,11 +835,7 @@ static const char *tune_path(const opts_t *o)
     static char path[4096];
     int explicit_path = 0;
     if (o->tune_file) return o->tune_file;
-    if (symmem_tune_file_path(path, sizeof path, &explicit_path) != 0) return "symmem-tune.txt";
-    if (!explicit_path) {
-        char dir[4096];
-        if (symmem_cache_dir(dir, sizeof dir) == 0) symmem_mkdir_p(dir);
-    }
+    if (symmem_coll_tune_path(path, sizeof path, 1, &explicit_path) != 0) return "symmem-tune.txt";
     return path;
 }
 
@@ -870,8 +865,8 @@ static void print_header(const bench_t *b)
            o->coll == T_BARRIER && b->have_nccl ? "; NCCL has no barrier: a 1-element all-reduce stands in" : "");
     char deftab[4096];
     int explicit_tab = 0;
-    const int have_tab = symmem_tune_file_path(deftab, sizeof deftab, &explicit_tab) == 0 && access(deftab, R_OK) == 0;
-    printf("# algorithm table: topology [%s], %s%s%s%s\n", symmem_coll_fingerprint(ctx->r[0].comm),
+    const int have_tab = symmem_coll_tune_path(deftab, sizeof deftab, 0, &explicit_tab) == 0 && access(deftab, R_OK) == 0;
+    printf("# algorithm table: topology [%s], %s%s%s%s\n", symmem_coll_tuning(ctx->r[0].comm)->fingerprint,
            have_tab ? "table file (its section for this topology, if any) " : "built-in table", have_tab ? deftab : "",
            env_algo && env_algo[0] ? ", SYMMEM_ALGO=" : "", env_algo && env_algo[0] ? env_algo : "");
     double probe_rd = 0, probe_wr = 0;
@@ -883,7 +878,7 @@ static void print_header(const bench_t *b)
                "rank 0 and broadcast%s\n",
                o->algo_given ? "; -a ignored" : "");
         printf("# --tune: table of %s -> %s (section [%s]; other ops and sections kept)\n", t_names[o->coll],
-               tune_path(o), symmem_coll_fingerprint(ctx->r[0].comm));
+               tune_path(o), symmem_coll_tuning(ctx->r[0].comm)->fingerprint);
         if (!o->check) printf("# --tune with -c 0: results are not checked, so a wrong algorithm can win\n");
         if (env_algo && env_algo[0] && strcasecmp(env_algo, "auto") != 0)
             printf("# --tune: SYMMEM_ALGO overrides the table: the auto rows after tuning run %s, not the table\n",
@@ -946,7 +941,7 @@ static int tune_begin(bench_t *b, const char *path)
     uint64_t failed = 0;
     if (access(path, F_OK) == 0) {
         for (int i = 0; i < ctx->nlocal; i++) {
-            if (symmem_coll_tune_load(ctx->r[i].comm, path) == SYMMEM_OK) continue;
+            if (symmem_coll_tune_load(symmem_coll_tuning(ctx->r[i].comm), path) == SYMMEM_OK) continue;
             if (!failed) cc_log(ctx, "--tune: cannot use %s: %s", path, symmem_last_error());
             failed++;
         }
@@ -1027,7 +1022,7 @@ static int tune_apply(bench_t *b, const size_rec_t *recs, int nrec, const size_t
     const symmem_coll_kind_t kind = coll_kind(b->o.coll);
     uint64_t failed = 0, hl[CC_MAX_RANKS] = {0}, ha[CC_MAX_RANKS];
     for (int i = 0; i < ctx->nlocal; i++) {
-        symmem_comm_t c = ctx->r[i].comm;
+        symmem_coll_tuning_t *c = symmem_coll_tuning(ctx->r[i].comm);
         symmem_status_t st = symmem_coll_tune_clear(c, kind);
         for (int j = 0; j < nr && st == SYMMEM_OK; j++)
             st = symmem_coll_tune_set(c, kind, max_bytes[j], (symmem_algo_t)algo[j]);
@@ -1036,15 +1031,15 @@ static int tune_apply(bench_t *b, const size_rec_t *recs, int nrec, const size_t
                    symmem_last_error());
             failed++;
         }
-        uint64_t h = 1469598103934665603ull;
-        for (int k = 0; k < nrec; k++) h = (h ^ (uint64_t)symmem_coll_choose(c, kind, recs[k].key)) * 1099511628211ull;
-        hl[i] = h;
+        int chosen[BENCH_MAX_SIZES];
+        for (int k = 0; k < nrec; k++) chosen[k] = (int)symmem_coll_choose(c, kind, recs[k].key);
+        hl[i] = cc_hash(chosen, (size_t)nrec * sizeof chosen[0]);
     }
     int differ = 0;
     if (cc_allgather_u64(ctx, hl, ha) != 0) return -1;
     for (int k = 1; k < ctx->nranks; k++) differ |= ha[k] != ha[0];
     if (cc_sum_u64(ctx, failed) == 0 && !differ) return 0;
-    for (int i = 0; i < ctx->nlocal; i++) symmem_coll_tune_clear(ctx->r[i].comm, kind);
+    for (int i = 0; i < ctx->nlocal; i++) symmem_coll_tune_clear(symmem_coll_tuning(ctx->r[i].comm), kind);
     if (cc_is_root(ctx))
         printf("# --tune: %s; %s falls back to the built-in table, nothing written\n",
                differ ? "ranks ended up with different choices" : "the table could not be set (see above)",
@@ -1053,7 +1048,7 @@ static int tune_apply(bench_t *b, const size_rec_t *recs, int nrec, const size_t
 }
 
 /* The table as symmem_coll_tune_print writes it, each line behind "#   " so the output stays a table. */
-static void print_table_commented(symmem_comm_t comm)
+static void print_table_commented(const symmem_coll_tuning_t *comm)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -1125,7 +1120,7 @@ static int tune_finish(bench_t *b, size_rec_t *recs, int nrec, double busf, uint
     if (tune_apply(b, recs, nrec, max_bytes, algo, nr) != 0) return -1;
     int rc = 0;
     if (root) {
-        symmem_comm_t c = ctx->r[0].comm;
+        symmem_coll_tuning_t *c = symmem_coll_tuning(ctx->r[0].comm);
         printf("#\n# tuned: %d of %d sizes had a winner, %d rule(s) for %s\n", nwin, nrec, nr, t_names[b->o.coll]);
         const symmem_status_t st = symmem_coll_tune_save(c, path);
         if (st == SYMMEM_OK)

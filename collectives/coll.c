@@ -17,11 +17,13 @@
 #include "base/hash.h"
 #include "collectives/coll_internal.h"
 #include "collectives/fused.h"
-#include "topology/cache.h"
 #include "base/comm_state.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "base/status.h"
+#include "topology/choice.h"
+#include "topology/probe.h"
+#include "topology/ranks.h"
 
 /* One-shot pull (and reduce-scatter / all-gather pull) read the sender's buffer directly only from this
  * size on: zero copy costs one more sync at the end of the call (~1-2 us), a local copy of a small message
@@ -33,92 +35,6 @@ static double probe_now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-/* ---- names, generated from the public lists ------------------------------------------------------------ */
-size_t symmem_dtype_size(symmem_dtype_t dtype)
-{
-    switch (dtype) {
-#define DT_SIZE_(name, value, ctype, bytes)                                                                \
-    case SYMMEM_##name: return bytes;
-        SYMMEM_DTYPE_LIST(DT_SIZE_)
-#undef DT_SIZE_
-    default: return 0;
-    }
-}
-
-const char *symmem_dtype_name(symmem_dtype_t dtype)
-{
-    switch (dtype) {
-#define DT_NAME_(name, value, ctype, bytes)                                                                \
-    case SYMMEM_##name: return #ctype;
-        SYMMEM_DTYPE_LIST(DT_NAME_)
-#undef DT_NAME_
-    default: return "invalid_dtype";
-    }
-}
-
-/* Lower-case names ("sum", as nccl-tests prints them), made once from SYMMEM_REDOP_LIST. */
-static char redop_names[SYMMEM_REDOP_COUNT][16];
-static pthread_once_t redop_names_once = PTHREAD_ONCE_INIT;
-static void redop_names_init(void)
-{
-    static const char *const upper[SYMMEM_REDOP_COUNT] = {
-#define OP_NAME_(name, value) [value] = #name,
-        SYMMEM_REDOP_LIST(OP_NAME_)
-#undef OP_NAME_
-    };
-    for (int i = 0; i < SYMMEM_REDOP_COUNT; i++)
-        for (size_t k = 0; upper[i][k] && k + 1 < sizeof redop_names[i]; k++)
-            redop_names[i][k] = (char)tolower((unsigned char)upper[i][k]);
-}
-
-const char *symmem_redop_name(symmem_redop_t op)
-{
-    if ((int)op < 0 || op >= SYMMEM_REDOP_COUNT) return "invalid_redop";
-    pthread_once(&redop_names_once, redop_names_init);
-    return redop_names[op];
-}
-
-const char *symmem_algo_name(symmem_algo_t algo)
-{
-    switch (algo) {
-#define ALGO_NAME_(name, value, text)                                                                      \
-    case SYMMEM_ALGO_##name: return text;
-        SYMMEM_ALGO_LIST(ALGO_NAME_)
-#undef ALGO_NAME_
-    default: return "invalid_algo";
-    }
-}
-
-symmem_status_t symmem_algo_from_name(const char *name, symmem_algo_t *algo)
-{
-    if (name) {
-#define ALGO_FROM_(n, value, text)                                                                         \
-    if (strcasecmp(name, text) == 0) {                                                                     \
-        if (algo) *algo = SYMMEM_ALGO_##n;                                                                 \
-        return SYMMEM_OK;                                                                                  \
-    }
-        SYMMEM_ALGO_LIST(ALGO_FROM_)
-#undef ALGO_FROM_
-    }
-    char known[256] = "";
-#define ALGO_LIST_(n, value, text) snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", value ? ", " : "", text);
-    SYMMEM_ALGO_LIST(ALGO_LIST_)
-#undef ALGO_LIST_
-    return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "unknown algorithm \"%s\" (known: %s)", name ? name : "(null)",
-                            known);
-}
-
-const char *symmem_coll_kind_name(symmem_coll_kind_t kind)
-{
-    switch (kind) {
-#define KIND_NAME_(name, value, text)                                                                      \
-    case SYMMEM_COLL_##name: return text;
-        SYMMEM_COLL_KIND_LIST(KIND_NAME_)
-#undef KIND_NAME_
-    default: return "invalid_kind";
-    }
 }
 
 /* ---- setup and teardown --------------------------------------------------------------------------------- */
@@ -224,7 +140,7 @@ typedef struct agree {
 
 static symmem_status_t agree_across_ranks(symmem_comm_t comm, struct symmem_coll *co)
 {
-    agree_t me = {co->max_grid, co->min_threads, (int32_t)co->env_algo, symmem_coll_table_hash(&co->table), co->pdl, co->probe,
+    agree_t me = {co->max_grid, co->min_threads, (int32_t)co->tuning.env_algo, topo_table_hash(&co->tuning.table), co->pdl, co->probe,
                   co->lam_check},
             all[SYMMEM_MAX_RANKS];
     SYMMEM_CHECK(symmem_comm_allgather(comm, &me, all, sizeof me));
@@ -241,13 +157,14 @@ static symmem_status_t agree_across_ranks(symmem_comm_t comm, struct symmem_coll
             return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
                                     "SYMMEM_ALGO differs between ranks (rank %d: %s, this rank: %s): every rank must "
                                     "use the same algorithm",
-                                    r, symmem_algo_name((symmem_algo_t)all[r].env_algo), symmem_algo_name(co->env_algo));
+                                    r, symmem_algo_name((symmem_algo_t)all[r].env_algo),
+                                    symmem_algo_name(co->tuning.env_algo));
         if (all[r].table_hash != me.table_hash) table_differs = 1;
     }
     if (table_differs) {
         SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "ranks loaded different algorithm tables (SYMMEM_TUNE_FILE differs between "
                                         "ranks?); every rank uses the built-in table");
-        co->table.nrules = 0;
+        co->tuning.table.nrules = 0;
     }
     if (probe_differs)
         SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_COLL_PROBE asks for the peer-bandwidth probe on some ranks only; no "
@@ -257,10 +174,10 @@ static symmem_status_t agree_across_ranks(symmem_comm_t comm, struct symmem_coll
 
 /* ---- peer-bandwidth probe ------------------------------------------------------------------------------- */
 #define PROBE_BYTES ((size_t)4 << 20)
-#define PROBE_RUNS 3
+#define PROBE_RUNS 3 /* timed, after one warm-up (topology/probe.c) */
 
 /* Whether this rank asks for the probe (agreed across ranks afterwards). */
-static int probe_wanted(symmem_comm_t comm, const struct symmem_coll *co)
+static int probe_wanted(symmem_comm_t comm)
 {
     const char *v = symmem_param_str(SYMMEM_PARAM_COLL_PROBE);
     if (comm->nranks < 2) return 0;
@@ -268,126 +185,35 @@ static int probe_wanted(symmem_comm_t comm, const struct symmem_coll *co)
     if (strcasecmp(v, "force") == 0 || strcmp(v, "1") == 0) return 1;
     if (v[0] && strcasecmp(v, "auto") != 0)
         SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_COLL_PROBE=%s is not auto, force or 0; using auto", v);
-    return co->link_class == SYMMEM_LINK_PCIE;
+    return topo_probe_useful(comm->link_class);
 }
 
-/* Wait for `ev` without a busy host spin (co-located ranks' threads share the CPU). A P2P access that never
- * completes (IOMMU/ACS redirection on some PCIe boxes) would keep the kernel running: say so once. */
-static cudaError_t probe_wait(symmem_comm_t comm, cudaEvent_t ev, int peer)
-{
-    const double t0 = probe_now_ms();
-    int warned = 0;
-    for (;;) {
-        const cudaError_t e = cudaEventQuery(ev);
-        if (e != cudaErrorNotReady) return e;
-        if (!warned && comm->timeout_ms > 0 && probe_now_ms() - t0 > (double)comm->timeout_ms) {
-            warned = 1;
-            SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
-                        "the peer-bandwidth probe (plain loads from / stores to rank %d's workspace) has not "
-                        "finished after %d ms: peer-to-peer access to that GPU looks broken (IOMMU/ACS?); "
-                        "SYMMEM_COLL_PROBE=0 skips the probe, but the collectives need the same access",
-                        peer, comm->timeout_ms);
-        }
-        usleep(20);
-    }
-}
-
-/* One phase on this rank: a warm-up run, then PROBE_RUNS timed runs back to back; *gbs = the median. */
-static cudaError_t probe_phase(symmem_comm_t comm, struct symmem_coll *co, int write, size_t bytes, cudaStream_t s,
-                               cudaEvent_t ev[PROBE_RUNS + 1], double *gbs)
-{
-    const int peer = (comm->rank + 1) % comm->nranks;
-    /* Disjoint regions: rank r loads from half 0 of rank r+1 (only rank r-1 loads from mine) and stores into
-     * half 1 of rank r+1 (only rank r-1 stores into mine); the read kernel's scratch is my own half 1, which
-     * nobody touches during the read phase. */
-    char *target = co->ws_peers[peer] + co->data_off + (write ? co->half_bytes : 0);
-    void *sink = co->ws_peers[comm->rank] + co->data_off + co->half_bytes;
-    cudaError_t e = (cudaError_t)symmem_coll_launch_probe(write, target, bytes, sink, co->max_grid, s);
-    for (int k = 0; k <= PROBE_RUNS && e == cudaSuccess; k++) {
-        e = cudaEventRecord(ev[k], s);
-        if (e == cudaSuccess && k < PROBE_RUNS)
-            e = (cudaError_t)symmem_coll_launch_probe(write, target, bytes, sink, co->max_grid, s);
-    }
-    if (e == cudaSuccess) e = probe_wait(comm, ev[PROBE_RUNS], peer);
-    if (e != cudaSuccess) return e;
-    float ms[PROBE_RUNS];
-    for (int k = 0; k < PROBE_RUNS; k++)
-        if ((e = cudaEventElapsedTime(&ms[k], ev[k], ev[k + 1])) != cudaSuccess) return e;
-    for (int i = 1; i < PROBE_RUNS; i++) /* insertion sort: the median of 3 */
-        for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
-            const float t = ms[j];
-            ms[j] = ms[j - 1];
-            ms[j - 1] = t;
-        }
-    const double med = ms[PROBE_RUNS / 2];
-    *gbs = med > 0 ? (double)bytes / (med * 1e-3) / 1e9 : 0.0;
-    return cudaSuccess;
-}
-
-/* Measure SM peer read and write bandwidth with every rank at once (a PCIe root complex that collapses
- * under all-to-all traffic must show it), then let the minima over ranks choose pull or push in the
- * built-in defaults. Collective: every rank makes the same host barrier and allgather calls whatever
- * happens locally, so a local CUDA failure cannot leave a peer waiting; it fails this rank's init after
- * the exchange (a peer access that faults here would fault in every collective too). Touches only the
- * data halves (which hold nothing between calls); flags, Lamport buffers and device state stay as
- * initialised. On return no probe kernel runs anywhere (each rank waits for its own before the final
- * allgather). */
+/* The ring figures (topology/probe.h) over the data halves, which hold nothing between calls: rank r loads
+ * from half 0 of rank r+1 into its own half 1 and stores its own half 0 into half 1 of rank r+1. Flags,
+ * Lamport buffers and the device state stay as initialised. The figures replace the built-in table with
+ * topo_choose's for them: the same on every rank (minima over ranks); a tuning-file table, agreed by hash,
+ * is not touched and still wins. */
 static symmem_status_t probe_links(symmem_comm_t comm, struct symmem_coll *co)
 {
+    const int peer = (comm->rank + 1) % comm->nranks;
     size_t bytes = PROBE_BYTES < co->half_bytes ? PROBE_BYTES : co->half_bytes;
-    bytes = align_down(bytes, 16 * SYMMEM_COLL_THREADS);
-    cudaStream_t s = NULL;
-    cudaEvent_t ev[PROBE_RUNS + 1] = {0};
-    int nev = 0;
-    cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-    if (e != cudaSuccess) s = NULL;
-    for (; e == cudaSuccess && nev <= PROBE_RUNS; nev++)
-        if ((e = cudaEventCreate(&ev[nev])) != cudaSuccess) break;
-    const char *failed = e != cudaSuccess ? "while setting up (stream, events) to measure" : NULL;
-    double gbs[2] = {0.0, 0.0}; /* this rank's read, write */
-    symmem_status_t st = SYMMEM_OK;
+    const topo_probe_buffers_t b = {co->ws_peers[peer] + co->data_off, co->ws_peers[peer] + co->data_off + co->half_bytes,
+                                    co->ws_peers[comm->rank] + co->data_off + co->half_bytes,
+                                    co->ws_peers[comm->rank] + co->data_off, align_down(bytes, 16 * SYMMEM_COLL_THREADS),
+                                    co->max_grid, SYMMEM_COLL_THREADS};
+    double rd = 0, wr = 0;
     const double t0 = probe_now_ms();
-    for (int w = 0; w < 2 && st == SYMMEM_OK; w++) {
-        st = symmem_comm_barrier(comm); /* all ranks start each phase together */
-        if (st == SYMMEM_OK && !failed && (e = probe_phase(comm, co, w, bytes, s, ev, &gbs[w])) != cudaSuccess)
-            failed = w ? "while storing to" : "while loading from";
-    }
-    if (failed) gbs[0] = gbs[1] = -1.0; /* tells every rank: this rank's probe failed */
-    double all[SYMMEM_MAX_RANKS][2];
-    if (st == SYMMEM_OK) st = symmem_comm_allgather(comm, gbs, all, sizeof gbs);
-    for (int k = 0; k < nev; k++) cudaEventDestroy(ev[k]);
-    if (s) cudaStreamDestroy(s);
-    if (st != SYMMEM_OK) return st;
-    if (failed) {
-        (void)cudaGetLastError();
-        return symmem_set_error(SYMMEM_CUDA_ERROR,
-                                "collectives: the peer-bandwidth probe at init failed %s the workspace of rank %d: "
-                                "%s (%s); SYMMEM_COLL_PROBE=0 skips the probe",
-                                failed, (comm->rank + 1) % comm->nranks, cudaGetErrorName(e), cudaGetErrorString(e));
-    }
-    /* Every rank fails init the same way when any rank's probe failed (not just the one that saw it). */
-    for (int r = 0; r < comm->nranks; r++)
-        if (all[r][0] < 0 || all[r][1] < 0)
-            return symmem_set_error(SYMMEM_CUDA_ERROR,
-                                    "collectives: the peer-bandwidth probe at init failed on rank %d (its log names "
-                                    "the CUDA error); SYMMEM_COLL_PROBE=0 skips the probe",
-                                    r);
-    double rd = all[0][0], wr = all[0][1];
-    for (int r = 1; r < comm->nranks; r++) {
-        if (all[r][0] < rd) rd = all[r][0];
-        if (all[r][1] < wr) wr = all[r][1];
-    }
+    SYMMEM_CHECK(topo_probe_ring(comm, &b, &rd, &wr));
     co->probed = 1;
     co->probe_read_gbs = rd;
     co->probe_write_gbs = wr;
-    co->probe_prefer = (int)symmem_coll_prefer_from_figures(rd, wr);
-    const int changed = symmem_coll_table_apply_prefer(&co->defaults, (symmem_coll_prefer_t)co->probe_prefer);
+    const topo_choice_facts_t f = {comm->nranks, comm->link_class, rd, wr};
+    const int changed = symmem_coll_tune_measured(&co->tuning, &f);
     SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
                 "probe: peer read %.1f GB/s, peer write %.1f GB/s (all ranks at once, min over ranks); %s%s "
                 "(%d default rules changed; %zu bytes x %d runs, %.1f ms at init)",
-                rd, wr, co->probe_prefer == SYMMEM_COLL_PREFER_KEEP ? "no clear winner, keeping " : "preferring ",
-                symmem_coll_prefer_name((symmem_coll_prefer_t)co->probe_prefer), changed, bytes, PROBE_RUNS + 1,
-                probe_now_ms() - t0);
+                rd, wr, co->tuning.prefer == TOPO_PREFER_KEEP ? "no clear winner, keeping " : "preferring ",
+                topo_prefer_name(co->tuning.prefer), changed, b.bytes, PROBE_RUNS + 1, probe_now_ms() - t0);
     return SYMMEM_OK;
 }
 
@@ -444,26 +270,25 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
     co->pdl = symmem_param_int(SYMMEM_PARAM_PDL) != 0 && comm->ranks_per_device == 1 &&
               comm->peers[comm->rank].cc_major >= 9;
     co->lam_check = symmem_param_int(SYMMEM_PARAM_LAMPORT_CHECK) != 0;
-    co->env_algo = SYMMEM_ALGO_AUTO;
+    const topo_choice_facts_t facts = {comm->nranks, comm->link_class, 0.0, 0.0};
+    symmem_coll_tune_init(&co->tuning, comm->fingerprint, &facts);
     const char *env = symmem_param_str(SYMMEM_PARAM_ALGO);
-    if (env[0] && symmem_algo_from_name(env, &co->env_algo) != SYMMEM_OK) {
+    if (env[0] && symmem_algo_from_name(env, &co->tuning.env_algo) != SYMMEM_OK) {
         SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_ALGO=%s is not an algorithm; using auto", env);
         symmem_clear_error();
-        co->env_algo = SYMMEM_ALGO_AUTO;
+        co->tuning.env_algo = SYMMEM_ALGO_AUTO;
     }
-    SYMMEM_CHECK_GOTO(symmem_coll_make_fingerprint(comm), st, fail);
-    symmem_coll_table_defaults(comm, &co->defaults);
     /* The algorithm table measured on this machine (symmem-bench --tune): SYMMEM_TUNE_FILE, else the
      * cache folder's tune.txt when it exists. A table that does not parse is ignored with a warning. */
     char tune[4096];
     int explicit_tune = 0;
-    if (symmem_tune_file_path(tune, sizeof tune, &explicit_tune) == 0 &&
-        (explicit_tune || access(tune, R_OK) == 0) && symmem_coll_tune_load(comm, tune) != SYMMEM_OK) {
+    if (symmem_coll_tune_path(tune, sizeof tune, 0, &explicit_tune) == 0 &&
+        (explicit_tune || access(tune, R_OK) == 0) && symmem_coll_tune_load(&co->tuning, tune) != SYMMEM_OK) {
         SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "algorithm table %s ignored: %s", tune, symmem_last_error());
         symmem_clear_error();
-        co->table.nrules = 0;
+        co->tuning.table.nrules = 0;
     }
-    co->probe = probe_wanted(comm, co);
+    co->probe = probe_wanted(comm);
     SYMMEM_CHECK_GOTO(agree_across_ranks(comm, co), st, fail);
     SYMMEM_CHECK_GOTO(plan_workspace(comm, co), st, fail);
     co->colocated_peer = -1;
@@ -530,9 +355,9 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
                 "links %s, fingerprint %s, table %s%s",
                 co->ws_bytes, co->lam_buf_bytes, co->half_bytes, co->max_grid, co->min_threads, SYMMEM_COLL_THREADS,
                 co->pdl ? "on" : "off",
-                co->link_class == SYMMEM_LINK_NVLINK ? "nvlink" : co->link_class == SYMMEM_LINK_PCIE ? "pcie" : "host",
-                co->fingerprint, co->table.nrules ? "from the tuning file" : "built-in",
-                co->probe_prefer == SYMMEM_COLL_PREFER_PULL ? " (defaults: pull, from the probe)" : "");
+                topo_link_name(comm->link_class), comm->fingerprint,
+                co->tuning.table.nrules ? "from the tuning file" : "built-in",
+                co->tuning.prefer == TOPO_PREFER_PULL ? " (defaults: pull, from the probe)" : "");
     return SYMMEM_OK;
 fail:
     if (s) cudaStreamDestroy(s);
@@ -755,21 +580,7 @@ int symmem_coll_geometry(const struct symmem_coll *co, int n, symmem_coll_kind_t
     return 0;
 }
 
-size_t symmem_coll_message_bytes(symmem_comm_t comm, symmem_coll_kind_t kind, size_t count, symmem_dtype_t dtype)
-{
-    size_t b = count * symmem_dtype_size(dtype);
-    return kind == SYMMEM_COLL_ALL_REDUCE ? b : b * (size_t)comm->nranks;
-}
-
-symmem_algo_t symmem_coll_choose(symmem_comm_t comm, symmem_coll_kind_t kind, size_t bytes)
-{
-    struct symmem_coll *co = comm->coll;
-    if (!co) return SYMMEM_ALGO_TWOSHOT_PUSH;
-    if (co->env_algo != SYMMEM_ALGO_AUTO) return co->env_algo;
-    symmem_algo_t a = symmem_coll_table_lookup(&co->table, kind, bytes);
-    if (a == SYMMEM_ALGO_AUTO) a = symmem_coll_table_lookup(&co->defaults, kind, bytes);
-    return a == SYMMEM_ALGO_AUTO ? SYMMEM_ALGO_TWOSHOT_PUSH : a;
-}
+symmem_coll_tuning_t *symmem_coll_tuning(symmem_comm_t comm) { return comm && comm->coll ? &comm->coll->tuning : NULL; }
 
 size_t symmem_comm_max_message_bytes(symmem_comm_t comm)
 {
@@ -948,8 +759,8 @@ static symmem_status_t run_collective(symmem_comm_t comm, const coll_call_t *c)
     if (c->count == 0) return SYMMEM_OK;
     const int n = comm->nranks;
     const size_t es = symmem_dtype_size(c->dtype);
-    const size_t bytes = symmem_coll_message_bytes(comm, c->kind, c->count, c->dtype);
-    const symmem_algo_t algo = c->algo != SYMMEM_ALGO_AUTO ? c->algo : symmem_coll_choose(comm, c->kind, bytes);
+    const size_t bytes = symmem_coll_message_bytes(n, c->kind, c->count, c->dtype);
+    const symmem_algo_t algo = c->algo != SYMMEM_ALGO_AUTO ? c->algo : symmem_coll_choose(&co->tuning, c->kind, bytes);
     const int fam = family_of(c->kind, algo);
 
     symmem_coll_params_t p;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "collectives/coll.h"
+#include "collectives/tune.h"
 #include "symmem/symmem.h"
 
 #ifdef __cplusplus
@@ -134,12 +135,6 @@ int symmem_coll_launch_barrier(const symmem_coll_params_t *p, void *stream, int 
 /* Fill `bytes` at `ptr` (16-byte multiple, aligned) with the Lamport empty word, on `stream`. */
 int symmem_coll_launch_fill_empty(void *ptr, size_t bytes, void *stream);
 
-/* Peer-bandwidth probe: `write` 0 loads `bytes` (16-byte multiple) from `peer` (16-byte aligned) folding
- * them into a value stored to `sink` only in a practically impossible case (sink: SYMMEM_COLL_THREADS
- * packs of this rank's own memory); `write` 1 stores `bytes` to `peer`. Plain loads/stores, grid-stride
- * over `grid` blocks of SYMMEM_COLL_THREADS; the kernel waits on nothing. Returns the cudaError_t. */
-int symmem_coll_launch_probe(int write, void *peer, size_t bytes, void *sink, int grid, void *stream);
-
 /* What symmem_coll_preload learnt about the kernels. */
 typedef struct symmem_coll_preload_info {
     int kernels;           /* kernels loaded */
@@ -149,19 +144,6 @@ typedef struct symmem_coll_preload_info {
 /* Load every kernel of the collectives into the current device's context now, not at its first launch
  * (CUDA lazy loading can wait for running kernels: see kernels.cu). Returns the first cudaError_t. */
 int symmem_coll_preload(symmem_coll_preload_info_t *info);
-
-/* ---- tuning table (tune.c) ---------------------------------------------------------------------------- */
-#define SYMMEM_COLL_MAX_RULES 64
-typedef struct symmem_coll_rule {
-    int kind;         /* symmem_coll_kind_t */
-    size_t max_bytes; /* the rule covers messages of at most this many bytes (SIZE_MAX: no limit) */
-    symmem_algo_t algo;
-} symmem_coll_rule_t;
-
-typedef struct symmem_coll_table {
-    int nrules;
-    symmem_coll_rule_t rules[SYMMEM_COLL_MAX_RULES]; /* sorted by kind, then max_bytes */
-} symmem_coll_table_t;
 
 #define SYMMEM_COLL_HIST 16
 /* The collectives' per-communicator state (comm->coll). */
@@ -179,11 +161,7 @@ struct symmem_coll {
     int min_threads;                       /* fewest threads per block (SYMMEM_MIN_BLOCK_THREADS, agreed) */
     int pdl;                               /* launch with programmatic stream serialization (sm_90+, 1 rank per GPU) */
     int lam_check;                         /* Lamport round headers (SYMMEM_LAMPORT_CHECK; on if any rank asks) */
-    symmem_link_t link_class;              /* worst link between any two ranks (the same on every rank) */
-    symmem_algo_t env_algo;                /* SYMMEM_ALGO, AUTO if unset */
-    char fingerprint[128];
-    symmem_coll_table_t table;             /* active rules (from the tuning file or symmem_coll_tune_set) */
-    symmem_coll_table_t defaults;          /* built-in rules; used for a kind the active table lacks */
+    symmem_coll_tuning_t tuning;           /* the algorithm table (tune.h), the same on every rank */
     int error_reported;                    /* the kernel error record was turned into comm->async_error */
     /* A peer rank in this process on this GPU (symmem_comm_init_all with several ranks per GPU): its
      * kernels and ours must run at the same time, which only separate non-legacy streams allow. */
@@ -201,22 +179,7 @@ struct symmem_coll {
     int probe;            /* 1: measure (every rank, decided in agree_across_ranks) */
     int probed;           /* the figures below were measured */
     double probe_read_gbs, probe_write_gbs; /* SM peer load / store GB/s, all ranks at once, min over ranks */
-    int probe_prefer;     /* symmem_coll_prefer_t applied to `defaults` */
 };
-
-/* Push or pull, from measured peer bandwidth (tune.c; pure, unit-tested). */
-typedef enum symmem_coll_prefer {
-    SYMMEM_COLL_PREFER_KEEP = 0, /* no clear winner (or no valid figures): the built-in defaults stand */
-    SYMMEM_COLL_PREFER_PULL = 1, /* peer stores are slow: write < 0.7 * read */
-    SYMMEM_COLL_PREFER_PUSH = 2, /* peer loads are slow: read < 0.7 * write */
-} symmem_coll_prefer_t;
-/* The preference given SM peer read and write bandwidth (any unit; non-positive or non-finite: KEEP). */
-symmem_coll_prefer_t symmem_coll_prefer_from_figures(double read_gbs, double write_gbs);
-/* Rewrite a table for a preference: PULL turns oneshot_push into oneshot_pull and twoshot_push / staged /
- * twoshot_lamport into twoshot_pull (every op); KEEP and PUSH leave it as it is (the defaults that matter,
- * PCIe's, are push already). Returns the number of rules changed. */
-int symmem_coll_table_apply_prefer(symmem_coll_table_t *t, symmem_coll_prefer_t prefer);
-const char *symmem_coll_prefer_name(symmem_coll_prefer_t prefer);
 
 /* Bytes of one Lamport buffer in a workspace of `ws` bytes (>= 4 MiB): the largest power of two at most
  * ws/8 (8 MiB of the default 64 MiB; the three take 37.5%), plus SYMMEM_COLL_LAMPORT_SLACK. Powers of two so
@@ -269,14 +232,6 @@ symmem_status_t symmem_coll_check_usable(symmem_comm_t comm, const char *call);
 void symmem_coll_check_stream(symmem_comm_t comm, symmem_stream_t stream, const char *call);
 void symmem_coll_record_launch(struct symmem_coll *co, uint32_t tag, symmem_coll_kind_t kind, symmem_algo_t algo,
                                symmem_dtype_t dtype, size_t count);
-
-/* Built-in defaults for this communicator's link class and rank count. */
-void symmem_coll_table_defaults(symmem_comm_t comm, symmem_coll_table_t *t);
-/* The algorithm the table gives for `bytes` (see symmem_coll_message_bytes). */
-symmem_algo_t symmem_coll_table_lookup(const symmem_coll_table_t *t, symmem_coll_kind_t kind, size_t bytes);
-/* Fill comm->coll->fingerprint from the link matrix (collective: allgathers every rank's link row). */
-symmem_status_t symmem_coll_make_fingerprint(symmem_comm_t comm);
-uint64_t symmem_coll_table_hash(const symmem_coll_table_t *t);
 
 #ifdef __cplusplus
 }

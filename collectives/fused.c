@@ -14,6 +14,7 @@
 #include "base/comm_state.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "topology/choice.h"
 
 #define FUSED_NAME "symmem_all_reduce_add_rmsnorm"
 /* Pack indices of a round are 32-bit in the kernels; keep every one below this. */
@@ -21,27 +22,7 @@
 
 /* ---- pure rules ------------------------------------------------------------------------------------------ */
 
-/* One-way latency x bandwidth per GPU of a link class, in bytes: the data a GPU could receive in the time
- * of one extra one-way trip, which is what two-shot pays over one-shot. NVLink (also ranks that share a
- * GPU): 1.3 us x 340 GB/s (symmem-topo on 2x H200: flag one-way latency, SM peer read/write; bench/NOTES.md).
- * PCIe: 1.0 us x 40 GB/s (posted write 0.63-1.36 us, SM stores 20-52 GB/s: ANCHORS, "Physical limits").
- * No P2P (pinned host memory): 2.0 us x 20 GB/s. */
-static uint64_t latency_bandwidth_bytes(symmem_link_t link)
-{
-    switch (link) {
-    case SYMMEM_LINK_SELF:
-    case SYMMEM_LINK_NVLINK: return 442000;
-    case SYMMEM_LINK_PCIE: return 40000;
-    default: return 40000;
-    }
-}
-
-size_t symmem_fused_crossover_bytes(int n, symmem_link_t link)
-{
-    if (n <= 2) return SIZE_MAX; /* two-shot moves the same bytes as one-shot there, one trip later */
-    const uint64_t un = (uint64_t)n;
-    return (size_t)(un * latency_bandwidth_bytes(link) / ((un - 1) * (un - 2)));
-}
+size_t symmem_fused_crossover_bytes(int n, symmem_link_t link) { return topo_fused_crossover_bytes(n, link); }
 
 symmem_algo_t symmem_fused_choose(int n, symmem_link_t link, size_t bytes)
 {
@@ -124,7 +105,7 @@ symmem_algo_t symmem_fused_auto_algo(symmem_comm_t comm, size_t tokens, size_t h
     const size_t es = symmem_dtype_size(dtype);
     symmem_fused_plan_t plan;
     if (!comm || !comm->coll || es == 0 ||
-        symmem_fused_plan(comm->nranks, comm->coll->link_class, comm->coll->lam_buf_bytes, tokens, hidden, es,
+        symmem_fused_plan(comm->nranks, comm->link_class, comm->coll->lam_buf_bytes, tokens, hidden, es,
                           SYMMEM_ALGO_AUTO, &plan) != 0)
         return SYMMEM_ALGO_AUTO;
     return plan.algo;
@@ -199,7 +180,7 @@ static symmem_status_t run_fused(symmem_comm_t comm, const void *x, void *residu
     const int n = comm->nranks;
     const size_t es = symmem_dtype_size(dtype);
     symmem_fused_plan_t plan;
-    const int pst = symmem_fused_plan(n, co->link_class, co->lam_buf_bytes, tokens, hidden, es, algo, &plan);
+    const int pst = symmem_fused_plan(n, comm->link_class, co->lam_buf_bytes, tokens, hidden, es, algo, &plan);
     if (pst == 1)
         return symmem_set_error(SYMMEM_INVALID_USAGE,
                                 FUSED_NAME ": the workspace's Lamport buffers (%zu bytes each) hold not one row of %zu "

@@ -29,6 +29,7 @@
 #include "collectives/coll_internal.h"
 #include "collectives/device.cuh"
 #include "collectives/protocol.cuh"
+#include "topology/transfer.h"
 
 namespace symmem_k {
 
@@ -462,40 +463,6 @@ __global__ void fill_empty_kernel(uint4 *p, size_t n16)
         p[i] = lamport_empty4();
 }
 
-/* Peer-bandwidth probe (symmem_coll_comm_init): plain 16-byte loads from / stores to a peer's data half,
- * grid-stride, no flags, no waiting on anything: each kernel ends on its own. The read kernel folds what it
- * loaded into a value it stores only when that value is all ones (practically never), so the loads cannot
- * be dropped; `sink` is a scratch area of this rank's own workspace (>= SYMMEM_COLL_THREADS packs). */
-__global__ void __launch_bounds__(SYMMEM_COLL_THREADS) probe_read_kernel(const uint4 *src, size_t n16, uint4 *sink)
-{
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    uint4 acc = zero4();
-    for (; i + 3 * stride < n16; i += 4 * stride) { /* four independent loads in flight per thread */
-        const uint4 a = ld_cg16(src + i), b = ld_cg16(src + i + stride), c = ld_cg16(src + i + 2 * stride),
-                    d = ld_cg16(src + i + 3 * stride);
-        acc.x ^= a.x ^ b.x ^ c.x ^ d.x;
-        acc.y ^= a.y ^ b.y ^ c.y ^ d.y;
-        acc.z ^= a.z ^ b.z ^ c.z ^ d.z;
-        acc.w ^= a.w ^ b.w ^ c.w ^ d.w;
-    }
-    for (; i < n16; i += stride) {
-        const uint4 a = ld_cg16(src + i);
-        acc.x ^= a.x;
-        acc.y ^= a.y;
-        acc.z ^= a.z;
-        acc.w ^= a.w;
-    }
-    if ((acc.x & acc.y & acc.z & acc.w) == 0xffffffffu) st16(sink + threadIdx.x, acc);
-}
-
-__global__ void __launch_bounds__(SYMMEM_COLL_THREADS) probe_write_kernel(uint4 *dst, size_t n16)
-{
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    const uint4 v = make_uint4(threadIdx.x, blockIdx.x, 0u, 0u);
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += stride) st16(dst + i, v);
-}
-
 /* Instantiation tables, generated from the public lists (never a second list kept by hand). */
 #define SYMMEM_K_DTYPE_CHECK_(name, value, ctype, bytes)                                                   \
     static_assert(sizeof(ctype) == (bytes), "SYMMEM_DTYPE_LIST size of " #name);
@@ -586,12 +553,11 @@ extern "C" int symmem_coll_preload(symmem_coll_preload_info_t *info)
     if (e == 0) e = preload_family<SYMMEM_COLL_FAM_PUSH>(info);
     if (e == 0) e = preload_family<SYMMEM_COLL_FAM_LAMPORT>(info);
     if (e == 0) e = preload_family<FAM_LAMPORT_CHECKED>(info);
-    /* the barrier, the fill and the probe kernels do not count for min_blocks_per_sm (small or optional) */
+    /* the barrier, the fill and the probe's copy do not count for min_blocks_per_sm (small or optional) */
     symmem_coll_preload_info_t small = {0, 0, -1};
     if (e == 0) e = preload_one(reinterpret_cast<const void *>(&barrier_kernel), SYMMEM_K_BARRIER_THREADS, &small);
     if (e == 0) e = preload_one(reinterpret_cast<const void *>(&fill_empty_kernel), 256, &small);
-    if (e == 0) e = preload_one(reinterpret_cast<const void *>(&probe_read_kernel), SYMMEM_COLL_THREADS, &small);
-    if (e == 0) e = preload_one(reinterpret_cast<const void *>(&probe_write_kernel), SYMMEM_COLL_THREADS, &small);
+    if (e == 0 && (e = (int)topo_copy_preload()) == 0) small.kernels++; /* the init probe's (topology/probe.c) */
     if (e == 0) info->kernels += small.kernels;
     return e;
 }
@@ -642,18 +608,5 @@ extern "C" int symmem_coll_launch_fill_empty(void *ptr, size_t bytes, void *stre
     if (n16 == 0) return 0;
     symmem_k::fill_empty_kernel<<<(unsigned)((n16 + 255) / 256 < 1024 ? (n16 + 255) / 256 : 1024), 256, 0,
                                   static_cast<cudaStream_t>(stream)>>>(static_cast<uint4 *>(ptr), n16);
-    return (int)cudaGetLastError();
-}
-
-extern "C" int symmem_coll_launch_probe(int write, void *peer, size_t bytes, void *sink, int grid, void *stream)
-{
-    const size_t n16 = bytes / 16;
-    if (n16 == 0 || grid < 1) return (int)cudaErrorInvalidValue;
-    cudaStream_t s = static_cast<cudaStream_t>(stream);
-    if (write)
-        symmem_k::probe_write_kernel<<<(unsigned)grid, SYMMEM_COLL_THREADS, 0, s>>>(static_cast<uint4 *>(peer), n16);
-    else
-        symmem_k::probe_read_kernel<<<(unsigned)grid, SYMMEM_COLL_THREADS, 0, s>>>(static_cast<const uint4 *>(peer), n16,
-                                                                                   static_cast<uint4 *>(sink));
     return (int)cudaGetLastError();
 }

@@ -1,18 +1,19 @@
 /* What the ranks of a communicator agree on at init: every rank's host, process, GPU, PCI id and NUMA node,
- * then how their GPUs reach each other (P2P, NVLink) and so where buffers live. */
+ * then how their GPUs reach each other (P2P, NVLink: topology/ranks.h), so the link class, the fingerprint
+ * and where buffers live. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "alloc/alloc.h"
 #include "alloc/cudrv.h"
 #include "base/bootstrap.h"
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/status.h"
 #include "comm/comm.h"
-#include "topology/topo_internal.h"
+#include "topology/choice.h"
+#include "topology/ranks.h"
 
 static uint64_t host_hash(void)
 {
@@ -69,59 +70,27 @@ static symmem_status_t gpu_facts(int device, symmem_peer_info_t *info)
         if (drv->cuDeviceGetAttribute(&v, q[i].a, cu) != CUDA_SUCCESS) v = (q[i].a == CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID) ? -1 : 0;
         *q[i].out = v;
     }
-    if (info->numa_node < 0) info->numa_node = symmem_numa_node_of_pci(info->pci_bus_id);
+    if (info->numa_node < 0) info->numa_node = topo_numa_node_of_pci(info->pci_bus_id);
     return SYMMEM_OK;
 }
 
-/* NVLink links between my GPU and each rank's, from NVML (0 where NVML is absent or says none). */
-static void nvlink_row(symmem_comm_t c, int *row)
+/* My row of the reachability matrix: can my GPU map rank j's memory (p2p), and how (link). */
+static void my_row(symmem_comm_t c, int32_t *p2p, int32_t *links)
 {
-    const char *ids[SYMMEM_MAX_RANKS];
-    int links[SYMMEM_MAX_RANKS * SYMMEM_MAX_RANKS];
-    for (int j = 0; j < c->nranks; j++) ids[j] = c->peers[j].pci_bus_id;
-    if (!topo_nvml_links_by_bus(ids, c->nranks, links)) {
-        SYMMEM_INFO(SYMMEM_SUBSYS_TOPO, "NVML unavailable: GPU pairs with P2P are classed PCIe");
-        memset(links, 0, sizeof links);
-    }
-    for (int j = 0; j < c->nranks; j++) row[j] = links[c->rank * c->nranks + j];
-}
-
-/* My row of the reachability matrix: can my GPU map rank j's memory, and how. */
-static void p2p_row(symmem_comm_t c, int *row)
-{
-    int nvlinks[SYMMEM_MAX_RANKS] = {0};
-    if (c->backend == SYMMEM_BACKEND_CUDA) nvlink_row(c, nvlinks);
-    for (int j = 0; j < c->nranks; j++) {
-        const symmem_peer_info_t *p = &c->peers[j];
-        c->native_atomics[j] = 1;
-        if (c->backend == SYMMEM_BACKEND_HOST) {
+    if (c->backend == SYMMEM_BACKEND_HOST) {
+        for (int j = 0; j < c->nranks; j++) {
             c->link[j] = j == c->rank ? SYMMEM_LINK_SELF : SYMMEM_LINK_NONE;
-            row[j] = 1;
-            continue;
+            c->native_atomics[j] = 1;
+            p2p[j] = 1;
+            links[j] = (int32_t)c->link[j];
         }
-        if (strcmp(p->pci_bus_id, c->peers[c->rank].pci_bus_id) == 0) {
-            c->link[j] = SYMMEM_LINK_SELF;
-            row[j] = 1;
-            continue;
-        }
-        int dev = -1, can = 0, atomics = 0;
-        if (cudaDeviceGetByPCIBusId(&dev, p->pci_bus_id) != cudaSuccess) {
-            /* The peer's GPU is hidden from this process (CUDA_VISIBLE_DEVICES): the driver cannot be asked;
-             * assume P2P and let the mapping report a failure. */
-            (void)cudaGetLastError();
-            SYMMEM_INFO(SYMMEM_SUBSYS_ALLOC, "GPU %s of rank %d is not visible here; assuming P2P", p->pci_bus_id, j);
-            can = 1;
-        } else {
-            if (cudaDeviceCanAccessPeer(&can, c->device, dev) != cudaSuccess) can = 0;
-            if (cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, c->device, dev) !=
-                cudaSuccess)
-                atomics = 0;
-            (void)cudaGetLastError();
-        }
-        row[j] = can;
-        c->native_atomics[j] = atomics;
-        c->link[j] = !can ? SYMMEM_LINK_HOST : nvlinks[j] > 0 ? SYMMEM_LINK_NVLINK : SYMMEM_LINK_PCIE;
+        return;
     }
+    const char *ids[SYMMEM_MAX_RANKS];
+    int can[SYMMEM_MAX_RANKS];
+    for (int j = 0; j < c->nranks; j++) ids[j] = c->peers[j].pci_bus_id;
+    topo_rank_links(c->rank, c->nranks, c->device, ids, c->link, c->native_atomics, can);
+    for (int j = 0; j < c->nranks; j++) p2p[j] = can[j], links[j] = (int32_t)c->link[j];
 }
 
 symmem_status_t symmem_comm_agree_facts(symmem_comm_t c, const symmem_comm_opts_t *o)
@@ -151,21 +120,25 @@ symmem_status_t symmem_comm_agree_facts(symmem_comm_t c, const symmem_comm_opts_
 
 symmem_status_t symmem_comm_agree_reachability(symmem_comm_t c)
 {
-    int row[SYMMEM_MAX_RANKS] = {0}, matrix[SYMMEM_MAX_RANKS * SYMMEM_MAX_RANKS];
-    p2p_row(c, row);
-    SYMMEM_CHECK(symmem_boot_allgather(c->boot, row, matrix, sizeof row, "communicator init"));
+    /* Every rank's row, so that every rank derives the same all_p2p, link class and fingerprint. */
+    struct row {
+        int32_t p2p[SYMMEM_MAX_RANKS];
+        int32_t links[SYMMEM_MAX_RANKS];
+    } mine, all[SYMMEM_MAX_RANKS];
+    int32_t links[SYMMEM_MAX_RANKS * SYMMEM_MAX_RANKS];
+    memset(&mine, 0, sizeof mine);
+    my_row(c, mine.p2p, mine.links);
+    SYMMEM_CHECK(symmem_boot_allgather(c->boot, &mine, all, sizeof mine, "communicator init"));
     c->all_p2p = 1;
     for (int i = 0; i < c->nranks; i++)
-        for (int j = 0; j < c->nranks; j++)
-            if (!matrix[i * SYMMEM_MAX_RANKS + j]) {
-                if (c->all_p2p)
-                    SYMMEM_INFO(SYMMEM_SUBSYS_ALLOC, "GPU %s (rank %d) cannot access GPU %s (rank %d) peer-to-peer",
-                                c->peers[i].pci_bus_id, i, c->peers[j].pci_bus_id, j);
-                c->all_p2p = 0;
-            }
-    c->placement = (symmem_placement_t)c->peers[c->rank].placement;
-    if (c->placement == SYMMEM_PLACEMENT_AUTO && c->backend == SYMMEM_BACKEND_CUDA)
-        c->placement = c->all_p2p ? SYMMEM_PLACEMENT_DEVICE : SYMMEM_PLACEMENT_HOST_NUMA;
+        for (int j = 0; j < c->nranks; j++) {
+            links[i * SYMMEM_MAX_RANKS + j] = all[i].links[j];
+            if (all[i].p2p[j]) continue;
+            if (c->all_p2p)
+                SYMMEM_INFO(SYMMEM_SUBSYS_ALLOC, "GPU %s (rank %d) cannot access GPU %s (rank %d) peer-to-peer",
+                            c->peers[i].pci_bus_id, i, c->peers[j].pci_bus_id, j);
+            c->all_p2p = 0;
+        }
     /* Read by the collectives (launch mode, the MPS warning) and by the fingerprint. */
     c->min_sm_count = 0;
     c->ranks_per_device = 1;
@@ -175,5 +148,13 @@ symmem_status_t symmem_comm_agree_reachability(symmem_comm_t c)
         if (c->min_sm_count == 0 || c->peers[r].sm_count < c->min_sm_count) c->min_sm_count = c->peers[r].sm_count;
         if (same > c->ranks_per_device) c->ranks_per_device = same;
     }
+    c->link_class = topo_link_class(c->nranks, links, SYMMEM_MAX_RANKS, c->all_p2p);
+    c->placement = (symmem_placement_t)c->peers[c->rank].placement;
+    if (c->placement == SYMMEM_PLACEMENT_AUTO && c->backend == SYMMEM_BACKEND_CUDA)
+        c->placement = topo_choose_placement(c->link_class);
+    if (c->backend == SYMMEM_BACKEND_CUDA)
+        topo_comm_fingerprint(c->fingerprint, sizeof c->fingerprint, c->nranks, c->ranks_per_device,
+                              c->peers[0].cc_major, c->peers[0].cc_minor, c->min_sm_count, c->link_class, links,
+                              SYMMEM_MAX_RANKS);
     return SYMMEM_OK;
 }

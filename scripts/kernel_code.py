@@ -7,8 +7,9 @@
     scripts/kernel_code.py diff OLD_OUT NEW_OUT          per kernel: same PTX, different PTX, added, removed;
                                                          resources that differ
 
-Normalised PTX: comments, .loc/.file debug lines and the file-scope header dropped, so a kernel that moved
-to another file compares equal when its code is the same. Register names are kept (ptxas decides the
+Normalised PTX: comments, .loc/.file debug lines and the file-scope header dropped, anonymous-namespace
+names, labels and local depots unnumbered, so a kernel that moved to another file (or within one) compares
+equal when its code is the same. Register names are kept (ptxas decides the
 allocation; PTX virtual registers only renumber when the code changes). Exit 0 when both trees have the
 same kernels with the same PTX and resources, 1 otherwise.
 """
@@ -39,6 +40,9 @@ def functions(ptx):
     funcs = {}
     # anonymous namespaces are mangled with the file's name and a hash of its path: not part of the code
     ptx = re.sub(r"\d+_GLOBAL__N__[0-9a-f]+_\d+_\w+?_[0-9a-f]{8}(?=\d)", "_anon_", ptx)
+    # labels and local depots are numbered by the function's position in its file
+    ptx = re.sub(r"\$L__BB\d+_", "$L__BB_", ptx)
+    ptx = re.sub(r"__local_depot\d+", "__local_depot", ptx)
     lines = [l for l in ptx.splitlines() if not re.match(r"\s*(\.loc|\.file|//|\$L__info|\.section)", l)]
     text = "\n".join(lines)
     for m in re.finditer(r"^(?:\.visible |\.weak |\.extern )*\.(entry|func)\s+(?:\([^)]*\)\s*)?([\w$]+)", text, re.M):

@@ -7,6 +7,7 @@
 
 #include "base/hash.h"
 #include "symmem/topo.h"
+#include "topology/ranks.h"
 #include "topology/topo_internal.h"
 
 const char *symmem_topo_class_name(symmem_topo_class_t cls)
@@ -149,6 +150,13 @@ static void build_pair(const topo_pci_facts_t *pci, const topo_gpu_facts_t *gf, 
     if (i != j && p->nvlinks < 0 && p->native_atomics == 1 && p->path >= SYMMEM_TOPO_PHB)
         p->path = SYMMEM_TOPO_NVLINK, p->acs_redirect = 0;
     fill_pair_measured(m, i, j, p);
+}
+
+symmem_link_t topo_model_pair_link(const topo_model_t *model, int i, int j)
+{
+    const symmem_topo_pair_info_t *p = &model->pairs[i][j];
+    /* P2P reported or unknown counts as reachable: the runtime checks it when it maps */
+    return topo_link_of(i == j, !(p->p2p_access == 0 || p->data_check_failed), p->path == SYMMEM_TOPO_NVLINK);
 }
 
 void topo_model_estimate(const symmem_topo_pair_info_t *p, double *read_gbs, double *write_gbs, double *latency_us)

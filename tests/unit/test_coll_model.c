@@ -1,28 +1,31 @@
 /* Collectives model unit tests (no GPU): the push-or-pull decision of the init probe (SYMMEM_COLL_PROBE)
- * from measured peer read/write bandwidth, how it rewrites the built-in default table, the block-size
+ * from measured peer read/write bandwidth, how it changes the built-in default table, the block-size
  * rule (SYMMEM_MIN_BLOCK_THREADS) and the grid (residency) rule (SYMMEM_GRID_SHARE). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "collectives/coll_internal.h"
 #include "base/comm_state.h"
 #include "base/param.h"
-#include "coll_shell.h"
+#include "collectives/coll_internal.h"
+#include "collectives/tune.h"
+#include "test_util.h"
+#include "topology/choice.h"
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
 
-/* The built-in defaults for a rank count and link class. */
-static void defaults_for(int nranks, symmem_link_t link, symmem_coll_table_t *t)
+/* The built-in table for a rank count and link class, with or without the probe's figures. */
+static void defaults_for(int nranks, symmem_link_t link, double rd, double wr, topo_table_t *t)
 {
-    symmem_comm_t comm = coll_shell(nranks, link, "");
-    *t = comm->coll->defaults;
-    coll_shell_free(comm);
+    const topo_choice_facts_t f = {nranks, link, rd, wr};
+    topo_choice_t c;
+    topo_choose(&f, &c);
+    *t = c.table;
 }
 
-static int table_has(const symmem_coll_table_t *t, symmem_algo_t algo)
+static int table_has(const topo_table_t *t, symmem_algo_t algo)
 {
     for (int i = 0; i < t->nrules; i++)
         if (t->rules[i].algo == algo) return 1;
@@ -32,38 +35,37 @@ static int table_has(const symmem_coll_table_t *t, symmem_algo_t algo)
 static void prefer_from_figures(void)
 {
     /* the published extremes (ANCHORS, "Physical limits") */
-    CHECK(symmem_coll_prefer_from_figures(52.0, 2.6) == SYMMEM_COLL_PREFER_PULL);
-    CHECK(symmem_coll_prefer_from_figures(25.0, 45.0) == SYMMEM_COLL_PREFER_PUSH);
+    CHECK(topo_prefer_from_figures(52.0, 2.6) == TOPO_PREFER_PULL);
+    CHECK(topo_prefer_from_figures(25.0, 45.0) == TOPO_PREFER_PUSH);
     /* within 30% either way: keep the defaults */
-    CHECK(symmem_coll_prefer_from_figures(40.0, 40.0) == SYMMEM_COLL_PREFER_KEEP);
-    CHECK(symmem_coll_prefer_from_figures(40.0, 30.0) == SYMMEM_COLL_PREFER_KEEP);
-    CHECK(symmem_coll_prefer_from_figures(30.0, 40.0) == SYMMEM_COLL_PREFER_KEEP);
+    CHECK(topo_prefer_from_figures(40.0, 40.0) == TOPO_PREFER_KEEP);
+    CHECK(topo_prefer_from_figures(40.0, 30.0) == TOPO_PREFER_KEEP);
+    CHECK(topo_prefer_from_figures(30.0, 40.0) == TOPO_PREFER_KEEP);
     /* the threshold is strict: write < 0.7 * read */
-    CHECK(symmem_coll_prefer_from_figures(100.0, 70.0) == SYMMEM_COLL_PREFER_KEEP);
-    CHECK(symmem_coll_prefer_from_figures(100.0, 69.0) == SYMMEM_COLL_PREFER_PULL);
-    CHECK(symmem_coll_prefer_from_figures(69.0, 100.0) == SYMMEM_COLL_PREFER_PUSH);
+    CHECK(topo_prefer_from_figures(100.0, 70.0) == TOPO_PREFER_KEEP);
+    CHECK(topo_prefer_from_figures(100.0, 69.0) == TOPO_PREFER_PULL);
+    CHECK(topo_prefer_from_figures(69.0, 100.0) == TOPO_PREFER_PUSH);
     /* units do not matter, only the ratio */
-    CHECK(symmem_coll_prefer_from_figures(52e9, 2.6e9) == SYMMEM_COLL_PREFER_PULL);
+    CHECK(topo_prefer_from_figures(52e9, 2.6e9) == TOPO_PREFER_PULL);
     /* no valid figures (a rank that failed reports 0; the minimum is then 0): keep */
-    CHECK(symmem_coll_prefer_from_figures(0.0, 10.0) == SYMMEM_COLL_PREFER_KEEP);
-    CHECK(symmem_coll_prefer_from_figures(10.0, 0.0) == SYMMEM_COLL_PREFER_KEEP);
-    CHECK(symmem_coll_prefer_from_figures(-1.0, 10.0) == SYMMEM_COLL_PREFER_KEEP);
-    CHECK(symmem_coll_prefer_from_figures(NAN, 10.0) == SYMMEM_COLL_PREFER_KEEP);
-    CHECK(symmem_coll_prefer_from_figures(10.0, NAN) == SYMMEM_COLL_PREFER_KEEP);
-    CHECK(symmem_coll_prefer_from_figures(INFINITY, 10.0) == SYMMEM_COLL_PREFER_KEEP);
-    CHECK(strcmp(symmem_coll_prefer_name(SYMMEM_COLL_PREFER_PULL), "pull") == 0);
-    CHECK(strcmp(symmem_coll_prefer_name(SYMMEM_COLL_PREFER_PUSH), "push") == 0);
+    CHECK(topo_prefer_from_figures(0.0, 10.0) == TOPO_PREFER_KEEP);
+    CHECK(topo_prefer_from_figures(10.0, 0.0) == TOPO_PREFER_KEEP);
+    CHECK(topo_prefer_from_figures(-1.0, 10.0) == TOPO_PREFER_KEEP);
+    CHECK(topo_prefer_from_figures(NAN, 10.0) == TOPO_PREFER_KEEP);
+    CHECK(topo_prefer_from_figures(10.0, NAN) == TOPO_PREFER_KEEP);
+    CHECK(topo_prefer_from_figures(INFINITY, 10.0) == TOPO_PREFER_KEEP);
+    CHECK(strcmp(topo_prefer_name(TOPO_PREFER_PULL), "pull") == 0);
+    CHECK(strcmp(topo_prefer_name(TOPO_PREFER_PUSH), "push") == 0);
 }
 
 static void pull_rewrites_pcie_defaults(void)
 {
     for (int n = 2; n <= 16; n *= 2) {
-        symmem_coll_table_t base, t;
-        defaults_for(n, SYMMEM_LINK_PCIE, &base);
+        topo_table_t base, t;
+        defaults_for(n, SYMMEM_LINK_PCIE, 0.0, 0.0, &base);
         CHECK(base.nrules > 0);
         CHECK(table_has(&base, SYMMEM_ALGO_STAGED) && table_has(&base, SYMMEM_ALGO_ONESHOT_PUSH));
-        t = base;
-        CHECK(symmem_coll_table_apply_prefer(&t, SYMMEM_COLL_PREFER_PULL) == base.nrules);
+        defaults_for(n, SYMMEM_LINK_PCIE, 52.0, 2.6, &t); /* stores 20x slower than loads: pull */
         CHECK(t.nrules == base.nrules);
         CHECK(!table_has(&t, SYMMEM_ALGO_ONESHOT_PUSH) && !table_has(&t, SYMMEM_ALGO_TWOSHOT_PUSH) &&
               !table_has(&t, SYMMEM_ALGO_STAGED) && !table_has(&t, SYMMEM_ALGO_TWOSHOT_LAMPORT));
@@ -73,15 +75,19 @@ static void pull_rewrites_pcie_defaults(void)
             CHECK(t.rules[i].algo == (base.rules[i].algo == SYMMEM_ALGO_ONESHOT_PUSH ? SYMMEM_ALGO_ONESHOT_PULL
                                                                                      : SYMMEM_ALGO_TWOSHOT_PULL));
         }
-        CHECK(symmem_coll_table_lookup(&t, SYMMEM_COLL_ALL_REDUCE, 12 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
-        CHECK(symmem_coll_table_lookup(&t, SYMMEM_COLL_ALL_REDUCE, 112 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
-        CHECK(symmem_coll_table_lookup(&t, SYMMEM_COLL_ALL_REDUCE, 256 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
-        CHECK(symmem_coll_table_lookup(&t, SYMMEM_COLL_REDUCE_SCATTER, 16 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
-        CHECK(symmem_coll_table_lookup(&t, SYMMEM_COLL_ALL_GATHER, 4 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
-        /* applying it twice changes nothing more */
-        symmem_coll_table_t again = t;
-        CHECK(symmem_coll_table_apply_prefer(&again, SYMMEM_COLL_PREFER_PULL) == 0);
-        CHECK(symmem_coll_table_hash(&again) == symmem_coll_table_hash(&t));
+        CHECK(topo_table_lookup(&t, SYMMEM_COLL_ALL_REDUCE, 12 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
+        CHECK(topo_table_lookup(&t, SYMMEM_COLL_ALL_REDUCE, 112 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+        CHECK(topo_table_lookup(&t, SYMMEM_COLL_ALL_REDUCE, 256 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+        CHECK(topo_table_lookup(&t, SYMMEM_COLL_REDUCE_SCATTER, 16 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
+        CHECK(topo_table_lookup(&t, SYMMEM_COLL_ALL_GATHER, 4 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+        /* what the communicator does with the probe's figures: the same table, the changed rules counted */
+        symmem_coll_tuning_t tu;
+        const topo_choice_facts_t none = {n, SYMMEM_LINK_PCIE, 0.0, 0.0}, pull = {n, SYMMEM_LINK_PCIE, 52.0, 2.6};
+        symmem_coll_tune_init(&tu, "fp", &none);
+        CHECK(topo_table_hash(&tu.defaults) == topo_table_hash(&base));
+        CHECK(symmem_coll_tune_measured(&tu, &pull) == base.nrules);
+        CHECK(topo_table_hash(&tu.defaults) == topo_table_hash(&t) && tu.prefer == TOPO_PREFER_PULL);
+        CHECK(symmem_coll_tune_measured(&tu, &pull) == 0); /* measuring again changes nothing more */
     }
 }
 
@@ -90,16 +96,16 @@ static void keep_and_push_leave_defaults(void)
     const symmem_link_t links[] = {SYMMEM_LINK_PCIE, SYMMEM_LINK_NVLINK, SYMMEM_LINK_HOST};
     for (size_t l = 0; l < sizeof links / sizeof links[0]; l++)
         for (int n = 2; n <= 8; n *= 2) {
-            symmem_coll_table_t base, t;
-            defaults_for(n, links[l], &base);
-            t = base;
-            CHECK(symmem_coll_table_apply_prefer(&t, SYMMEM_COLL_PREFER_KEEP) == 0);
-            CHECK(symmem_coll_table_apply_prefer(&t, SYMMEM_COLL_PREFER_PUSH) == 0);
-            CHECK(symmem_coll_table_hash(&t) == symmem_coll_table_hash(&base));
+            topo_table_t base, keep, push, pull;
+            defaults_for(n, links[l], 0.0, 0.0, &base);
+            defaults_for(n, links[l], 40.0, 40.0, &keep);
+            defaults_for(n, links[l], 25.0, 45.0, &push);
+            CHECK(topo_table_hash(&keep) == topo_table_hash(&base));
+            CHECK(topo_table_hash(&push) == topo_table_hash(&base));
             /* pull never leaves a push-family algorithm behind, whatever the link */
-            CHECK(symmem_coll_table_apply_prefer(&t, SYMMEM_COLL_PREFER_PULL) >= 0);
-            CHECK(!table_has(&t, SYMMEM_ALGO_ONESHOT_PUSH) && !table_has(&t, SYMMEM_ALGO_TWOSHOT_PUSH) &&
-                  !table_has(&t, SYMMEM_ALGO_STAGED) && !table_has(&t, SYMMEM_ALGO_TWOSHOT_LAMPORT));
+            defaults_for(n, links[l], 52.0, 2.6, &pull);
+            CHECK(!table_has(&pull, SYMMEM_ALGO_ONESHOT_PUSH) && !table_has(&pull, SYMMEM_ALGO_TWOSHOT_PUSH) &&
+                  !table_has(&pull, SYMMEM_ALGO_STAGED) && !table_has(&pull, SYMMEM_ALGO_TWOSHOT_LAMPORT));
         }
 }
 

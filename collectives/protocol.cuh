@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "collectives/coll_internal.h"
+#include "collectives/kernel_abi.h"
 #include "collectives/device.cuh"
 
 namespace symmem_k {

@@ -8,12 +8,14 @@
                                                          resources that differ
 
 Normalised PTX: comments, .loc/.file debug lines and the file-scope header dropped, anonymous-namespace
-names, labels and local depots unnumbered, so a kernel that moved to another file (or within one) compares
-equal when its code is the same. Register names are kept (ptxas decides the
+names, labels and local depots unnumbered, virtual registers renumbered in order of first use, so a kernel
+that moved to another file (or within one) compares equal when its code is the same, and a changed one
+shows only the instructions that changed (`diff OLD/<kernel>.ptx NEW/<kernel>.ptx`). Register names are kept (ptxas decides the
 allocation; PTX virtual registers only renumber when the code changes). Exit 0 when both trees have the
 same kernels with the same PTX and resources, 1 otherwise.
 """
 import argparse
+import collections
 import os
 import re
 import subprocess
@@ -54,8 +56,25 @@ def functions(ptx):
         body = text[start:end + 2]
         if "{" not in body:  # a declaration only
             continue
-        funcs[m.group(2)] = "\n".join(l.rstrip() for l in body.splitlines() if l.strip())
+        funcs[m.group(2)] = canonical("\n".join(l.rstrip() for l in body.splitlines() if l.strip()))
     return funcs
+
+
+def canonical(body):
+    """Virtual registers renumbered in order of first use (per class), their counts and the function-static
+    shared variables' declarations (emitted in whichever function of the file uses them first) dropped: what
+    remains differs only where instructions do."""
+    lines = [re.sub(r"\s*// callseq \d+.*$", "", l) for l in body.splitlines()
+             if not re.match(r"\s*\.reg\s", l) and not re.match(r"\s*\.shared\s.*\b_ZZ", l)]
+    names = {}
+
+    def rename(m):
+        cls = m.group(1)
+        key = m.group(0)
+        if key not in names:
+            names[key] = "%%%s%d" % (cls, sum(1 for k in names if re.match(r"%" + cls + r"\d", k)))
+        return names[key]
+    return re.sub(r"%(rd|rs|r|p|fd|f|h|hh)(\d+)\b", rename, "\n".join(lines))
 
 
 def dump(tree, out, arch):
@@ -89,6 +108,18 @@ def dump(tree, out, arch):
         f.write("\n".join(sorted(set(res))) + "\n")
 
 
+def opcodes(body):
+    """The multiset of instruction opcodes (predicates, labels, braces and directives left out)."""
+    ops = collections.Counter()
+    for l in body.splitlines():
+        t = l.strip()
+        if not t or t.startswith((".", "$", "{", "}", "//", ")", "(")) or t.endswith(":"):
+            continue
+        t = re.sub(r"^@!?%p\d+\s+", "", t)
+        ops[t.split()[0].rstrip(";")] += 1
+    return ops
+
+
 def demangle(names):
     try:
         r = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True, check=True)
@@ -109,7 +140,12 @@ def diff(old, new):
     print("kernels and functions: %d old, %d new; %d identical PTX, %d changed, %d added, %d removed"
           % (len(ko), len(kn), len(same), len(changed), len(kn - ko), len(ko - kn)))
     for k in changed:
-        print("  changed: %s" % dm[k])
+        a = opcodes(open(os.path.join(old, k + ".ptx")).read())
+        b = opcodes(open(os.path.join(new, k + ".ptx")).read())
+        plus = sorted((b - a).elements())
+        minus = sorted((a - b).elements())
+        print("  changed: %s: %d -> %d instructions%s%s" % (dm[k], sum(a.values()), sum(b.values()),
+              ("; + " + " ".join(plus)) if plus else "", ("; - " + " ".join(minus)) if minus else ""))
     for k in sorted(kn - ko):
         print("  added:   %s" % dm[k])
     for k in sorted(ko - kn):

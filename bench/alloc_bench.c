@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "coll_common.h"
+#include "harness.h"
 
 #define MAX_SIZES 64
 

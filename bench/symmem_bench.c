@@ -35,7 +35,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "coll_common.h"
+#include "harness.h"
 /* The collectives' internal tuning API (hidden symbols of symmem_static, callable from this binary). The
  * relative path keeps the include path of the other bench/test targets unchanged. */
 #include "collectives/tune.h"

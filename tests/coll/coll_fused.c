@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll_common.h"
+#include "harness.h"
 
 #define RES_RANK 16 /* pseudo-ranks of cc_value for the residual and the weight: the same on every rank */
 #define W_RANK 17

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "coll_common.h"
+#include "harness.h"
 
 #define COUNT 2053
 

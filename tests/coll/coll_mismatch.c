@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll_common.h"
+#include "harness.h"
 
 #define REGION ((size_t)1 << 20) /* bytes per region: a multi-block kernel */
 

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "coll_common.h"
+#include "harness.h"
 
 static double now_s(void)
 {

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "coll_common.h"
+#include "harness.h"
 
 typedef struct seen {
     int calls;

@@ -1,5 +1,6 @@
-/* Shared helpers for the collective GPU tests (tests/coll) and symmem-bench (bench/): launching ranks,
- * a host-side channel between rank processes, random data, the float64 reference and the comparison.
+/* The test and benchmark harness (tests/, bench/; never part of the library): the one rank launcher, the
+ * host-side channel between rank processes, the GPU count, the collective tests' context and per-case
+ * runner, random data, the float64 reference and the comparison, device helpers.
  *
  * Two ways to run N ranks:
  *  - multi-process ("--mp N"): the parent process never touches CUDA; it makes a symmem unique id and a
@@ -12,8 +13,8 @@
  *    collective host calls such as symmem_alloc go inside symmem_group_start/end.
  * Either way a test sees the same cc_ctx_t: nranks ranks in total, nlocal of them in this process.
  */
-#ifndef SYMMEM_TESTS_COLL_COMMON_H
-#define SYMMEM_TESTS_COLL_COMMON_H
+#ifndef SYMMEM_HARNESS_HARNESS_H
+#define SYMMEM_HARNESS_HARNESS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -21,7 +22,7 @@
 #include <cuda_runtime.h>
 
 #include "symmem/symmem.h"
-#include "coll_values.h"
+#include "values.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,13 +44,24 @@ int cc_shm_allgather(cc_shm_t *shm, int proc, int nprocs, const void *in, size_t
 void cc_shm_abort(cc_shm_t *shm);
 
 /* ---- launching ------------------------------------------------------------------------------------- */
+/* The one launcher: fork nprocs children (at most CC_SPAWN_MAX), each running fn(proc, arg) and exiting 0
+ * (fn may exit with its own status: CC_EXIT_SKIP for a skip). Waits for all of them; when one fails the
+ * others get 20 s to finish before they are killed; timeout_s (0: none) bounds the whole run. Returns 0 (all
+ * passed), 77 (all skipped) or 1 (reasons on stderr). The caller must not have initialised CUDA (children
+ * use it after the fork). */
+#define CC_SPAWN_MAX 64
+int cc_spawn(int nprocs, void (*fn)(int proc, void *arg), void *arg, int timeout_s);
+/* The same with `label` in its messages and the channel shm aborted when a child fails. */
+int cc_spawn_on(const char *label, int nprocs, void (*fn)(int proc, void *arg), void *arg, cc_shm_t *shm,
+                int timeout_s);
 /* Rank of this process when it is a child launched by cc_launch with this prefix, else -1. */
 int cc_child_rank(const char *prefix);
-/* Parent side: fork+exec /proc/self/exe with argv once per rank (never touches CUDA). Waits for all of
- * them, killing the rest if one fails (after a grace period) or if timeout_s passes. extra_env: NULL or a
- * NULL-terminated list of "KEY=VALUE" for every child. Returns 0 (all passed), 77 (all skipped) or 1. */
+/* Parent side: the launcher with fork+exec /proc/self/exe argv once per rank (never touches CUDA), each
+ * child told its rank, the rank count, the channel and a fresh unique id through PREFIX_* and
+ * SYMMEM_UNIQUE_ID. extra_env: NULL or a NULL-terminated list of "KEY=VALUE" for every child. */
 int cc_launch(const char *prefix, int nranks, char **argv, const char *const *extra_env, int timeout_s);
-/* Number of CUDA devices, probed in a forked child so the caller stays CUDA-free. 0 if none. */
+/* Number of CUDA devices, probed in a forked child so the caller stays CUDA-free (the one GPU counter of the
+ * tests and tools). 0 if none. */
 int cc_probe_gpu_count(void);
 
 /* ---- the test context ------------------------------------------------------------------------------ */
@@ -109,6 +121,17 @@ int cc_teardown_rank(cc_ctx_t *ctx, cc_rank_t *R, symmem_buffer_t buf);
  * on 2 processes and reads the optional algorithm name in argv[1] (default dflt). 1, or 0 after logging. */
 int cc_pair_algo(const cc_ctx_t *ctx, int argc, char **argv, symmem_algo_t dflt, symmem_algo_t *algo);
 
+/* The per-case runner of the collective tests, the ranks' counterpart of test_run_all (tests/test_util.h),
+ * whose lines it prints: every case in order on every rank ("ok   name" / "FAIL name" from the root, then
+ * "N passed, M failed, 0 skipped"); a case passes when it returns 0 on every rank. A case that leaves the
+ * ranks out of step sets *fatal: the run stops there. (Cases cannot be forked as test_run_all does: the
+ * ranks' CUDA contexts and communicator exist before the first case.) Returns 0 or 1 for main. */
+typedef struct cc_case {
+    const char *name;
+    int (*fn)(cc_ctx_t *ctx, void *arg, int *fatal); /* failures seen, 0: passed */
+} cc_case_t;
+int cc_run_cases(cc_ctx_t *ctx, const cc_case_t *cases, int ncases, void *arg);
+
 /* printf to stdout prefixed with the test name and the process's rank(s), flushed. */
 void cc_log(const cc_ctx_t *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define CC_CUDA_OK(ctx, call)                                                                              \
@@ -158,7 +181,7 @@ size_t cc_check_gather(const void *out, symmem_dtype_t dt, size_t count, int nra
 /* 64-bit hash of bytes (for bitwise equality across ranks). */
 uint64_t cc_hash(const void *p, size_t bytes);
 
-/* ---- device helpers (coll_kernels.cu) -------------------------------------------------------------- */
+/* ---- device helpers (kernels.cu) ---------------------------------------------------------------------- */
 /* dst[k] = cc_value(seed', rank, index0 + k, dt), seed' = iter ? cc_iter_seed(seed, *iter) : seed. */
 cudaError_t cc_dev_fill(void *dst, symmem_dtype_t dt, size_t count, uint64_t seed, const uint32_t *iter,
                         int rank, uint64_t index0, cudaStream_t stream);

@@ -1,8 +1,8 @@
-/* Device helpers for the collective tests and symmem-bench (declared in coll_common.h). */
+/* Device helpers for the collective tests and symmem-bench (declared in harness.h). */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "coll_common.h"
+#include "harness.h"
 
 namespace {
 

@@ -7,8 +7,8 @@
  * every value is exactly representable in its dtype and host and device agree bit for bit. Never zero,
  * magnitudes spread over 4 binades, both signs (sums cancel, as real activations do).
  */
-#ifndef SYMMEM_TESTS_COLL_VALUES_H
-#define SYMMEM_TESTS_COLL_VALUES_H
+#ifndef SYMMEM_HARNESS_VALUES_H
+#define SYMMEM_HARNESS_VALUES_H
 
 #include <math.h>
 #include <stdint.h>

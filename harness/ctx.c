@@ -88,6 +88,99 @@ static int cc_parse_mode(int *argc, char **argv, int default_nranks, int *multip
     return 0;
 }
 
+/* One rank per process (a child of cc_launch): CUDA on device rank % ndev, the MPS check, the channel
+ * barrier, then symmem_comm_init with the unique id from the environment. 1, or 0 with *exit_code set. */
+static int start_multiproc(cc_ctx_t *ctx, int child, int ndev, symmem_options_t opts, int *exit_code)
+{
+    const char *name = ctx->name;
+    const int nranks = ctx->nranks;
+    ctx->nprocs = nranks;
+    ctx->proc = child;
+    ctx->nlocal = 1;
+    ctx->shm = cc_shm_attach("SYMMEM_TEST");
+    if (!ctx->shm) {
+        fprintf(stderr, "[%s] child without SYMMEM_TEST_SHM_FD\n", name);
+        *exit_code = 1;
+        return 0;
+    }
+    cc_rank_t *r = &ctx->r[0];
+    r->rank = child;
+    r->device = child % ndev;
+    if (cudaSetDevice(r->device) != cudaSuccess || cudaFree(NULL) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking) != cudaSuccess ||
+        cc_dev_preload() != cudaSuccess) {
+        cc_log(ctx, "FAIL: CUDA init on device %d", r->device);
+        cc_shm_abort(ctx->shm);
+        *exit_code = 1;
+        return 0;
+    }
+    /* Processes that share a GPU run their kernels at the same time only under MPS; without it they
+     * take turns (time slices), and kernels that wait for each other stall until the timeout. Every
+     * child sees the same answer, so all skip together. */
+    int mps = 0;
+    if (nranks > ndev && (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, r->device) != cudaSuccess || !mps)) {
+        if (child == 0)
+            printf("[%s] SKIP: %d processes on %d GPU(s) need MPS to run at the same time (scripts/gpu_check.sh "
+                   "starts it)\n", name, nranks, ndev);
+        *exit_code = CC_EXIT_SKIP;
+        return 0;
+    }
+    /* Everyone has a CUDA context before the bootstrap starts its timeout. */
+    if (cc_barrier(ctx) != 0) {
+        *exit_code = 1;
+        return 0;
+    }
+    symmem_unique_id_t id;
+    const char *ids = getenv("SYMMEM_UNIQUE_ID");
+    symmem_status_t st = ids ? symmem_unique_id_from_string(ids, &id) : SYMMEM_INVALID_ARGUMENT;
+    if (st == SYMMEM_OK) {
+        opts.device = r->device;
+        st = symmem_comm_init(nranks, child, &id, &opts, &r->comm);
+    }
+    if (st != SYMMEM_OK) {
+        cc_log(ctx, "FAIL: symmem_comm_init: %s: %s", symmem_status_name(st), symmem_last_error());
+        cc_shm_abort(ctx->shm);
+        *exit_code = 1;
+        return 0;
+    }
+    return 1;
+}
+
+/* Every rank in this process: a stream and the helper kernels per device, then symmem_comm_init_all. 1, or
+ * 0 with *exit_code set. */
+static int start_inproc(cc_ctx_t *ctx, int ndev, const symmem_options_t *opts, int *exit_code)
+{
+    const int nranks = ctx->nranks;
+    ctx->nprocs = 1;
+    ctx->proc = 0;
+    ctx->nlocal = nranks;
+    int devices[CC_MAX_RANKS];
+    symmem_comm_t comms[CC_MAX_RANKS];
+    for (int r = 0; r < nranks; r++) {
+        devices[r] = r % ndev;
+        ctx->r[r].rank = r;
+        ctx->r[r].device = devices[r];
+        /* cc_dev_preload: one thread enqueues rank after rank, so no helper kernel may be loaded lazily
+         * while a collective waits for a rank not enqueued yet (see kernels.cu). */
+        if (cudaSetDevice(devices[r]) != cudaSuccess ||
+            cudaStreamCreateWithFlags(&ctx->r[r].stream, cudaStreamNonBlocking) != cudaSuccess ||
+            cc_dev_preload() != cudaSuccess) {
+            cc_log(ctx, "FAIL: CUDA init on device %d", devices[r]);
+            *exit_code = 1;
+            return 0;
+        }
+    }
+    symmem_status_t st = symmem_comm_init_all(nranks, devices, opts, comms);
+    if (st != SYMMEM_OK) {
+        cc_log(ctx, "FAIL: symmem_comm_init_all(%d ranks on %d GPUs): %s: %s", nranks, ndev,
+               symmem_status_name(st), symmem_last_error());
+        *exit_code = 1;
+        return 0;
+    }
+    for (int r = 0; r < nranks; r++) ctx->r[r].comm = comms[r];
+    return 1;
+}
+
 int cc_start(int *argc, char **argv, const char *name, int default_nranks, int timeout_s,
              const symmem_options_t *opts_in, const char *const *extra_env, cc_ctx_t *ctx, int *exit_code)
 {
@@ -121,85 +214,8 @@ int cc_start(int *argc, char **argv, const char *name, int default_nranks, int t
     ctx->ngpus = ndev;
     symmem_options_t opts = SYMMEM_OPTIONS_INIT;
     if (opts_in) opts = *opts_in;
-    if (multiproc) {
-        ctx->nprocs = nranks;
-        ctx->proc = child;
-        ctx->nlocal = 1;
-        ctx->shm = cc_shm_attach("SYMMEM_TEST");
-        if (!ctx->shm) {
-            fprintf(stderr, "[%s] child without SYMMEM_TEST_SHM_FD\n", name);
-            *exit_code = 1;
-            return 0;
-        }
-        cc_rank_t *r = &ctx->r[0];
-        r->rank = child;
-        r->device = child % ndev;
-        if (cudaSetDevice(r->device) != cudaSuccess || cudaFree(NULL) != cudaSuccess ||
-            cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking) != cudaSuccess ||
-            cc_dev_preload() != cudaSuccess) {
-            cc_log(ctx, "FAIL: CUDA init on device %d", r->device);
-            cc_shm_abort(ctx->shm);
-            *exit_code = 1;
-            return 0;
-        }
-        /* Processes that share a GPU run their kernels at the same time only under MPS; without it they
-         * take turns (time slices), and kernels that wait for each other stall until the timeout. Every
-         * child sees the same answer, so all skip together. */
-        int mps = 0;
-        if (nranks > ndev && (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, r->device) != cudaSuccess || !mps)) {
-            if (child == 0)
-                printf("[%s] SKIP: %d processes on %d GPU(s) need MPS to run at the same time (scripts/gpu_check.sh "
-                       "starts it)\n", name, nranks, ndev);
-            *exit_code = CC_EXIT_SKIP;
-            return 0;
-        }
-        /* Everyone has a CUDA context before the bootstrap starts its timeout. */
-        if (cc_barrier(ctx) != 0) {
-            *exit_code = 1;
-            return 0;
-        }
-        symmem_unique_id_t id;
-        const char *ids = getenv("SYMMEM_UNIQUE_ID");
-        symmem_status_t st = ids ? symmem_unique_id_from_string(ids, &id) : SYMMEM_INVALID_ARGUMENT;
-        if (st == SYMMEM_OK) {
-            opts.device = r->device;
-            st = symmem_comm_init(nranks, child, &id, &opts, &r->comm);
-        }
-        if (st != SYMMEM_OK) {
-            cc_log(ctx, "FAIL: symmem_comm_init: %s: %s", symmem_status_name(st), symmem_last_error());
-            cc_shm_abort(ctx->shm);
-            *exit_code = 1;
-            return 0;
-        }
-    } else {
-        ctx->nprocs = 1;
-        ctx->proc = 0;
-        ctx->nlocal = nranks;
-        int devices[CC_MAX_RANKS];
-        symmem_comm_t comms[CC_MAX_RANKS];
-        for (int r = 0; r < nranks; r++) {
-            devices[r] = r % ndev;
-            ctx->r[r].rank = r;
-            ctx->r[r].device = devices[r];
-            /* cc_dev_preload: one thread enqueues rank after rank, so no helper kernel may be loaded lazily
-             * while a collective waits for a rank not enqueued yet (see coll_kernels.cu). */
-            if (cudaSetDevice(devices[r]) != cudaSuccess ||
-                cudaStreamCreateWithFlags(&ctx->r[r].stream, cudaStreamNonBlocking) != cudaSuccess ||
-                cc_dev_preload() != cudaSuccess) {
-                cc_log(ctx, "FAIL: CUDA init on device %d", devices[r]);
-                *exit_code = 1;
-                return 0;
-            }
-        }
-        symmem_status_t st = symmem_comm_init_all(nranks, devices, &opts, comms);
-        if (st != SYMMEM_OK) {
-            cc_log(ctx, "FAIL: symmem_comm_init_all(%d ranks on %d GPUs): %s: %s", nranks, ndev,
-                   symmem_status_name(st), symmem_last_error());
-            *exit_code = 1;
-            return 0;
-        }
-        for (int r = 0; r < nranks; r++) ctx->r[r].comm = comms[r];
-    }
+    if (!(multiproc ? start_multiproc(ctx, child, ndev, opts, exit_code) : start_inproc(ctx, ndev, &opts, exit_code)))
+        return 0;
     if (cc_is_root(ctx))
         cc_log(ctx, "%d ranks (%s) on %d GPU(s), rank r on device r %% %d", nranks,
                multiproc ? "one process each" : "threads of one process", ndev, ndev);
@@ -306,13 +322,20 @@ int cc_run_cases(cc_ctx_t *ctx, const cc_case_t *cases, int ncases, void *arg)
 {
     int passed = 0, failed = 0, fatal = 0;
     for (int k = 0; k < ncases && !fatal; k++) {
-        const int local = cases[k].fn(ctx, arg, &fatal);
-        const uint64_t total = fatal ? 1 : cc_sum_u64(ctx, (uint64_t)(local != 0));
-        if (cc_is_root(ctx)) printf("%s %s\n", total ? "FAIL" : "ok  ", cases[k].name);
+        const int local = cases[k].fn(ctx, arg, cases[k].param, &fatal);
+        /* A fatal rank aborts the channel, so the others' exchange below fails and they stop here too. */
+        if (fatal) cc_shm_abort(ctx->shm);
+        uint64_t mine = local != 0, all[CC_MAX_RANKS], total = mine;
+        if (!fatal && ctx->multiproc) {
+            if (cc_shm_allgather(ctx->shm, ctx->proc, ctx->nprocs, &mine, sizeof mine, all) != 0) fatal = 1;
+            for (int p = 0; p < ctx->nprocs && !fatal; p++) total += p == ctx->proc ? 0 : all[p];
+        }
+        if (fatal) total = 1;
+        if (cc_is_root(ctx)) printf("%s %s%s\n", total ? "FAIL" : "ok  ", cases[k].name, fatal ? " (the run stops here)" : "");
         if (total) failed++;
         else passed++;
     }
-    if (fatal) cc_shm_abort(ctx->shm);
+    ctx->fatal = fatal;
     if (cc_is_root(ctx)) printf("%d passed, %d failed, 0 skipped\n", passed, failed + (ncases - passed - failed));
     fflush(stdout);
     return failed || fatal ? 1 : 0;

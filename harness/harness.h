@@ -82,6 +82,7 @@ typedef struct cc_ctx {
     int ngpus;
     int timeout_s; /* host-side waits */
     cc_shm_t *shm;
+    int fatal; /* set by cc_run_cases when a case left the ranks out of step (skip collective teardown) */
     cc_rank_t r[CC_MAX_RANKS];
 } cc_ctx_t;
 
@@ -123,12 +124,15 @@ int cc_pair_algo(const cc_ctx_t *ctx, int argc, char **argv, symmem_algo_t dflt,
 
 /* The per-case runner of the collective tests, the ranks' counterpart of test_run_all (tests/test_util.h),
  * whose lines it prints: every case in order on every rank ("ok   name" / "FAIL name" from the root, then
- * "N passed, M failed, 0 skipped"); a case passes when it returns 0 on every rank. A case that leaves the
- * ranks out of step sets *fatal: the run stops there. (Cases cannot be forked as test_run_all does: the
- * ranks' CUDA contexts and communicator exist before the first case.) Returns 0 or 1 for main. */
+ * "N passed, M failed, 0 skipped"); a case passes when fn returns 0 on every rank. A case that leaves the
+ * ranks out of step sets *fatal: the run stops there, the channel is aborted and ctx->fatal set. (Cases cannot be forked
+ * as test_run_all does: the ranks' CUDA contexts and communicators exist before the first case.) `param`
+ * tells cases of one function apart (an algorithm, a size); `arg` is the test's shared state. Returns 0 or
+ * 1 for main. */
 typedef struct cc_case {
     const char *name;
-    int (*fn)(cc_ctx_t *ctx, void *arg, int *fatal); /* failures seen, 0: passed */
+    int (*fn)(cc_ctx_t *ctx, void *arg, int param, int *fatal); /* failures seen, 0: passed */
+    int param;
 } cc_case_t;
 int cc_run_cases(cc_ctx_t *ctx, const cc_case_t *cases, int ncases, void *arg);
 
@@ -143,6 +147,27 @@ void cc_log(const cc_ctx_t *ctx, const char *fmt, ...) __attribute__((format(pri
             return 1;                                                                                      \
         }                                                                                                  \
     } while (0)
+
+/* The collective tests' CHECK macros (the ranks' counterparts of tests/test_util.h's): inside a function
+ * that returns its failure count, log "FAIL file:line: ..." with the rank and return 1. */
+#define CC_CHECK(ctx, cond)                                                                                \
+    do {                                                                                                   \
+        if (!(cond)) {                                                                                     \
+            cc_log((ctx), "FAIL %s:%d: CHECK failed: %s", __FILE__, __LINE__, #cond);                     \
+            return 1;                                                                                      \
+        }                                                                                                  \
+    } while (0)
+/* A symmem call returns `want`; the last error is logged otherwise. */
+#define CC_CHECK_ST(ctx, call, want)                                                                       \
+    do {                                                                                                   \
+        symmem_status_t cc_st_ = (call);                                                                   \
+        if (cc_st_ != (want)) {                                                                            \
+            cc_log((ctx), "FAIL %s:%d: %s returned %s, expected %s: %s", __FILE__, __LINE__, #call,       \
+                   symmem_status_name(cc_st_), symmem_status_name(want), symmem_last_error());             \
+            return 1;                                                                                      \
+        }                                                                                                  \
+    } while (0)
+#define CC_CHECK_OK(ctx, call) CC_CHECK_ST(ctx, call, SYMMEM_OK)
 
 /* ---- data, reference and comparison ---------------------------------------------------------------- */
 /* Convert between float and the 16-bit formats on the host (round to nearest even, NaN/Inf kept). */

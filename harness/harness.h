@@ -168,6 +168,15 @@ void cc_log(const cc_ctx_t *ctx, const char *fmt, ...) __attribute__((format(pri
         }                                                                                                  \
     } while (0)
 #define CC_CHECK_OK(ctx, call) CC_CHECK_ST(ctx, call, SYMMEM_OK)
+/* For checks that count and go on (a scenario that reports every deviation): when cond is false, log
+ * "FAIL: " followed by the printf-style message and add one to `failures`. */
+#define CC_EXPECT(ctx, failures, cond, ...)                                                                \
+    do {                                                                                                   \
+        if (!(cond)) {                                                                                     \
+            cc_log((ctx), "FAIL: " __VA_ARGS__);                                                           \
+            (failures)++;                                                                                  \
+        }                                                                                                  \
+    } while (0)
 
 /* ---- data, reference and comparison ---------------------------------------------------------------- */
 /* Convert between float and the 16-bit formats on the host (round to nearest even, NaN/Inf kept). */

@@ -362,11 +362,9 @@ static int arg_errors(cc_ctx_t *ctx, const dbufs_t *D)
             const symmem_status_t st = symmem_all_reduce_add_rmsnorm(R->comm, x, res, w, out, b->tokens, b->hidden, b->eps,
                                                                      (symmem_dtype_t)b->dtype, b->algo, R->stream);
             const char *msg = symmem_last_error();
-            if (st != SYMMEM_INVALID_ARGUMENT || !strstr(msg, b->needle) || !strstr(msg, FN)) {
-                cc_log(ctx, "FAIL: %s: rank %d: %s \"%s\", expected SYMMEM_INVALID_ARGUMENT naming \"%s\"", b->what,
-                       R->rank, symmem_status_name(st), msg, b->needle);
-                failures++;
-            }
+            CC_EXPECT(ctx, failures, st == SYMMEM_INVALID_ARGUMENT && strstr(msg, b->needle) && strstr(msg, FN),
+                      "%s: rank %d: %s \"%s\", expected SYMMEM_INVALID_ARGUMENT naming \"%s\"", b->what, R->rank,
+                      symmem_status_name(st), msg, b->needle);
         }
         /* out == x (in place) and tokens == 0 are accepted (the latter launches nothing) */
         if (symmem_all_reduce_add_rmsnorm(R->comm, D[i].x, D[i].res, D[i].w, D[i].out, 0, 64, 1e-6f, SYMMEM_BFLOAT16,
@@ -387,9 +385,9 @@ static int arg_errors(cc_ctx_t *ctx, const dbufs_t *D)
     if (!hout || !scratch || run_call(ctx, D, &c, hout, hout + MAX_BYTES, scratch, h) != 0) {
         cc_log(ctx, "FAIL: a correct call after the argument errors did not run");
         failures++;
-    } else if (check_fused(&c.s, ctx->nranks, hout, hout + MAX_BYTES, &b)) {
-        cc_log(ctx, "FAIL: the correct call after the argument errors: %s wrong at %zu", b.what, b.first);
-        failures++;
+    } else {
+        CC_EXPECT(ctx, failures, !check_fused(&c.s, ctx->nranks, hout, hout + MAX_BYTES, &b),
+                  "the correct call after the argument errors: %s wrong at %zu", b.what, b.first);
     }
     free(hout);
     free(scratch);
@@ -757,10 +755,8 @@ static int mode_timeout(cc_ctx_t *ctx, symmem_algo_t algo)
         CC_CUDA_OK(ctx, cudaMemcpy(ho, g.hist[b ? G_OB : G_OA], g_len(b ? G_OB : G_OA), cudaMemcpyDeviceToHost));
         CC_CUDA_OK(ctx, cudaMemcpy(hr, g.hist[b ? G_RB : G_RA], g_len(b ? G_RB : G_RA), cudaMemcpyDeviceToHost));
         bad3_t bad;
-        if (check_fused(&s, 2, ho, hr, &bad)) {
-            cc_log(ctx, "FAIL: replay 0, fused %c: %s wrong at %zu", 'A' + b, bad.what, bad.first);
-            failures++;
-        }
+        CC_EXPECT(ctx, failures, !check_fused(&s, 2, ho, hr, &bad), "replay 0, fused %c: %s wrong at %zu", 'A' + b,
+                  bad.what, bad.first);
     }
     if (cc_barrier(ctx) != 0) return 1;
     if (R->rank == 0) {
@@ -779,25 +775,17 @@ static int mode_timeout(cc_ctx_t *ctx, symmem_algo_t algo)
                 const symmem_dtype_t dt = k == G_OA || k == G_RA ? SYMMEM_BFLOAT16 : SYMMEM_FLOAT16;
                 CC_CUDA_OK(ctx, cudaMemcpy(h, g.hist[k] + (size_t)r * g_len(k), g_len(k), cudaMemcpyDeviceToHost));
                 const size_t bad = not_nan(h, dt, g_len(k) / 2);
-                if (bad) {
-                    cc_log(ctx, "FAIL: replay %d, output %d after the timeout: %zu of %zu elements not NaN", r, k, bad,
-                           g_len(k) / 2);
-                    failures++;
-                }
+                CC_EXPECT(ctx, failures, !bad, "replay %d, output %d after the timeout: %zu of %zu elements not NaN", r,
+                          k, bad, g_len(k) / 2);
             }
         char msg[1024];
         const symmem_status_t ae = cc_wait_async_error(R, msg, sizeof msg);
         cc_log(ctx, "symmem_comm_get_async_error: %s: \"%s\"", symmem_status_name(ae), msg);
-        if (ae != SYMMEM_TIMEOUT || !strstr(msg, "rank 1") || !strstr(msg, "all_reduce_add_rmsnorm")) {
-            cc_log(ctx, "FAIL: expected SYMMEM_TIMEOUT naming rank 1 and all_reduce_add_rmsnorm");
-            failures++;
-        }
+        CC_EXPECT(ctx, failures, ae == SYMMEM_TIMEOUT && strstr(msg, "rank 1") && strstr(msg, "all_reduce_add_rmsnorm"),
+                  "expected SYMMEM_TIMEOUT naming rank 1 and all_reduce_add_rmsnorm");
         const symmem_status_t st = symmem_all_reduce_add_rmsnorm(R->comm, g.xa, g.ra, g.wa, g.oa, 1, 64, 1e-6f,
                                                                  SYMMEM_BFLOAT16, SYMMEM_ALGO_AUTO, R->stream);
-        if (st == SYMMEM_OK) {
-            cc_log(ctx, "FAIL: an eager call on the failed communicator succeeded");
-            failures++;
-        }
+        CC_EXPECT(ctx, failures, st != SYMMEM_OK, "an eager call on the failed communicator succeeded");
     }
     const uint64_t total = cc_sum_u64(ctx, (uint64_t)failures);
     free(h);
@@ -837,19 +825,14 @@ static int mode_mismatch(cc_ctx_t *ctx, const dbufs_t *D, symmem_algo_t algo)
         if (cc_barrier(ctx) != 0) return 1;
         symmem_status_t st = symmem_all_reduce_add_rmsnorm(R->comm, D[0].x, D[0].res, D[0].w, D[0].out, tokens, hidden,
                                                            1e-6f, SYMMEM_BFLOAT16, algo, R->stream);
-        if (st != SYMMEM_OK) {
-            cc_log(ctx, "FAIL: %s: the call returned %s (%s); expected it to enqueue", symmem_algo_name(algo),
-                   symmem_status_name(st), symmem_last_error());
-            failures++;
-        }
+        CC_EXPECT(ctx, failures, st == SYMMEM_OK, "%s: the call returned %s (%s); expected it to enqueue",
+                  symmem_algo_name(algo), symmem_status_name(st), symmem_last_error());
         CC_CUDA_OK(ctx, cudaStreamSynchronize(R->stream));
         char msg[1024];
         const symmem_status_t ae = cc_wait_async_error(R, msg, sizeof msg);
         cc_log(ctx, "%s, hidden %zu here: %s: \"%s\"", symmem_algo_name(algo), hidden, symmem_status_name(ae), msg);
-        if (ae != SYMMEM_INVALID_USAGE || !strstr(msg, "different arguments")) {
-            cc_log(ctx, "FAIL: expected SYMMEM_INVALID_USAGE naming different arguments");
-            failures++;
-        }
+        CC_EXPECT(ctx, failures, ae == SYMMEM_INVALID_USAGE && strstr(msg, "different arguments"),
+                  "expected SYMMEM_INVALID_USAGE naming different arguments");
         /* every block saw the mismatch before taking any payload, so every block stored NaN over its share */
         unsigned char *h = malloc(bytes);
         const char *names[2] = {"out", "residual"};
@@ -857,11 +840,8 @@ static int mode_mismatch(cc_ctx_t *ctx, const dbufs_t *D, symmem_algo_t algo)
         for (int k = 0; k < 2 && h; k++) {
             CC_CUDA_OK(ctx, cudaMemcpy(h, bufs[k], tokens * hidden * 2, cudaMemcpyDeviceToHost));
             const size_t bad = not_nan(h, SYMMEM_BFLOAT16, tokens * hidden);
-            if (bad) {
-                cc_log(ctx, "FAIL: %s: %zu of %zu elements of %s are not NaN", symmem_algo_name(algo), bad,
-                       tokens * hidden, names[k]);
-                failures++;
-            }
+            CC_EXPECT(ctx, failures, !bad, "%s: %zu of %zu elements of %s are not NaN", symmem_algo_name(algo), bad,
+                      tokens * hidden, names[k]);
         }
         free(h);
     }

@@ -26,6 +26,10 @@ typedef enum symmem_coll_kind {
 const char *symmem_coll_kind_name(symmem_coll_kind_t kind);
 /* The kind named `name` (as symmem_coll_kind_name spells it), or -1. */
 int symmem_coll_kind_from_name(const char *name);
+/* The algorithm named `name` (symmem_algo_name's spelling, any case), or -1; records and logs nothing, for
+ * callers that report a bad name in their own words (SYMMEM_ALGO, the tuning file). The public
+ * symmem_algo_from_name is this plus the error. */
+int symmem_algo_lookup(const char *name);
 
 #ifdef __cplusplus
 }

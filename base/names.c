@@ -65,16 +65,22 @@ const char *symmem_algo_name(symmem_algo_t algo)
     }
 }
 
+int symmem_algo_lookup(const char *name)
+{
+    if (!name) return -1;
+#define ALGO_FROM_(n, value, text)                                                                         \
+    if (strcasecmp(name, text) == 0) return SYMMEM_ALGO_##n;
+    SYMMEM_ALGO_LIST(ALGO_FROM_)
+#undef ALGO_FROM_
+    return -1;
+}
+
 symmem_status_t symmem_algo_from_name(const char *name, symmem_algo_t *algo)
 {
-    if (name) {
-#define ALGO_FROM_(n, value, text)                                                                         \
-    if (strcasecmp(name, text) == 0) {                                                                     \
-        if (algo) *algo = SYMMEM_ALGO_##n;                                                                 \
-        return SYMMEM_OK;                                                                                  \
-    }
-        SYMMEM_ALGO_LIST(ALGO_FROM_)
-#undef ALGO_FROM_
+    const int a = symmem_algo_lookup(name);
+    if (a >= 0) {
+        if (algo) *algo = (symmem_algo_t)a;
+        return SYMMEM_OK;
     }
     char known[256] = "";
 #define ALGO_LIST_(n, value, text) snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", value ? ", " : "", text);

@@ -58,7 +58,8 @@ const char *symmem_errno_string(int e)
 
 void symmem_clear_error(void) { tls_error[0] = '\0'; }
 
-symmem_status_t symmem_set_error(symmem_status_t status, const char *fmt, ...)
+symmem_status_t symmem_set_error_at(unsigned subsys, const char *file, int line, symmem_status_t status,
+                                    const char *fmt, ...)
 {
     int rank = symmem_log_rank();
     int n = 0;
@@ -68,7 +69,8 @@ symmem_status_t symmem_set_error(symmem_status_t status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(tls_error + n, sizeof tls_error - (size_t)n, fmt, ap);
     va_end(ap);
-    SYMMEM_WARN(SYMMEM_SUBSYS_CORE, "%s (%s)", tls_error + n, symmem_status_name(status));
+    if (symmem_log_enabled(SYMMEM_LOG_WARN, subsys))
+        symmem_log_write(SYMMEM_LOG_WARN, subsys, file, line, "%s (%s)", tls_error + n, symmem_status_name(status));
     return status;
 }
 

@@ -2,6 +2,7 @@
 #ifndef SYMMEM_BASE_STATUS_H
 #define SYMMEM_BASE_STATUS_H
 
+#include "base/log.h"
 #include "symmem/symmem.h"
 
 #ifdef __cplusplus
@@ -9,10 +10,17 @@ extern "C" {
 #endif
 
 /* Record the detail of a failure on this thread and return `status`. The first function that detects an
- * error calls this (and logs at WARN); callers only propagate. The message should say which rank, which
- * call, which underlying error, and what to do. Also logs the message at WARN level. */
-symmem_status_t symmem_set_error(symmem_status_t status, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+ * error calls this; callers only propagate. The message should say which rank, which call, which
+ * underlying error, and what to do. Also logs the message at WARN, once, here: under the subsystem of the
+ * layer that detected it (SYMMEM_SUBSYS_HERE, set per source file by CMake's symmem_subsystem) and at the
+ * caller's file:line. An error handed on to another thread or caller is never logged again: see
+ * symmem_record_error and symmem_forward_error. */
+#ifndef SYMMEM_SUBSYS_HERE
+#define SYMMEM_SUBSYS_HERE SYMMEM_SUBSYS_CORE
+#endif
+#define symmem_set_error(status, ...) symmem_set_error_at(SYMMEM_SUBSYS_HERE, __FILE__, __LINE__, (status), __VA_ARGS__)
+symmem_status_t symmem_set_error_at(unsigned subsys, const char *file, int line, symmem_status_t status,
+                                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* Record the detail like symmem_set_error, without logging: for an error already logged where it was
  * detected and now handed to another thread (a group call's result, a rank thread of
  * symmem_comm_init_all, a communicator's sticky error), or one that one detection logged for the whole

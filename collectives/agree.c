@@ -97,11 +97,9 @@ static void table_wishes(symmem_comm_t comm, struct symmem_coll *co)
     const topo_choice_facts_t facts = {comm->nranks, comm->link_class, 0.0, 0.0};
     symmem_coll_tune_init(&co->tuning, comm->fingerprint, &facts);
     const char *env = symmem_param_str(SYMMEM_PARAM_ALGO);
-    if (env[0] && symmem_algo_from_name(env, &co->tuning.env_algo) != SYMMEM_OK) {
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_ALGO=%s is not an algorithm; using auto", env);
-        symmem_clear_error();
-        co->tuning.env_algo = SYMMEM_ALGO_AUTO;
-    }
+    const int env_algo = env[0] ? symmem_algo_lookup(env) : SYMMEM_ALGO_AUTO;
+    co->tuning.env_algo = env_algo < 0 ? SYMMEM_ALGO_AUTO : (symmem_algo_t)env_algo;
+    if (env_algo < 0) SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_ALGO=%s is not an algorithm; using auto", env);
     char tune[4096];
     int explicit_tune = 0;
     if (symmem_coll_tune_path(tune, sizeof tune, 0, &explicit_tune) == 0 &&

@@ -102,7 +102,7 @@ symmem_status_t symmem_coll_tune_load(symmem_coll_tuning_t *tu, const char *path
 {
     FILE *f = fopen(path, "r");
     if (!f)
-        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "cannot open the algorithm table %s: %s", path, strerror(errno));
+        return symmem_record_error(SYMMEM_SYSTEM_ERROR, "cannot open the algorithm table %s: %s", path, strerror(errno));
     topo_table_t t;
     t.nrules = 0;
     char line[512];
@@ -116,7 +116,7 @@ symmem_status_t symmem_coll_tune_load(symmem_coll_tuning_t *tu, const char *path
              * fine (its rest is skipped); anything else is an error naming the line. */
             int ch = fgetc(f);
             if (ch != EOF && ch != '\n' && !strchr(line, '#')) {
-                st = symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: line longer than %zu characters", path,
+                st = symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: line longer than %zu characters", path,
                                       lineno, sizeof line - 2);
                 break;
             }
@@ -129,7 +129,7 @@ symmem_status_t symmem_coll_tune_load(symmem_coll_tuning_t *tu, const char *path
         if (*s == '[') {
             char *end = strchr(s, ']');
             if (!end) {
-                st = symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: section header without ']'", path, lineno);
+                st = symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: section header without ']'", path, lineno);
                 break;
             }
             *end = '\0';
@@ -139,7 +139,7 @@ symmem_status_t symmem_coll_tune_load(symmem_coll_tuning_t *tu, const char *path
         }
         char op[64], size[64], algo_name[64], extra[8];
         if (sscanf(s, "%63s %63s %63s %7s", op, size, algo_name, extra) != 3) {
-            st = symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: expected \"<op> <max_bytes|inf> <algorithm>\"", path,
+            st = symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: expected \"<op> <max_bytes|inf> <algorithm>\"", path,
                                   lineno);
             break;
         }
@@ -147,20 +147,22 @@ symmem_status_t symmem_coll_tune_load(symmem_coll_tuning_t *tu, const char *path
         size_t max_bytes;
         symmem_algo_t algo;
         if (kind < 0 || kind >= SYMMEM_COLL_BARRIER) {
-            st = symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: unknown op \"%s\" (all_reduce, reduce_scatter, all_gather)",
+            st = symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: unknown op \"%s\" (all_reduce, reduce_scatter, all_gather)",
                                   path, lineno, op);
             break;
         }
         if (strcmp(size, "inf") == 0) max_bytes = SIZE_MAX;
         else if (symmem_parse_size(size, &max_bytes) != 0) {
-            st = symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: \"%s\" is not a size", path, lineno, size);
+            st = symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: \"%s\" is not a size", path, lineno, size);
             break;
         }
-        if (symmem_algo_from_name(algo_name, &algo) != SYMMEM_OK || algo == SYMMEM_ALGO_AUTO) {
-            st = symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: \"%s\" is not a concrete algorithm", path, lineno,
+        const int a = symmem_algo_lookup(algo_name);
+        if (a <= SYMMEM_ALGO_AUTO) {
+            st = symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: \"%s\" is not a concrete algorithm", path, lineno,
                                   algo_name);
             break;
         }
+        algo = (symmem_algo_t)a;
         if (in_section) topo_table_add(&t, kind, max_bytes, algo);
     }
     fclose(f);

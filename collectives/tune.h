@@ -57,7 +57,9 @@ symmem_status_t symmem_coll_tune_clear(symmem_coll_tuning_t *t, symmem_coll_kind
 symmem_status_t symmem_coll_tune_set(symmem_coll_tuning_t *t, symmem_coll_kind_t kind, size_t max_bytes,
                                      symmem_algo_t algo);
 /* Read the section of `path` whose fingerprint matches t's: SYMMEM_INVALID_ARGUMENT (table unchanged) on a
- * syntax error, SYMMEM_OK without change when no section matches. */
+ * syntax error, SYMMEM_OK without change when no section matches. A failure is recorded (the last error
+ * names file and line), not logged: the caller says what it does about it (communicator init ignores the
+ * file with one warning, symmem-bench --tune refuses to run). */
 symmem_status_t symmem_coll_tune_load(symmem_coll_tuning_t *t, const char *path);
 /* Write the effective table as the section of t's fingerprint in `path`, keeping the other sections of an
  * existing file (written to a temporary file and renamed). */

@@ -223,8 +223,8 @@ static uint64_t kernel_epochs(symmem_coll_kind_t kind, symmem_algo_t algo, uint6
 
 /* The per-call geometry over every kind x algorithm x rank count x dtype size and many counts: the
  * kernel's footprint fits its area, the rounds cover the message and are as few as the area allows, the
- * grid and block sizes obey their rules; and the rounds the workspace layout was chosen for (session 5:
- * power-of-two messages fill whole Lamport two-shot rounds). */
+ * grid and block sizes obey their rules; and the rounds the workspace layout was chosen for (power-of-two
+ * messages fill whole Lamport two-shot rounds: bench/NOTES.md, "Measurements"). */
 static void geometry_invariants(void)
 {
     const size_t MIB_ = (size_t)1 << 20;

@@ -3,7 +3,7 @@
 # (exp-base.tar.gz = git archive of commit ce0938b), same GPUs, interleaved;
 # then the collective and streams GPU tests on the new tree.
 set -uo pipefail
-cd "$(dirname "$0")/../../../.."
+cd "$(dirname "$0")/../../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PATH=/usr/local/cuda/bin:$PATH
 o=${1:?outdir}; mkdir -p "$o"
 mkdir -p /tmp/base && tar xzf exp-base.tar.gz -C /tmp/base

@@ -3,7 +3,7 @@
 # runtime switch, exp-base.tar.gz), and SYMMEM_MIN_BLOCK_THREADS 256/128/64 now that the state protocol
 # left the data path; then the Lamport-check tests on the new tree.
 set -uo pipefail
-cd "$(dirname "$0")/../../../.."
+cd "$(dirname "$0")/../../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PATH=/usr/local/cuda/bin:$PATH
 o=${1:?outdir}; mkdir -p "$o"
 mkdir -p /tmp/base && tar xzf exp-base.tar.gz -C /tmp/base

@@ -6,7 +6,7 @@
 #   of 2..8 blocks launched as one cluster).
 # Each with SYMMEM_MIN_BLOCK_THREADS 256 / 64 / 32 (blocks per size: 1,1,4,16 / 1,4,16,64 / 2,8,32,128).
 set -uo pipefail
-cd "$(dirname "$0")/../../../.."
+cd "$(dirname "$0")/../../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PATH=/usr/local/cuda/bin:$PATH
 o=${1:?outdir}; mkdir -p "$o"
 declare -A V=([base]="" [nocheck]="-DSYMMEM_EXP_NOCHECK=1" [idle]="-DSYMMEM_EXP_IDLE_BLOCKS=1"

@@ -46,7 +46,7 @@ static void gather(const topo_model_t *m, advice_stats_t *s)
  * the probe's figures only where SYMMEM_COLL_PROBE=auto measures. */
 static void comm_facts(const topo_model_t *m, const advice_stats_t *s, topo_choice_facts_t *f)
 {
-    int32_t links[TOPO_MAX_GPUS * TOPO_MAX_GPUS];
+    int32_t links[TOPO_MAX_GPUS * TOPO_MAX_GPUS] = {0}; /* only the ngpus x ngpus corner is read */
     for (int i = 0; i < m->ngpus; i++)
         for (int j = 0; j < m->ngpus; j++) links[i * TOPO_MAX_GPUS + j] = (int32_t)topo_model_pair_link(m, i, j);
     f->nranks = m->ngpus;

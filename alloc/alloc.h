@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/comm.h"
+#include "base/comm_state.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -61,11 +61,18 @@ struct symmem_buffer {
 /* The buffer's allocation sequence number (identical on every rank for the same allocation). */
 uint64_t symmem_buffer_seq(symmem_buffer_t buf);
 
+/* The allocation protocol for the layers above (the collectives' workspace), without what the public calls
+ * add: no entry guard (the caller is inside its own public call or init), no group recording, no check of
+ * the communicator's error state. Collective, as symmem_alloc. */
+symmem_status_t symmem_alloc_create(symmem_comm_t comm, size_t size, symmem_buffer_t *out);
+/* Local: free buf if it is a live buffer (1), else nothing (0). */
+int symmem_alloc_release(symmem_buffer_t buf);
+/* The live buffer of comm whose local part holds ptr, or NULL (what symmem_buffer_lookup returns). */
+symmem_buffer_t symmem_alloc_find(symmem_comm_t comm, const void *ptr);
+
 /* Free every live buffer of a communicator (at destroy), warning about each. */
 void symmem_buffers_release_all(symmem_comm_t c);
 
-/* NUMA node of a PCI device from sysfs (through SYMMEM_SYSFS_ROOT), -1 if unknown. */
-int symmem_numa_node_of_pci(const char *bus_id);
 /* Node to place host memory on for this rank: the option, else the GPU's node, checked with libnuma. */
 symmem_status_t symmem_numa_pick(symmem_comm_t c, int *node);
 

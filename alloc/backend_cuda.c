@@ -9,9 +9,9 @@
 
 #include "alloc/alloc.h"
 #include "alloc/cudrv.h"
-#include "core/log.h"
-#include "core/param.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "base/status.h"
 
 static void fill_prop(symmem_comm_t c, symmem_placement_t pl, int node, int fabric, CUmemAllocationProp *p)
 {

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "alloc/alloc.h"
-#include "core/status.h"
+#include "base/status.h"
 
 #define SIZE_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 

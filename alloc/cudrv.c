@@ -4,8 +4,8 @@
 #include <pthread.h>
 #include <stdio.h>
 
-#include "core/log.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/status.h"
 
 static symmem_cudrv_t drv;
 static symmem_status_t drv_status = SYMMEM_INTERNAL_ERROR;

@@ -6,9 +6,9 @@
 #include <stdio.h>
 
 #include "alloc/alloc.h"
-#include "core/log.h"
-#include "core/param.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "base/status.h"
 
 typedef int (*reg_fn)(void *comm, void *buf, size_t size, void **handle);
 typedef int (*dereg_fn)(void *comm, void *handle);

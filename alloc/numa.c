@@ -1,30 +1,16 @@
-/* NUMA placement for host-memory buffers: the node nearest each rank's GPU (sysfs, through the same root
- * the topology layer reads) checked against libnuma's view of the machine. */
+/* NUMA placement for host-memory buffers: the node nearest each rank's GPU (agreed at init: the driver's
+ * attribute, else sysfs through topology's one root) checked against libnuma's view of the machine. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc/alloc.h"
-#include "core/log.h"
-#include "core/param.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/status.h"
 
 #ifdef SYMMEM_HAVE_NUMA
 #include <numa.h>
 #endif
-
-int symmem_numa_node_of_pci(const char *bus_id)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/sys/bus/pci/devices/%s/numa_node", symmem_param_str(SYMMEM_PARAM_SYSFS_ROOT),
-             bus_id);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    int node = -1;
-    if (fscanf(f, "%d", &node) != 1) node = -1;
-    fclose(f);
-    return node;
-}
 
 symmem_status_t symmem_numa_pick(symmem_comm_t c, int *node)
 {

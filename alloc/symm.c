@@ -16,8 +16,9 @@
 #include <unistd.h>
 
 #include "alloc/alloc.h"
-#include "core/log.h"
-#include "core/status.h"
+#include "base/group.h"
+#include "base/log.h"
+#include "base/status.h"
 
 /* Registry of live buffers across all communicators: lets symmem_free reject double frees and foreign
  * pointers without dereferencing them. */
@@ -168,7 +169,7 @@ static symmem_status_t create_local(struct symmem_buffer *b, int numa_node, int 
     return b->ops->export_fd(b->handles[b->comm->rank], fd);
 }
 
-static symmem_status_t alloc_collective(symmem_comm_t c, size_t size, symmem_buffer_t *out)
+symmem_status_t symmem_alloc_create(symmem_comm_t c, size_t size, symmem_buffer_t *out)
 {
     const symmem_mem_ops_t *ops = c->backend == SYMMEM_BACKEND_HOST ? &symmem_mem_ops_host : &symmem_mem_ops_cuda;
     SYMMEM_CHECK(agree_on_size(c, size));
@@ -229,15 +230,12 @@ static symmem_status_t alloc_entry(void *p)
     alloc_args_t *a = p;
     symmem_entry_t e;
     SYMMEM_CHECK(symmem_entry_begin(a->comm, "symmem_alloc", &e));
-    symmem_status_t st;
-    pthread_mutex_lock(&a->comm->lock);
-    st = a->comm->async_error;
-    pthread_mutex_unlock(&a->comm->lock);
+    char why[sizeof a->comm->async_error_msg];
+    symmem_status_t st = symmem_comm_error(a->comm, why, sizeof why);
     if (st != SYMMEM_OK)
-        st = symmem_set_error(SYMMEM_COMM_ERROR, "symmem_alloc: the communicator failed earlier: %s",
-                              a->comm->async_error_msg);
+        st = symmem_set_error(SYMMEM_COMM_ERROR, "symmem_alloc: the communicator failed earlier: %s", why);
     else
-        st = alloc_collective(a->comm, a->size, a->out);
+        st = symmem_alloc_create(a->comm, a->size, a->out);
     symmem_entry_end(&e);
     return st;
 }
@@ -251,6 +249,13 @@ symmem_status_t symmem_alloc(symmem_comm_t comm, size_t size, symmem_buffer_t *b
     return alloc_entry(&a);
 }
 
+int symmem_alloc_release(symmem_buffer_t buf)
+{
+    if (!buf || !registry_take(buf)) return 0;
+    buffer_teardown(buf);
+    return 1;
+}
+
 symmem_status_t symmem_free(symmem_buffer_t buf)
 {
     symmem_clear_error();
@@ -259,11 +264,11 @@ symmem_status_t symmem_free(symmem_buffer_t buf)
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
                                 "symmem_free: %p is not a live symmem buffer (freed twice, or not from symmem_alloc)",
                                 (void *)buf);
-    /* The communicator is no longer live when its destroy frees what it still holds (the collectives'
-     * workspace): that teardown already runs inside destroy's own entry (rank, device). */
+    /* A communicator that destroy has already taken out of the live list is torn down without the entry
+     * guard (which would report "not a live communicator" for a free that is legitimate). */
     symmem_entry_t e;
     const int guard =
-        symmem_comm_is_live(buf->comm) && symmem_entry_begin(buf->comm, "symmem_free", &e) == SYMMEM_OK;
+        symmem_comm_live(buf->comm) && symmem_entry_begin(buf->comm, "symmem_free", &e) == SYMMEM_OK;
     buffer_teardown(buf);
     if (guard) symmem_entry_end(&e);
     return SYMMEM_OK;
@@ -311,7 +316,9 @@ symmem_placement_t symmem_buffer_placement(symmem_buffer_t b) { return live(b) ?
 void *const *symmem_buffer_device_peers(symmem_buffer_t b) { return live(b) ? b->table : NULL; }
 void *const *symmem_buffer_device_signals(symmem_buffer_t b) { return live(b) ? b->table + SYMMEM_MAX_RANKS : NULL; }
 
-symmem_buffer_t symmem_buffer_lookup(symmem_comm_t c, const void *ptr)
+symmem_buffer_t symmem_buffer_lookup(symmem_comm_t c, const void *ptr) { return symmem_alloc_find(c, ptr); }
+
+symmem_buffer_t symmem_alloc_find(symmem_comm_t c, const void *ptr)
 {
     symmem_buffer_t found = NULL;
     const char *p = ptr;

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "coll_common.h"
+#include "harness.h"
 
 #define MAX_SIZES 64
 
@@ -71,6 +71,73 @@ static uint64_t from_ms(double d)
     return u;
 }
 
+/* This process's rank (a child of cc_launch): CUDA, the channel, the communicator; *tinit the init's time. */
+static int start_rank(cc_ctx_t *ctx, int nranks, int child, double *tinit)
+{
+    memset(ctx, 0, sizeof *ctx);
+    ctx->name = "alloc-bench";
+    ctx->timeout_s = 600;
+    ctx->multiproc = 1;
+    ctx->nranks = ctx->nprocs = nranks;
+    ctx->proc = child;
+    ctx->nlocal = 1;
+    ctx->shm = cc_shm_attach("SYMMEM_BENCH");
+    int ndev = 0;
+    if (!ctx->shm || cudaGetDeviceCount(&ndev) != cudaSuccess || ndev <= 0) return CC_EXIT_SKIP;
+    ctx->ngpus = ndev;
+    cc_rank_t *R = &ctx->r[0];
+    R->rank = child;
+    R->device = child % ndev;
+    if (cudaSetDevice(R->device) != cudaSuccess || cudaFree(NULL) != cudaSuccess) return 1;
+    if (cc_barrier(ctx) != 0) return 1;
+    symmem_unique_id_t id;
+    symmem_options_t so = SYMMEM_OPTIONS_INIT;
+    so.device = R->device;
+    const char *ids = getenv("SYMMEM_UNIQUE_ID");
+    symmem_status_t st = ids ? symmem_unique_id_from_string(ids, &id) : SYMMEM_INVALID_ARGUMENT;
+    double ti0 = now_ms();
+    if (st == SYMMEM_OK) st = symmem_comm_init(nranks, child, &id, &so, &R->comm);
+    *tinit = now_ms() - ti0;
+    if (st != SYMMEM_OK) {
+        fprintf(stderr, "rank %d: symmem_comm_init: %s: %s\n", child, symmem_status_name(st), symmem_last_error());
+        cc_shm_abort(ctx->shm);
+        return 1;
+    }
+    return 0;
+}
+
+/* One size, r_here repetitions: ta[k], tf[k] = the slowest rank's symmem_alloc and symmem_free times. 0 or 1
+ * (this rank failed). */
+static int measure_size(cc_ctx_t *ctx, size_t size, int r_here, double *ta, double *tf)
+{
+    cc_rank_t *R = &ctx->r[0];
+    int failed = 0;
+    for (int k = 0; k < r_here && !failed; k++) {
+        symmem_buffer_t buf = NULL;
+        if (cc_barrier(ctx) != 0) return 1;
+        double t0 = now_ms();
+        symmem_status_t st = symmem_alloc(R->comm, size, &buf);
+        double t1 = now_ms();
+        if (st != SYMMEM_OK) {
+            fprintf(stderr, "rank %d: symmem_alloc(%zu): %s: %s\n", ctx->proc, size, symmem_status_name(st),
+                    symmem_last_error());
+            failed = 1;
+        }
+        if (cc_barrier(ctx) != 0) failed = 1;
+        double t2 = now_ms();
+        if (buf && symmem_free(buf) != SYMMEM_OK) failed = 1;
+        double t3 = now_ms();
+        uint64_t mine[2] = {from_ms(t1 - t0), from_ms(t3 - t2)}, all[2 * CC_MAX_RANKS];
+        if (cc_shm_allgather(ctx->shm, ctx->proc, ctx->nprocs, mine, sizeof mine, all) != 0) return 1;
+        ta[k] = tf[k] = 0;
+        for (int r = 0; r < ctx->nranks; r++) {
+            if (to_ms(all[2 * r]) > ta[k]) ta[k] = to_ms(all[2 * r]);
+            if (to_ms(all[2 * r + 1]) > tf[k]) tf[k] = to_ms(all[2 * r + 1]);
+        }
+    }
+    return failed;
+}
+
 int main(int argc, char **argv)
 {
     int nranks = 2, reps = 5;
@@ -96,41 +163,15 @@ int main(int argc, char **argv)
         }
         return cc_launch("SYMMEM_BENCH", nranks, argv, NULL, 0);
     }
-
     cc_ctx_t ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.name = "alloc-bench";
-    ctx.timeout_s = 600;
-    ctx.multiproc = 1;
-    ctx.nranks = ctx.nprocs = nranks;
-    ctx.proc = child;
-    ctx.nlocal = 1;
-    ctx.shm = cc_shm_attach("SYMMEM_BENCH");
-    int ndev = 0;
-    if (!ctx.shm || cudaGetDeviceCount(&ndev) != cudaSuccess || ndev <= 0) return CC_EXIT_SKIP;
-    ctx.ngpus = ndev;
-    cc_rank_t *R = &ctx.r[0];
-    R->rank = child;
-    R->device = child % ndev;
-    if (cudaSetDevice(R->device) != cudaSuccess || cudaFree(NULL) != cudaSuccess) return 1;
-    if (cc_barrier(&ctx) != 0) return 1;
-    symmem_unique_id_t id;
-    symmem_options_t so = SYMMEM_OPTIONS_INIT;
-    so.device = R->device;
-    const char *ids = getenv("SYMMEM_UNIQUE_ID");
-    symmem_status_t st = ids ? symmem_unique_id_from_string(ids, &id) : SYMMEM_INVALID_ARGUMENT;
-    double ti0 = now_ms();
-    if (st == SYMMEM_OK) st = symmem_comm_init(nranks, child, &id, &so, &R->comm);
-    double tinit = now_ms() - ti0;
-    if (st != SYMMEM_OK) {
-        fprintf(stderr, "rank %d: symmem_comm_init: %s: %s\n", child, symmem_status_name(st), symmem_last_error());
-        cc_shm_abort(ctx.shm);
-        return 1;
-    }
+    double tinit = 0;
+    const int started = start_rank(&ctx, nranks, child, &tinit);
+    if (started != 0) return started;
     const char *json = child == 0 ? slurp(torch_json ? torch_json : "") : NULL;
     if (child == 0) {
         printf("# symmem-alloc-bench: symmem_alloc (alloc + export + exchange + import + map every peer) and "
-               "symmem_free, %d ranks (one process each) on %d GPU(s), median of %d, slowest rank\n", nranks, ndev, reps);
+               "symmem_free, %d ranks (one process each) on %d GPU(s), median of %d, slowest rank\n", nranks,
+               ctx.ngpus, reps);
         printf("# symmem_comm_init took %.1f ms on rank 0\n", tinit);
         if (torch_json && !json) printf("# torch results: %s unreadable, column left empty\n", torch_json);
         printf("#%11s %14s %12s %16s %8s\n", "size(B)", "symmem(ms)", "free(ms)", "torch(ms)", "ratio");
@@ -139,34 +180,7 @@ int main(int argc, char **argv)
     for (size_t size = minb; size <= maxb && !failed; size *= 2) {
         int r_here = size > ((size_t)256 << 20) && reps > 3 ? 3 : reps;
         double ta[64], tf[64];
-        for (int k = 0; k < r_here && !failed; k++) {
-            symmem_buffer_t buf = NULL;
-            if (cc_barrier(&ctx) != 0) {
-                failed = 1;
-                break;
-            }
-            double t0 = now_ms();
-            st = symmem_alloc(R->comm, size, &buf);
-            double t1 = now_ms();
-            if (st != SYMMEM_OK) {
-                fprintf(stderr, "rank %d: symmem_alloc(%zu): %s: %s\n", child, size, symmem_status_name(st), symmem_last_error());
-                failed = 1;
-            }
-            if (cc_barrier(&ctx) != 0) failed = 1;
-            double t2 = now_ms();
-            if (buf && symmem_free(buf) != SYMMEM_OK) failed = 1;
-            double t3 = now_ms();
-            uint64_t mine[2] = {from_ms(t1 - t0), from_ms(t3 - t2)}, all[2 * CC_MAX_RANKS];
-            if (cc_shm_allgather(ctx.shm, ctx.proc, ctx.nprocs, mine, sizeof mine, all) != 0) {
-                failed = 1;
-                break;
-            }
-            ta[k] = tf[k] = 0;
-            for (int r = 0; r < nranks; r++) {
-                if (to_ms(all[2 * r]) > ta[k]) ta[k] = to_ms(all[2 * r]);
-                if (to_ms(all[2 * r + 1]) > tf[k]) tf[k] = to_ms(all[2 * r + 1]);
-            }
-        }
+        failed = measure_size(&ctx, size, r_here, ta, tf);
         failed = cc_sum_u64(&ctx, (uint64_t)failed) != 0;
         if (failed) break;
         if (child == 0) {
@@ -180,7 +194,7 @@ int main(int argc, char **argv)
         }
     }
     cc_barrier(&ctx);
-    symmem_comm_destroy(R->comm);
+    symmem_comm_destroy(ctx.r[0].comm);
     if (child == 0) printf("# %s\n", failed ? "FAILED" : "done");
     return failed;
 }

@@ -26,7 +26,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "coll_common.h"
+#include "harness.h"
 #include "collectives/fused.h"
 #include "fused_bench.h"
 

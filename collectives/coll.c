@@ -1,806 +1,21 @@
-/* Collectives, host side: per-communicator setup (workspace, device state, error record), argument checks,
- * algorithm choice, geometry (shards, rounds, grid) and launch. The kernels are in kernels.cu, the
- * algorithm table in tune.c, the protocol in docs/collectives.md. */
-#include <ctype.h>
-#include <inttypes.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <strings.h>
-#include <time.h>
-#include <unistd.h>
-
+/* The collectives' entry points (symmem_all_reduce, symmem_reduce_scatter, symmem_all_gather,
+ * symmem_barrier): argument checks, the plan of the call (the algorithm, zero copy, geometry: plan.c) into
+ * the kernel's parameters, the tag, the launch. The layout of collectives/ is in coll_internal.h. */
 #include <cuda_runtime_api.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
 
-#include "alloc/alloc.h"
+#include "base/comm_state.h"
+#include "base/hash.h"
+#include "base/log.h"
+#include "base/status.h"
+#include "collectives/algos.h"
 #include "collectives/coll_internal.h"
-#include "collectives/fused.h"
-#include "collectives/watch.h"
-#include "core/cache.h"
-#include "core/comm.h"
-#include "core/log.h"
-#include "core/param.h"
-#include "core/status.h"
-
-/* One-shot pull (and reduce-scatter / all-gather pull) read the sender's buffer directly only from this
- * size on: zero copy costs one more sync at the end of the call (~1-2 us), a local copy of a small message
- * costs less. Two-shot all-reduce needs no extra sync and reads symmetric inputs directly at any size. */
-#define ZC_MIN_BYTES ((size_t)256 << 10)
-
-static double probe_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-/* ---- names, generated from the public lists ------------------------------------------------------------ */
-size_t symmem_dtype_size(symmem_dtype_t dtype)
-{
-    switch (dtype) {
-#define DT_SIZE_(name, value, ctype, bytes)                                                                \
-    case SYMMEM_##name: return bytes;
-        SYMMEM_DTYPE_LIST(DT_SIZE_)
-#undef DT_SIZE_
-    default: return 0;
-    }
-}
-
-const char *symmem_dtype_name(symmem_dtype_t dtype)
-{
-    switch (dtype) {
-#define DT_NAME_(name, value, ctype, bytes)                                                                \
-    case SYMMEM_##name: return #ctype;
-        SYMMEM_DTYPE_LIST(DT_NAME_)
-#undef DT_NAME_
-    default: return "invalid_dtype";
-    }
-}
-
-/* Lower-case names ("sum", as nccl-tests prints them), made once from SYMMEM_REDOP_LIST. */
-static char redop_names[SYMMEM_REDOP_COUNT][16];
-static pthread_once_t redop_names_once = PTHREAD_ONCE_INIT;
-static void redop_names_init(void)
-{
-    static const char *const upper[SYMMEM_REDOP_COUNT] = {
-#define OP_NAME_(name, value) [value] = #name,
-        SYMMEM_REDOP_LIST(OP_NAME_)
-#undef OP_NAME_
-    };
-    for (int i = 0; i < SYMMEM_REDOP_COUNT; i++)
-        for (size_t k = 0; upper[i][k] && k + 1 < sizeof redop_names[i]; k++)
-            redop_names[i][k] = (char)tolower((unsigned char)upper[i][k]);
-}
-
-const char *symmem_redop_name(symmem_redop_t op)
-{
-    if ((int)op < 0 || op >= SYMMEM_REDOP_COUNT) return "invalid_redop";
-    pthread_once(&redop_names_once, redop_names_init);
-    return redop_names[op];
-}
-
-const char *symmem_algo_name(symmem_algo_t algo)
-{
-    switch (algo) {
-#define ALGO_NAME_(name, value, text)                                                                      \
-    case SYMMEM_ALGO_##name: return text;
-        SYMMEM_ALGO_LIST(ALGO_NAME_)
-#undef ALGO_NAME_
-    default: return "invalid_algo";
-    }
-}
-
-symmem_status_t symmem_algo_from_name(const char *name, symmem_algo_t *algo)
-{
-    if (name) {
-#define ALGO_FROM_(n, value, text)                                                                         \
-    if (strcasecmp(name, text) == 0) {                                                                     \
-        if (algo) *algo = SYMMEM_ALGO_##n;                                                                 \
-        return SYMMEM_OK;                                                                                  \
-    }
-        SYMMEM_ALGO_LIST(ALGO_FROM_)
-#undef ALGO_FROM_
-    }
-    char known[256] = "";
-#define ALGO_LIST_(n, value, text) snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", value ? ", " : "", text);
-    SYMMEM_ALGO_LIST(ALGO_LIST_)
-#undef ALGO_LIST_
-    return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "unknown algorithm \"%s\" (known: %s)", name ? name : "(null)",
-                            known);
-}
-
-const char *symmem_coll_kind_name(symmem_coll_kind_t kind)
-{
-    switch (kind) {
-#define KIND_NAME_(name, value, text)                                                                      \
-    case SYMMEM_COLL_##name: return text;
-        SYMMEM_COLL_KIND_LIST(KIND_NAME_)
-#undef KIND_NAME_
-    default: return "invalid_kind";
-    }
-}
-
-/* ---- setup and teardown --------------------------------------------------------------------------------- */
-static symmem_status_t cuda_fail(cudaError_t e, const char *what)
-{
-    return symmem_set_error(SYMMEM_CUDA_ERROR, "collectives: %s failed: %s (%s)", what, cudaGetErrorName(e),
-                            cudaGetErrorString(e));
-}
-
-static size_t align_down(size_t v, size_t a) { return v / a * a; }
-static size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
-
-size_t symmem_coll_lamport_buf_bytes(size_t ws)
-{
-    size_t lam = 4096;
-    while (lam <= ws / 16) lam *= 2; /* lam * 2 <= ws / 8, without overflow */
-    return lam + SYMMEM_COLL_LAMPORT_SLACK;
-}
-
-void symmem_coll_layout(struct symmem_coll *co, size_t ws)
-{
-    co->ws_bytes = ws;
-    co->lam_hdr_off = SYMMEM_COLL_FLAG_BYTES;
-    co->lam_off = co->lam_hdr_off + 3 * SYMMEM_COLL_LAMPORT_HDR_BYTES;
-    co->lam_buf_bytes = symmem_coll_lamport_buf_bytes(ws);
-    co->data_off = align_up(co->lam_off + 3 * co->lam_buf_bytes, 4096);
-    co->half_bytes = align_down((ws - co->data_off) / 2, 4096);
-}
-
-/* Carve the workspace: flags, Lamport headers, three Lamport buffers, two data halves. */
-static symmem_status_t plan_workspace(symmem_comm_t comm, struct symmem_coll *co)
-{
-    size_t ws = symmem_param_size(SYMMEM_PARAM_WORKSPACE_BYTES);
-    if (ws < SYMMEM_COLL_MIN_WORKSPACE) {
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_WORKSPACE_BYTES=%zu is below the minimum; using %zu", ws,
-                    SYMMEM_COLL_MIN_WORKSPACE);
-        ws = SYMMEM_COLL_MIN_WORKSPACE;
-    }
-    symmem_coll_layout(co, ws);
-    (void)comm;
-    return SYMMEM_OK;
-}
-
-int symmem_coll_min_block_threads(void)
-{
-    const int64_t v = symmem_param_int(SYMMEM_PARAM_MIN_BLOCK_THREADS);
-    const int64_t t = v <= 32 ? 32 : v >= SYMMEM_COLL_THREADS ? SYMMEM_COLL_THREADS : (v + 31) / 32 * 32;
-    if (t != v)
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_MIN_BLOCK_THREADS=%" PRId64 " is not a multiple of 32 in [32, %d]; using %" PRId64,
-                    v, SYMMEM_COLL_THREADS, t);
-    return (int)t;
-}
-
-/* Small messages use many small blocks (each SM injects and polls only a little of the message) rather than
- * a few full ones. A function of agreed values only, so every rank launches the same grid. */
-int symmem_coll_block_threads(const struct symmem_coll *co, uint64_t positions)
-{
-    const uint64_t g = co->max_grid > 0 ? (uint64_t)co->max_grid : 1;
-    uint64_t t = positions / g + (positions % g != 0);
-    if (t > SYMMEM_COLL_THREADS) t = SYMMEM_COLL_THREADS; /* before rounding: no overflow for any count */
-    t = (t + 31) / 32 * 32;
-    if (t < (uint64_t)co->min_threads) t = (uint64_t)co->min_threads;
-    if (t > SYMMEM_COLL_THREADS) t = SYMMEM_COLL_THREADS;
-    return (int)t;
-}
-
-int symmem_coll_grid_rule(int blocks_per_sm, int sm_count, int ranks_here, int share_pct, int max_blocks)
-{
-    const int64_t capacity = (int64_t)(blocks_per_sm > 0 ? blocks_per_sm : 1) * (sm_count > 0 ? sm_count : 1);
-    const int64_t share = share_pct < 1 ? 1 : share_pct > 100 ? 100 : share_pct;
-    int64_t g = capacity * share / 100 / (ranks_here > 0 ? ranks_here : 1);
-    if (max_blocks > 0 && g > max_blocks) g = max_blocks;
-    if (g > SYMMEM_COLL_MAX_GRID) g = SYMMEM_COLL_MAX_GRID;
-    return g < 1 ? 1 : (int)g;
-}
-
-/* This rank's grid bound from its own GPU (agree_across_ranks takes the minimum over ranks). */
-static int grid_cap(symmem_comm_t comm, int blocks_per_sm, int *capacity)
-{
-    const symmem_peer_info_t *me = &comm->peers[comm->rank];
-    int here = 0;
-    for (int q = 0; q < comm->nranks; q++) here += strcmp(comm->peers[q].pci_bus_id, me->pci_bus_id) == 0;
-    const int64_t share = symmem_param_int(SYMMEM_PARAM_GRID_SHARE);
-    if (share < 1 || share > 100)
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_GRID_SHARE=%" PRId64 " is not a percentage in 1..100; using %d", share,
-                    share < 1 ? 1 : 100);
-    const int64_t cap = symmem_param_int(SYMMEM_PARAM_MAX_BLOCKS);
-    *capacity = blocks_per_sm * me->sm_count;
-    return symmem_coll_grid_rule(blocks_per_sm, me->sm_count, here, (int)(share < 1 ? 1 : share > 100 ? 100 : share),
-                                 cap > 0 && cap < INT32_MAX ? (int)cap : 0);
-}
-
-/* Facts every rank must agree on, exchanged once at init. */
-typedef struct agree {
-    int32_t max_grid;
-    int32_t min_threads;
-    int32_t env_algo;
-    uint64_t table_hash;
-    int32_t pdl;
-    int32_t probe; /* this rank wants the peer-bandwidth probe */
-    int32_t lam_check;
-} agree_t;
-
-static symmem_status_t agree_across_ranks(symmem_comm_t comm, struct symmem_coll *co)
-{
-    agree_t me = {co->max_grid, co->min_threads, (int32_t)co->env_algo, symmem_coll_table_hash(&co->table), co->pdl, co->probe,
-                  co->lam_check},
-            all[SYMMEM_MAX_RANKS];
-    SYMMEM_CHECK(symmem_comm_allgather(comm, &me, all, sizeof me));
-    int table_differs = 0, probe_differs = 0;
-    for (int r = 0; r < comm->nranks; r++) {
-        if (all[r].max_grid < co->max_grid) co->max_grid = all[r].max_grid;
-        if (all[r].min_threads < co->min_threads) co->min_threads = all[r].min_threads; /* grids must match */
-        if (!all[r].pdl) co->pdl = 0; /* the same launch mode everywhere keeps timing symmetric */
-        if (all[r].lam_check) co->lam_check = 1; /* a rank that checks waits for headers: all push them */
-        /* the probe is collective (barriers, an allgather): every rank runs it or none does */
-        if (all[r].probe != me.probe) probe_differs = 1;
-        if (!all[r].probe) co->probe = 0;
-        if (all[r].env_algo != me.env_algo)
-            return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
-                                    "SYMMEM_ALGO differs between ranks (rank %d: %s, this rank: %s): every rank must "
-                                    "use the same algorithm",
-                                    r, symmem_algo_name((symmem_algo_t)all[r].env_algo), symmem_algo_name(co->env_algo));
-        if (all[r].table_hash != me.table_hash) table_differs = 1;
-    }
-    if (table_differs) {
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "ranks loaded different algorithm tables (SYMMEM_TUNE_FILE differs between "
-                                        "ranks?); every rank uses the built-in table");
-        co->table.nrules = 0;
-    }
-    if (probe_differs)
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_COLL_PROBE asks for the peer-bandwidth probe on some ranks only; no "
-                                        "rank runs it");
-    return SYMMEM_OK;
-}
-
-/* ---- peer-bandwidth probe ------------------------------------------------------------------------------- */
-#define PROBE_BYTES ((size_t)4 << 20)
-#define PROBE_RUNS 3
-
-/* Whether this rank asks for the probe (agreed across ranks afterwards). */
-static int probe_wanted(symmem_comm_t comm, const struct symmem_coll *co)
-{
-    const char *v = symmem_param_str(SYMMEM_PARAM_COLL_PROBE);
-    if (comm->nranks < 2) return 0;
-    if (strcmp(v, "0") == 0 || strcasecmp(v, "off") == 0) return 0;
-    if (strcasecmp(v, "force") == 0 || strcmp(v, "1") == 0) return 1;
-    if (v[0] && strcasecmp(v, "auto") != 0)
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_COLL_PROBE=%s is not auto, force or 0; using auto", v);
-    return co->link_class == SYMMEM_LINK_PCIE;
-}
-
-/* Wait for `ev` without a busy host spin (co-located ranks' threads share the CPU). A P2P access that never
- * completes (IOMMU/ACS redirection on some PCIe boxes) would keep the kernel running: say so once. */
-static cudaError_t probe_wait(symmem_comm_t comm, cudaEvent_t ev, int peer)
-{
-    const double t0 = probe_now_ms();
-    int warned = 0;
-    for (;;) {
-        const cudaError_t e = cudaEventQuery(ev);
-        if (e != cudaErrorNotReady) return e;
-        if (!warned && comm->timeout_ms > 0 && probe_now_ms() - t0 > (double)comm->timeout_ms) {
-            warned = 1;
-            SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
-                        "the peer-bandwidth probe (plain loads from / stores to rank %d's workspace) has not "
-                        "finished after %d ms: peer-to-peer access to that GPU looks broken (IOMMU/ACS?); "
-                        "SYMMEM_COLL_PROBE=0 skips the probe, but the collectives need the same access",
-                        peer, comm->timeout_ms);
-        }
-        usleep(20);
-    }
-}
-
-/* One phase on this rank: a warm-up run, then PROBE_RUNS timed runs back to back; *gbs = the median. */
-static cudaError_t probe_phase(symmem_comm_t comm, struct symmem_coll *co, int write, size_t bytes, cudaStream_t s,
-                               cudaEvent_t ev[PROBE_RUNS + 1], double *gbs)
-{
-    const int peer = (comm->rank + 1) % comm->nranks;
-    /* Disjoint regions: rank r loads from half 0 of rank r+1 (only rank r-1 loads from mine) and stores into
-     * half 1 of rank r+1 (only rank r-1 stores into mine); the read kernel's scratch is my own half 1, which
-     * nobody touches during the read phase. */
-    char *target = co->ws_peers[peer] + co->data_off + (write ? co->half_bytes : 0);
-    void *sink = co->ws_peers[comm->rank] + co->data_off + co->half_bytes;
-    cudaError_t e = (cudaError_t)symmem_coll_launch_probe(write, target, bytes, sink, co->max_grid, s);
-    for (int k = 0; k <= PROBE_RUNS && e == cudaSuccess; k++) {
-        e = cudaEventRecord(ev[k], s);
-        if (e == cudaSuccess && k < PROBE_RUNS)
-            e = (cudaError_t)symmem_coll_launch_probe(write, target, bytes, sink, co->max_grid, s);
-    }
-    if (e == cudaSuccess) e = probe_wait(comm, ev[PROBE_RUNS], peer);
-    if (e != cudaSuccess) return e;
-    float ms[PROBE_RUNS];
-    for (int k = 0; k < PROBE_RUNS; k++)
-        if ((e = cudaEventElapsedTime(&ms[k], ev[k], ev[k + 1])) != cudaSuccess) return e;
-    for (int i = 1; i < PROBE_RUNS; i++) /* insertion sort: the median of 3 */
-        for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
-            const float t = ms[j];
-            ms[j] = ms[j - 1];
-            ms[j - 1] = t;
-        }
-    const double med = ms[PROBE_RUNS / 2];
-    *gbs = med > 0 ? (double)bytes / (med * 1e-3) / 1e9 : 0.0;
-    return cudaSuccess;
-}
-
-/* Measure SM peer read and write bandwidth with every rank at once (a PCIe root complex that collapses
- * under all-to-all traffic must show it), then let the minima over ranks choose pull or push in the
- * built-in defaults. Collective: every rank makes the same host barrier and allgather calls whatever
- * happens locally, so a local CUDA failure cannot leave a peer waiting; it fails this rank's init after
- * the exchange (a peer access that faults here would fault in every collective too). Touches only the
- * data halves (which hold nothing between calls); flags, Lamport buffers and device state stay as
- * initialised. On return no probe kernel runs anywhere (each rank waits for its own before the final
- * allgather). */
-static symmem_status_t probe_links(symmem_comm_t comm, struct symmem_coll *co)
-{
-    size_t bytes = PROBE_BYTES < co->half_bytes ? PROBE_BYTES : co->half_bytes;
-    bytes = align_down(bytes, 16 * SYMMEM_COLL_THREADS);
-    cudaStream_t s = NULL;
-    cudaEvent_t ev[PROBE_RUNS + 1] = {0};
-    int nev = 0;
-    cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-    if (e != cudaSuccess) s = NULL;
-    for (; e == cudaSuccess && nev <= PROBE_RUNS; nev++)
-        if ((e = cudaEventCreate(&ev[nev])) != cudaSuccess) break;
-    const char *failed = e != cudaSuccess ? "while setting up (stream, events) to measure" : NULL;
-    double gbs[2] = {0.0, 0.0}; /* this rank's read, write */
-    symmem_status_t st = SYMMEM_OK;
-    const double t0 = probe_now_ms();
-    for (int w = 0; w < 2 && st == SYMMEM_OK; w++) {
-        st = symmem_comm_barrier(comm); /* all ranks start each phase together */
-        if (st == SYMMEM_OK && !failed && (e = probe_phase(comm, co, w, bytes, s, ev, &gbs[w])) != cudaSuccess)
-            failed = w ? "while storing to" : "while loading from";
-    }
-    if (failed) gbs[0] = gbs[1] = -1.0; /* tells every rank: this rank's probe failed */
-    double all[SYMMEM_MAX_RANKS][2];
-    if (st == SYMMEM_OK) st = symmem_comm_allgather(comm, gbs, all, sizeof gbs);
-    for (int k = 0; k < nev; k++) cudaEventDestroy(ev[k]);
-    if (s) cudaStreamDestroy(s);
-    if (st != SYMMEM_OK) return st;
-    if (failed) {
-        (void)cudaGetLastError();
-        return symmem_set_error(SYMMEM_CUDA_ERROR,
-                                "collectives: the peer-bandwidth probe at init failed %s the workspace of rank %d: "
-                                "%s (%s); SYMMEM_COLL_PROBE=0 skips the probe",
-                                failed, (comm->rank + 1) % comm->nranks, cudaGetErrorName(e), cudaGetErrorString(e));
-    }
-    /* Every rank fails init the same way when any rank's probe failed (not just the one that saw it). */
-    for (int r = 0; r < comm->nranks; r++)
-        if (all[r][0] < 0 || all[r][1] < 0)
-            return symmem_set_error(SYMMEM_CUDA_ERROR,
-                                    "collectives: the peer-bandwidth probe at init failed on rank %d (its log names "
-                                    "the CUDA error); SYMMEM_COLL_PROBE=0 skips the probe",
-                                    r);
-    double rd = all[0][0], wr = all[0][1];
-    for (int r = 1; r < comm->nranks; r++) {
-        if (all[r][0] < rd) rd = all[r][0];
-        if (all[r][1] < wr) wr = all[r][1];
-    }
-    co->probed = 1;
-    co->probe_read_gbs = rd;
-    co->probe_write_gbs = wr;
-    co->probe_prefer = (int)symmem_coll_prefer_from_figures(rd, wr);
-    const int changed = symmem_coll_table_apply_prefer(&co->defaults, (symmem_coll_prefer_t)co->probe_prefer);
-    SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
-                "probe: peer read %.1f GB/s, peer write %.1f GB/s (all ranks at once, min over ranks); %s%s "
-                "(%d default rules changed; %zu bytes x %d runs, %.1f ms at init)",
-                rd, wr, co->probe_prefer == SYMMEM_COLL_PREFER_KEEP ? "no clear winner, keeping " : "preferring ",
-                symmem_coll_prefer_name((symmem_coll_prefer_t)co->probe_prefer), changed, bytes, PROBE_RUNS + 1,
-                probe_now_ms() - t0);
-    return SYMMEM_OK;
-}
-
-int symmem_coll_probe_figures(symmem_comm_t comm, double *read_gbs, double *write_gbs)
-{
-    if (!comm || !comm->coll || !comm->coll->probed) return 0;
-    if (read_gbs) *read_gbs = comm->coll->probe_read_gbs;
-    if (write_gbs) *write_gbs = comm->coll->probe_write_gbs;
-    return 1;
-}
-
-symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
-{
-    if (!comm || comm->backend != SYMMEM_BACKEND_CUDA) return SYMMEM_OK;
-    struct symmem_coll *co = calloc(1, sizeof *co);
-    if (!co) return symmem_set_error(SYMMEM_OUT_OF_MEMORY, "collectives: out of host memory");
-    comm->coll = co;
-    symmem_status_t st = SYMMEM_OK;
-    cudaError_t e;
-    cudaStream_t s = NULL;
-
-    /* Load every kernel now (this thread has the communicator's device current): a kernel loaded lazily
-     * at its first launch can wait for the running kernels of its context, and ours wait for each other
-     * (kernels.cu, symmem_coll_preload). It also gives the occupancy the grid rule below needs. */
-    symmem_coll_preload_info_t pre;
-    if ((e = (cudaError_t)symmem_coll_preload(&pre)) != cudaSuccess ||
-        (e = (cudaError_t)symmem_fused_preload(&pre)) != cudaSuccess) {
-        st = cuda_fail(e, "loading the collective kernels");
-        goto fail;
-    }
-    if (pre.min_blocks_per_sm < 1) {
-        st = symmem_set_error(SYMMEM_CUDA_ERROR,
-                              "collectives: a block of %d threads of the collective kernels does not fit on one SM "
-                              "of this GPU (%d registers per thread)",
-                              SYMMEM_COLL_THREADS, pre.max_regs);
-        goto fail;
-    }
-    SYMMEM_DEBUG(SYMMEM_SUBSYS_COLL, "loaded %d collective kernels: at most %d registers per thread, %d block(s) of %d "
-                                     "threads per SM",
-                 pre.kernels, pre.max_regs, pre.min_blocks_per_sm, SYMMEM_COLL_THREADS);
-    co->max_grid = grid_cap(comm, pre.min_blocks_per_sm, &co->capacity);
-    int mps = 0;
-    if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, comm->device) != cudaSuccess) mps = 0;
-    (void)cudaGetLastError();
-    co->mps = mps;
-    co->min_threads = symmem_coll_min_block_threads();
-    /* Programmatic dependent launch (see symmem_coll_launch): Hopper and newer, one rank per GPU. */
-    co->pdl = symmem_param_int(SYMMEM_PARAM_PDL) != 0 && comm->ranks_per_device == 1 &&
-              comm->peers[comm->rank].cc_major >= 9;
-    co->lam_check = symmem_param_int(SYMMEM_PARAM_LAMPORT_CHECK) != 0;
-    co->env_algo = SYMMEM_ALGO_AUTO;
-    const char *env = symmem_param_str(SYMMEM_PARAM_ALGO);
-    if (env[0] && symmem_algo_from_name(env, &co->env_algo) != SYMMEM_OK) {
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_ALGO=%s is not an algorithm; using auto", env);
-        symmem_clear_error();
-        co->env_algo = SYMMEM_ALGO_AUTO;
-    }
-    SYMMEM_CHECK_GOTO(symmem_coll_make_fingerprint(comm), st, fail);
-    symmem_coll_table_defaults(comm, &co->defaults);
-    /* The algorithm table measured on this machine (symmem-bench --tune): SYMMEM_TUNE_FILE, else the
-     * cache folder's tune.txt when it exists. A table that does not parse is ignored with a warning. */
-    char tune[4096];
-    int explicit_tune = 0;
-    if (symmem_tune_file_path(tune, sizeof tune, &explicit_tune) == 0 &&
-        (explicit_tune || access(tune, R_OK) == 0) && symmem_coll_tune_load(comm, tune) != SYMMEM_OK) {
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "algorithm table %s ignored: %s", tune, symmem_last_error());
-        symmem_clear_error();
-        co->table.nrules = 0;
-    }
-    co->probe = probe_wanted(comm, co);
-    SYMMEM_CHECK_GOTO(agree_across_ranks(comm, co), st, fail);
-    SYMMEM_CHECK_GOTO(plan_workspace(comm, co), st, fail);
-    co->colocated_peer = -1;
-    for (int q = 0; q < comm->nranks && co->colocated_peer < 0; q++)
-        if (q != comm->rank && comm->peers[q].pid == comm->peers[comm->rank].pid &&
-            strcmp(comm->peers[q].pci_bus_id, comm->peers[comm->rank].pci_bus_id) == 0)
-            co->colocated_peer = q;
-    /* Under MPS a client process gets only a few hardware work queues (CUDA_DEVICE_MAX_CONNECTIONS, shared
-     * pool); several ranks' streams of this process may then share one queue, and a rank's collective
-     * waits behind a co-located rank's that waits for it: a timeout (coll_b2b --inproc 4 under MPS: timed
-     * out; with CUDA_DEVICE_MAX_CONNECTIONS=32: passed; bench/NOTES.md). Say so before it happens. */
-    if (co->colocated_peer >= 0 && co->mps && comm->rank < co->colocated_peer) {
-        const char *conn = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-        if (!conn || atoi(conn) <= comm->ranks_per_device)
-            SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
-                        "ranks %d and %d of this process share GPU %s under MPS, where the process's streams may "
-                        "share hardware work queues: their collectives would then run one after the other and "
-                        "time out. Set CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts, or run such ranks "
-                        "without MPS (docs/collectives.md, \"Residency\")",
-                        comm->rank, co->colocated_peer, comm->peers[comm->rank].pci_bus_id);
-    }
-    SYMMEM_CHECK_GOTO(symmem_alloc(comm, co->ws_bytes, &co->ws), st, fail);
-    for (int r = 0; r < comm->nranks; r++) co->ws_peers[r] = symmem_buffer_peer_ptr(co->ws, r);
-
-    if ((e = cudaMalloc((void **)&co->dev_state, sizeof *co->dev_state)) != cudaSuccess) {
-        st = cuda_fail(e, "cudaMalloc of the collective state");
-        goto fail;
-    }
-    if ((e = cudaHostAlloc((void **)&co->err, sizeof *co->err, cudaHostAllocMapped | cudaHostAllocPortable)) !=
-        cudaSuccess) {
-        co->err = NULL;
-        st = cuda_fail(e, "cudaHostAlloc of the error record");
-        goto fail;
-    }
-    memset(co->err, 0, sizeof *co->err);
-    if ((e = cudaHostGetDevicePointer((void **)&co->err_dev, co->err, 0)) != cudaSuccess) {
-        st = cuda_fail(e, "cudaHostGetDevicePointer of the error record");
-        goto fail;
-    }
-    /* Zero the flags and the state, fill the Lamport buffers with the empty word, and wait: no peer may push
-     * before every rank's buffers are ready, hence the host barrier after the synchronize. */
-    if ((e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) != cudaSuccess) {
-        st = cuda_fail(e, "cudaStreamCreateWithFlags");
-        goto fail;
-    }
-    char *mine = co->ws_peers[comm->rank];
-    if ((e = cudaMemsetAsync(mine, 0, SYMMEM_COLL_FLAG_BYTES, s)) != cudaSuccess ||
-        (e = cudaMemsetAsync(co->dev_state, 0, sizeof *co->dev_state, s)) != cudaSuccess ||
-        (e = (cudaError_t)symmem_coll_launch_fill_empty(
-             mine + co->lam_hdr_off, co->lam_off - co->lam_hdr_off + 3 * co->lam_buf_bytes, s)) != cudaSuccess ||
-        (e = cudaStreamSynchronize(s)) != cudaSuccess) {
-        st = cuda_fail(e, "initialising the collective workspace");
-        goto fail;
-    }
-    cudaStreamDestroy(s);
-    s = NULL;
-    SYMMEM_CHECK_GOTO(symmem_comm_barrier(comm), st, fail);
-    /* The defaults become final here: the probe's decision comes from allgathered minima, so it is the
-     * same on every rank (the tuning-file table, agreed above by hash, is not touched and still wins). */
-    if (co->probe) SYMMEM_CHECK_GOTO(probe_links(comm, co), st, fail);
-    SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
-                "collectives ready: workspace %zu bytes (Lamport 3 x %zu, data 2 x %zu), %d blocks/kernel of %d..%d "
-                "threads, PDL %s, "
-                "links %s, fingerprint %s, table %s%s",
-                co->ws_bytes, co->lam_buf_bytes, co->half_bytes, co->max_grid, co->min_threads, SYMMEM_COLL_THREADS,
-                co->pdl ? "on" : "off",
-                co->link_class == SYMMEM_LINK_NVLINK ? "nvlink" : co->link_class == SYMMEM_LINK_PCIE ? "pcie" : "host",
-                co->fingerprint, co->table.nrules ? "from the tuning file" : "built-in",
-                co->probe_prefer == SYMMEM_COLL_PREFER_PULL ? " (defaults: pull, from the probe)" : "");
-    symmem_watch_add(comm, co->max_grid, co->capacity);
-    co->watched = 1;
-    return SYMMEM_OK;
-fail:
-    if (s) cudaStreamDestroy(s);
-    symmem_coll_comm_fini(comm);
-    return st;
-}
-
-void symmem_coll_comm_fini(symmem_comm_t comm)
-{
-    if (!comm || !comm->coll) return;
-    struct symmem_coll *co = comm->coll;
-    if (co->watched) symmem_watch_remove(comm); /* before anything the watcher reads is freed */
-    /* cudaFree waits for the device, so no kernel of ours still uses the workspace when it is unmapped (a
-     * kernel waiting on a dead peer ends at its timeout). */
-    if (co->dev_state) cudaFree(co->dev_state);
-    /* Free the workspace only if it is still live (destroy may already have released every buffer). */
-    if (co->ws && co->ws_peers[comm->rank] && symmem_buffer_lookup(comm, co->ws_peers[comm->rank]) == co->ws)
-        symmem_free(co->ws);
-    if (co->err) cudaFreeHost(co->err);
-    (void)cudaGetLastError();
-    free(co);
-    comm->coll = NULL;
-}
-
-/* ---- errors ------------------------------------------------------------------------------------------------ */
-static int family_of(symmem_coll_kind_t kind, symmem_algo_t algo);
-
-/* Which of the last operations launched here carries `tag` (a flag's tag is the hash of its call's
- * arguments, the same on every rank that made that call): "all_gather oneshot_pull 16411 x half". */
-static void describe_tag(const struct symmem_coll *co, uint32_t tag, char *out, size_t size)
-{
-    const uint64_t launches = __atomic_load_n(&co->launches, __ATOMIC_ACQUIRE);
-    const uint64_t n = launches < SYMMEM_COLL_HIST ? launches : SYMMEM_COLL_HIST;
-    for (uint64_t k = 1; k <= n; k++) {
-        const struct symmem_coll_hist *e = &co->hist[(launches - k) % SYMMEM_COLL_HIST];
-        if (__atomic_load_n(&e->tag, __ATOMIC_RELAXED) != tag) continue;
-        const int32_t kind = __atomic_load_n(&e->kind, __ATOMIC_RELAXED);
-        if (kind == SYMMEM_COLL_BARRIER)
-            snprintf(out, size, "a barrier");
-        else
-            snprintf(out, size, "%s %s %" PRIu64 " x %s", symmem_coll_kind_name((symmem_coll_kind_t)kind),
-                     symmem_algo_name((symmem_algo_t)__atomic_load_n(&e->algo, __ATOMIC_RELAXED)),
-                     __atomic_load_n(&e->count, __ATOMIC_RELAXED),
-                     symmem_dtype_name((symmem_dtype_t)__atomic_load_n(&e->dtype, __ATOMIC_RELAXED)));
-        return;
-    }
-    snprintf(out, size, "tag %04x, none of the last %d operations launched here", tag, SYMMEM_COLL_HIST);
-}
-
-symmem_status_t symmem_coll_poll_error(symmem_comm_t comm)
-{
-    if (!comm || !comm->coll || !comm->coll->err) return SYMMEM_OK;
-    struct symmem_coll *co = comm->coll;
-    volatile symmem_coll_error_record_t *rec = co->err;
-    const uint32_t status = rec->status;
-    if (status == 0) return SYMMEM_OK;
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    const symmem_coll_kind_t kind = (symmem_coll_kind_t)rec->kind;
-    const char *op = symmem_coll_kind_name(kind);
-    const char *algo = kind == SYMMEM_COLL_BARRIER ? "barrier" : symmem_algo_name((symmem_algo_t)rec->algo);
-    const uint64_t seen = rec->seen;
-    char msg[1024], last[128];
-    const int lamport = kind != SYMMEM_COLL_BARRIER &&
-                        family_of(kind, (symmem_algo_t)rec->algo) == SYMMEM_COLL_FAM_LAMPORT;
-    switch (rec->reason) {
-    case SYMMEM_COLL_ERR_TIMEOUT:
-        if (lamport)
-            snprintf(msg, sizeof msg,
-                     "rank %d: %s (%s) sequence number %" PRIu64 " timed out after %d ms waiting for the data of rank "
-                     "%d (Lamport round %" PRIu64 ", block %u): rank %d did not make the same call, exited or is "
-                     "stuck. The communicator is unusable; destroy it (SYMMEM_TIMEOUT_MS sets the timeout)",
-                     rec->rank, op, algo, rec->call, comm->timeout_ms, rec->peer, rec->epoch, rec->block, rec->peer);
-        else {
-            /* Epochs advance only in flag-based operations (Lamport ones use none), two per round; the flag's
-             * tag names the operation the peer signalled last on this block. */
-            if ((seen >> 16) == 0)
-                snprintf(last, sizeof last, "none yet");
-            else {
-                char what[80];
-                describe_tag(co, (uint32_t)(seen & 0xffffu), what, sizeof what);
-                snprintf(last, sizeof last, "epoch %" PRIu64 ", %s", seen >> 16, what);
-            }
-            snprintf(msg, sizeof msg,
-                     "rank %d: %s (%s) sequence number %" PRIu64 " timed out after %d ms waiting for rank %d (block %u, "
-                     "epoch %" PRIu64 "; its last flag there: %s): rank %d did not make the same call, exited or is "
-                     "stuck. The communicator is unusable; destroy it (SYMMEM_TIMEOUT_MS sets the timeout)",
-                     rec->rank, op, algo, rec->call, comm->timeout_ms, rec->peer, rec->block, rec->epoch, last,
-                     rec->peer);
-        }
-        break;
-    case SYMMEM_COLL_ERR_MISMATCH:
-        if (lamport && (seen >> 16) != (rec->epoch & 0x7fffffffu))
-            snprintf(last, sizeof last, "; it is at Lamport round %" PRIu64 ", we at %" PRIu64
-                     ": the ranks made different numbers of Lamport calls", seen >> 16, rec->epoch & 0x7fffffffu);
-        else
-            last[0] = '\0';
-        snprintf(msg, sizeof msg,
-                 "rank %d: %s (%s) sequence number %" PRIu64 ": rank %d reached the same point with different "
-                 "arguments (tag %04" PRIx64 ", ours %04x%s): every rank must pass the same count, dtype, op and "
-                 "algorithm, and either all plain device buffers or the same symmetric buffer at the same offset "
-                 "(the send buffer; also the receive buffer for the two-shot all-reduces; in-place all_gather: the "
-                 "receive buffer)",
-                 rec->rank, op, algo, rec->call, rec->peer, seen & 0xffffu, rec->tag, last);
-        break;
-    case SYMMEM_COLL_ERR_CONCURRENT:
-        snprintf(msg, sizeof msg,
-                 "rank %d: %s (%s) sequence number %" PRIu64 " ran at the same time as another operation of the same "
-                 "communicator (used from two streams without ordering them?); results are undefined. Use one "
-                 "communicator per stream",
-                 rec->rank, op, algo, rec->call);
-        break;
-    default:
-        snprintf(msg, sizeof msg, "rank %d: %s (%s) sequence number %" PRIu64 " failed (reason %u)", rec->rank, op,
-                 algo, rec->call, rec->reason);
-        break;
-    }
-    const uint32_t started = rec->started, grid = rec->grid;
-    if (rec->reason == SYMMEM_COLL_ERR_TIMEOUT && started != 0 && started < grid) {
-        const size_t len = strlen(msg);
-        snprintf(msg + len, sizeof msg - len,
-                 ". Only %u of the kernel's %u blocks had started on rank %d: the GPU could not hold every rank's "
-                 "kernel at once beside other work (docs/collectives.md, \"Residency\"): lower SYMMEM_GRID_SHARE or "
-                 "SYMMEM_MAX_BLOCKS, or keep other spinning kernels (another communicator, NCCL) off the GPU meanwhile",
-                 started, grid, rec->rank);
-    }
-    /* The watcher thread and the caller's thread may both get here: one of them logs. */
-    const int first = !__atomic_exchange_n(&co->error_reported, 1, __ATOMIC_ACQ_REL);
-    if (first && rec->reason == SYMMEM_COLL_ERR_TIMEOUT && rec->peer >= 0 &&
-        rec->peer < comm->nranks && comm->peers[rec->peer].pid == comm->peers[comm->rank].pid)
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
-                    "rank %d runs in this process (GPU %s): one thread that drives several ranks enqueues rank after "
-                    "rank, so every kernel it enqueues after this operation and before the peer's must run "
-                    "concurrently with it: use one stream per rank (not the legacy default stream), and load every "
-                    "kernel of your own before (CUDA lazy loading may wait for running kernels: launch each once "
-                    "first, or set CUDA_MODULE_LOADING=EAGER)",
-                    rec->peer, comm->peers[rec->peer].pci_bus_id);
-    symmem_comm_set_error(comm, (symmem_status_t)status, msg);
-    if (first) SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "%s", msg); /* logged once, here, where it was detected */
-    return symmem_record_error((symmem_status_t)status, "%s", msg);
-}
-
-/* Every call starts here: the communicator must be usable. */
-static symmem_status_t check_usable(symmem_comm_t comm, const char *call)
-{
-    if (comm->backend != SYMMEM_BACKEND_CUDA)
-        return symmem_set_error(SYMMEM_UNSUPPORTED,
-                                "%s: collectives need the CUDA backend (this communicator uses the host backend, "
-                                "which has no GPU kernels)",
-                                call);
-    if (!comm->coll)
-        return symmem_set_error(SYMMEM_INVALID_USAGE, "%s: the communicator's collectives are not initialised", call);
-    SYMMEM_CHECK(symmem_coll_poll_error(comm));
-    pthread_mutex_lock(&comm->lock);
-    symmem_status_t st = comm->async_error;
-    char msg[sizeof comm->async_error_msg];
-    memcpy(msg, comm->async_error_msg, sizeof msg);
-    pthread_mutex_unlock(&comm->lock);
-    if (st != SYMMEM_OK)
-        return symmem_record_error(st, "%s: the communicator is in an error state after an earlier failure: %s", call, msg);
-    return SYMMEM_OK;
-}
-
-/* ---- geometry ------------------------------------------------------------------------------------------- */
-static int family_of(symmem_coll_kind_t kind, symmem_algo_t algo)
-{
-    switch (algo) {
-    case SYMMEM_ALGO_ONESHOT_PULL:
-    case SYMMEM_ALGO_TWOSHOT_PULL: return SYMMEM_COLL_FAM_PULL;
-    case SYMMEM_ALGO_ONESHOT_PUSH:
-    case SYMMEM_ALGO_TWOSHOT_LAMPORT: /* reduce-scatter: its first half, = oneshot_push's */
-        return kind == SYMMEM_COLL_ALL_GATHER ? SYMMEM_COLL_FAM_PUSH : SYMMEM_COLL_FAM_LAMPORT;
-    default: return SYMMEM_COLL_FAM_PUSH;
-    }
-}
-
-/* 16-byte units per shard-pack in one half (one Lamport buffer for the Lamport family). `zo`: the push
- * all-reduce stores results into the peers' receive buffers, so two-shot push needs no gather area (staged
- * keeps it: it stages its result there before the passes). */
-static uint64_t units_of(symmem_coll_kind_t kind, symmem_algo_t algo, int fam, int n, int zo)
-{
-    const uint64_t un = (uint64_t)n;
-    if (fam == SYMMEM_COLL_FAM_LAMPORT) {
-        if (kind != SYMMEM_COLL_ALL_REDUCE) return un;
-        return algo == SYMMEM_ALGO_TWOSHOT_LAMPORT ? 2 * un : un * un; /* two-shot: n slots and n gather slots */
-    }
-    if (fam == SYMMEM_COLL_FAM_PULL) {
-        if (kind == SYMMEM_COLL_ALL_GATHER) return 1;
-        return (kind == SYMMEM_COLL_ALL_REDUCE && algo == SYMMEM_ALGO_TWOSHOT_PULL) ? un + 1 : un;
-    }
-    if (kind == SYMMEM_COLL_ALL_REDUCE) return zo && algo == SYMMEM_ALGO_TWOSHOT_PUSH ? un : 2 * un;
-    return un;
-}
-
-int symmem_coll_geometry(const struct symmem_coll *co, int n, symmem_coll_kind_t kind, symmem_algo_t algo,
-                         uint64_t count, size_t elem_size, int zo_on, int no_ws, symmem_coll_geom_t *g)
-{
-    const uint64_t V = 16 / elem_size;
-    memset(g, 0, sizeof *g);
-    g->fam = family_of(kind, algo);
-    if (kind == SYMMEM_COLL_ALL_REDUCE) {
-        g->stride = (count + (uint64_t)n - 1) / (uint64_t)n;
-        g->stride = (g->stride + V - 1) / V * V;
-        g->total = count;
-    } else {
-        g->stride = count;
-        g->total = count * (uint64_t)n;
-    }
-    g->units = no_ws ? 0 : units_of(kind, algo, g->fam, n, zo_on);
-    const uint64_t cap = g->fam == SYMMEM_COLL_FAM_LAMPORT ? co->lam_buf_bytes : co->half_bytes;
-    const uint64_t segp_cap = no_ws ? UINT64_MAX : cap / (16 * g->units);
-    if (segp_cap == 0) return 1;
-    const uint64_t needp = (g->stride + V - 1) / V;
-    g->segp = needp < segp_cap ? needp : segp_cap;
-    g->rounds = (needp + g->segp - 1) / g->segp;
-    if (g->rounds > UINT32_MAX) return 2;
-    /* Grid: a deterministic function of (algorithm, size, ranks, max_grid, min_threads), so every rank
-     * launches the same. */
-    const int lamport_one = g->fam == SYMMEM_COLL_FAM_LAMPORT && kind == SYMMEM_COLL_ALL_REDUCE &&
-                            algo == SYMMEM_ALGO_ONESHOT_PUSH; /* every rank reduces all n shards */
-    g->positions = lamport_one ? (uint64_t)n * g->segp : g->segp;
-    g->threads = symmem_coll_block_threads(co, g->positions);
-    uint64_t grid = (g->positions + (uint64_t)g->threads - 1) / (uint64_t)g->threads;
-    if (grid > (uint64_t)co->max_grid) grid = (uint64_t)co->max_grid;
-    g->grid = grid < 1 ? 1 : (int)grid;
-    return 0;
-}
-
-size_t symmem_coll_message_bytes(symmem_comm_t comm, symmem_coll_kind_t kind, size_t count, symmem_dtype_t dtype)
-{
-    size_t b = count * symmem_dtype_size(dtype);
-    return kind == SYMMEM_COLL_ALL_REDUCE ? b : b * (size_t)comm->nranks;
-}
-
-symmem_algo_t symmem_coll_choose(symmem_comm_t comm, symmem_coll_kind_t kind, size_t bytes)
-{
-    struct symmem_coll *co = comm->coll;
-    if (!co) return SYMMEM_ALGO_TWOSHOT_PUSH;
-    if (co->env_algo != SYMMEM_ALGO_AUTO) return co->env_algo;
-    symmem_algo_t a = symmem_coll_table_lookup(&co->table, kind, bytes);
-    if (a == SYMMEM_ALGO_AUTO) a = symmem_coll_table_lookup(&co->defaults, kind, bytes);
-    return a == SYMMEM_ALGO_AUTO ? SYMMEM_ALGO_TWOSHOT_PUSH : a;
-}
-
-size_t symmem_comm_max_message_bytes(symmem_comm_t comm)
-{
-    if (!comm || !comm->coll) return 0;
-    const struct symmem_coll *co = comm->coll;
-    const uint64_t u = units_of(SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PULL, SYMMEM_COLL_FAM_PULL, comm->nranks, 0);
-    return (size_t)(co->half_bytes / (16 * u) * 16 * (uint64_t)comm->nranks);
-}
-
-static uint32_t hash_mix(uint32_t h, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) h = (h ^ (uint32_t)((v >> (8 * i)) & 0xffu)) * 16777619u; /* FNV-1a */
-    return h;
-}
 
 static int ranges_overlap(const char *a, size_t na, const char *b, size_t nb) { return a < b + nb && b < a + na; }
 
-typedef struct coll_call {
-    symmem_coll_kind_t kind;
-    const void *send;
-    void *recv;
-    size_t count;
-    symmem_dtype_t dtype;
-    symmem_redop_t op;
-    symmem_algo_t algo;
-    symmem_stream_t stream;
-    const char *name;
-} coll_call_t;
-
-static symmem_status_t check_args(symmem_comm_t comm, const coll_call_t *c, size_t *in_bytes, size_t *out_bytes)
+static symmem_status_t check_args(symmem_comm_t comm, const symmem_coll_call_t *c, size_t *in_bytes, size_t *out_bytes)
 {
     const size_t es = symmem_dtype_size(c->dtype);
     const size_t n = (size_t)comm->nranks;
@@ -838,209 +53,104 @@ static symmem_status_t check_args(symmem_comm_t comm, const coll_call_t *c, size
     return SYMMEM_OK;
 }
 
-/* Whether `bytes` starting at ptr - lead lie inside one symmetric buffer of `comm`: *buf and *region (the
- * offset of ptr - lead from the buffer's base on this rank, which the zero-copy rules ask to be the same
- * on every rank). */
-static int sym_region(symmem_comm_t comm, const void *ptr, size_t lead, size_t bytes, symmem_buffer_t *buf,
-                      size_t *region)
+void symmem_coll_params_base(symmem_comm_t comm, symmem_coll_params_t *p)
 {
-    *buf = symmem_buffer_lookup(comm, ptr);
-    if (!*buf) return 0;
-    const size_t size = symmem_buffer_size(*buf);
-    const size_t off = (size_t)((const char *)ptr - (const char *)symmem_buffer_ptr(*buf));
-    if (off < lead) return 0; /* e.g. in-place all-gather whose receive buffer starts before this buffer */
-    *region = off - lead;
-    return bytes <= size && *region <= size - bytes;
+    const struct symmem_coll *co = comm->coll;
+    memset(p, 0, sizeof *p);
+    for (int q = 0; q < comm->nranks; q++) p->ws[q] = co->ws_peers[q];
+    p->st = co->dev_state;
+    p->err = co->err_dev;
+    p->rank = comm->rank;
+    p->nranks = comm->nranks;
+    p->data_off = co->layout.data_off;
+    p->half_bytes = co->layout.half_bytes;
+    p->lam_hdr_off = co->layout.lam_hdr_off;
+    p->lam_check = co->lam_check;
+    p->lam_off = co->layout.lam_off;
+    p->lam_buf_bytes = co->layout.lam_buf_bytes;
+    p->timeout_ns = comm->timeout_ms > 0 ? (uint64_t)comm->timeout_ms * 1000000u : 0;
 }
 
-/* A zero-copy region as the tag must cover it: its offset and which buffer (two of one size told apart). */
-static uint32_t hash_region(uint32_t h, symmem_buffer_t buf, size_t region)
+/* The call's own parameters: buffers, kind, algorithm, dtype, op, alignment, in place. */
+static void call_params(symmem_comm_t comm, const symmem_coll_call_t *c, symmem_algo_t algo, symmem_coll_params_t *p)
 {
-    h = hash_mix(h, region);
-    h = hash_mix(h, symmem_buffer_size(buf));
-    h = hash_mix(h, symmem_buffer_mapped_size(buf));
-    return hash_mix(h, symmem_buffer_seq(buf));
+    const size_t es = symmem_dtype_size(c->dtype);
+    symmem_coll_params_base(comm, p);
+    p->send = c->send;
+    p->recv = c->recv;
+    p->kind = c->kind;
+    p->algo = algo;
+    p->dtype = c->dtype;
+    p->op = c->kind == SYMMEM_COLL_ALL_GATHER ? SYMMEM_OP_SUM : c->op;
+    p->aligned = ((uintptr_t)c->send % 16 == 0 && (uintptr_t)c->recv % 16 == 0 &&
+                  (c->kind == SYMMEM_COLL_ALL_REDUCE || (c->count * es) % 16 == 0));
+    p->in_place = c->kind == SYMMEM_COLL_ALL_REDUCE ? c->send == c->recv
+                : c->kind == SYMMEM_COLL_ALL_GATHER
+                    ? (const char *)c->send == (const char *)c->recv + (size_t)comm->rank * c->count * es
+                    : 0;
 }
 
-/* Pull algorithms may read the senders' inputs in place when they lie in a symmetric buffer of this
- * communicator ("zero copy"): p->zc[q] is where rank q's input is mapped here. Every rank computes every
- * zc[q] from ITS OWN view of the shared buffer, so the rule every rank must follow is stated for the buffer
- * region all ranks share (the same symmetric buffer, the same offset `region` on every rank):
- *  - all-reduce, reduce-scatter (in place too: recv = send + rank*count, the region starts at send) and
- *    out-of-place all-gather: the region is the input; rank q's input is at region:
- *    zc[q] = peer_base(q) + region, region = send - base.
- *  - in-place all-gather (send = recv + rank*count*es): the region is the RECEIVE buffer; rank q's input is
- *    its own chunk q of it: zc[q] = peer_base(q) + region + q*in_bytes, region = recv - base. (Using send's
- *    offset, region + rank*in_bytes, differs on every rank -- a false tag mismatch -- and would point zc[q]
- *    at chunk `rank` of rank q, which rank q is overwriting.)
- * The tag hashes the region's offset, the form (in-place all-gather or not) and the buffer's sizes: ranks
- * that pass other offsets or forms stop with SYMMEM_INVALID_USAGE instead of reading the wrong memory.
- * Returns 1 (zero copy, p->zc filled, *h updated) or 0 (copy-in path; the same decision on every rank that
- * follows the rule, and a different one shows up in the tag through zc_on). */
-static int zero_copy(symmem_comm_t comm, const coll_call_t *c, size_t in_bytes, size_t out_bytes, int two,
-                     symmem_coll_params_t *p, uint32_t *h)
+/* The plan: zero copy in (pull: peers' inputs read in place) and out (results stored into peers' outputs),
+ * both decided before the round size, which they change, as the descriptor allows; then the geometry.
+ * *hz collects what the tag must cover of the zero-copy regions. */
+static symmem_status_t plan_call(symmem_comm_t comm, const symmem_coll_call_t *c, size_t in_bytes,
+                                 size_t out_bytes, symmem_coll_params_t *p, symmem_coll_geom_t *geo, uint32_t *hz)
 {
-    const int ag_in_place = c->kind == SYMMEM_COLL_ALL_GATHER && p->in_place;
-    const size_t lead = ag_in_place ? (size_t)comm->rank * in_bytes : 0; /* send - start of the region */
-    symmem_buffer_t buf;
-    size_t region;
-    if (!sym_region(comm, c->send, lead, ag_in_place ? out_bytes : in_bytes, &buf, &region)) return 0;
-    if (!two) {
-        if (in_bytes < ZC_MIN_BYTES) return 0;
-        /* one-shot all-reduce in place: peers would read my input while I overwrite it */
-        if (c->kind == SYMMEM_COLL_ALL_REDUCE && ranges_overlap(c->send, in_bytes, c->recv, out_bytes)) return 0;
-    }
-    for (int q = 0; q < comm->nranks; q++)
-        p->zc[q] = (const char *)symmem_buffer_peer_ptr(buf, q) + region + (ag_in_place ? (size_t)q * in_bytes : 0);
-    *h = hash_mix(hash_region(*h, buf, region), (uint64_t)ag_in_place);
-    return 1;
+    const struct symmem_coll *co = comm->coll;
+    const symmem_coll_algo_op_t *d = symmem_coll_algo(c->kind, (symmem_algo_t)p->algo);
+    *hz = 0;
+    if (d->zc_in != SYMMEM_COLL_ZC_NO)
+        p->zc_on = symmem_coll_zero_copy_in(comm, c, in_bytes, out_bytes, d->zc_in == SYMMEM_COLL_ZC_ANY, p, hz);
+    if (d->zc_out == SYMMEM_COLL_ZO_YES || (d->zc_out == SYMMEM_COLL_ZO_WITH_ZC && p->zc_on))
+        p->zo_on = symmem_coll_zero_copy_out(comm, c, out_bytes, p, hz);
+    const int no_ws = d->zc_out == SYMMEM_COLL_ZO_WITH_ZC && p->zc_on && p->zo_on;
+    const int gst = symmem_coll_geometry(&co->layout, &co->grid, comm->nranks, c->kind, (symmem_algo_t)p->algo,
+                                         c->count, symmem_dtype_size(c->dtype), p->zc_on, p->zo_on, no_ws, geo);
+    if (gst == 1)
+        return symmem_set_error(SYMMEM_INVALID_USAGE,
+                                "%s: the workspace (%zu bytes) is too small for %s with %d ranks; raise "
+                                "SYMMEM_WORKSPACE_BYTES",
+                                c->name, co->layout.ws_bytes, symmem_algo_name((symmem_algo_t)p->algo), comm->nranks);
+    if (gst != 0) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: message too large", c->name);
+    p->stride = geo->stride;
+    p->total = geo->total;
+    p->segp = geo->segp;
+    p->rounds = (uint32_t)geo->rounds;
+    p->epochs = (uint32_t)geo->epochs;
+    return SYMMEM_OK;
 }
 
-/* Two-shot all-reduce (push, staged, and pull when it also reads in place) may store each reduced shard
- * straight into every rank's receive buffer when that lies in a symmetric buffer of this communicator ("zero
- * copy out"): p->zo[q] is where rank q's receive buffer is mapped here, at the same offset `region` = recv -
- * base on every rank (the rule; the tag hashes the region and the buffer, so ranks that break it stop with
- * SYMMEM_INVALID_USAGE). It saves the gather area's copy-out and the sync after every round but the last: a
- * peer stores into my receive buffer only after the round's first sync, which I signal after my kernel
- * started (so the stream work before it is done) and after reading my input of that round (so in place is
- * safe), and my kernel ends only after the last round's second sync, which every peer signals after its
- * stores into my buffer. Two-shot pull with zero copy both ways needs no workspace at all (kernels.cu,
- * run_pull). Returns 1 (p->zo filled, *h updated) or 0. */
-static int zero_copy_out(symmem_comm_t comm, const coll_call_t *c, size_t out_bytes, symmem_coll_params_t *p,
-                         uint32_t *h)
-{
-    symmem_buffer_t buf;
-    size_t region;
-    if (!sym_region(comm, c->recv, 0, out_bytes, &buf, &region)) return 0;
-    for (int q = 0; q < comm->nranks; q++) p->zo[q] = (char *)symmem_buffer_peer_ptr(buf, q) + region;
-    *h = hash_region(*h, buf, region);
-    return 1;
-}
-
-/* Remember what was launched with which tag (error messages name the operation a late peer last signalled). */
-static void record_launch(struct symmem_coll *co, uint32_t tag, symmem_coll_kind_t kind, symmem_algo_t algo,
-                          symmem_dtype_t dtype, size_t count)
-{
-    /* Relaxed atomics: the watcher thread may read the history (describe_tag) while this thread writes
-     * it; a torn entry only blurs an error message. */
-    struct symmem_coll_hist *e = &co->hist[co->launches % SYMMEM_COLL_HIST];
-    __atomic_store_n(&e->tag, tag, __ATOMIC_RELAXED);
-    __atomic_store_n(&e->kind, (int32_t)kind, __ATOMIC_RELAXED);
-    __atomic_store_n(&e->algo, (int32_t)algo, __ATOMIC_RELAXED);
-    __atomic_store_n(&e->dtype, (int32_t)dtype, __ATOMIC_RELAXED);
-    __atomic_store_n(&e->count, (uint64_t)count, __ATOMIC_RELAXED);
-    __atomic_store_n(&co->launches, co->launches + 1, __ATOMIC_RELEASE);
-}
-
-/* Two ranks of this process on one GPU must run their kernels at the same time: the legacy default stream
- * serialises them (one waits for the other forever), so say so before the timeout does. Warned once. */
-static void check_stream(symmem_comm_t comm, symmem_stream_t stream, const char *call)
-{
-    struct symmem_coll *co = comm->coll;
-    if (co->colocated_peer < 0 || co->legacy_stream_warned) return;
-    if (stream != NULL && (cudaStream_t)stream != cudaStreamLegacy) return;
-    co->legacy_stream_warned = 1;
-    SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
-                "%s on the legacy default stream, while rank %d runs in this process on the same GPU: kernels of "
-                "co-located ranks wait for each other and must run concurrently; give every rank its own stream "
-                "(cudaStreamNonBlocking), or its operations can only time out",
-                call, co->colocated_peer);
-}
-
-static symmem_status_t run_collective(symmem_comm_t comm, const coll_call_t *c)
+static symmem_status_t run_collective(symmem_comm_t comm, const symmem_coll_call_t *c)
 {
     struct symmem_coll *co = comm->coll;
     size_t in_bytes = 0, out_bytes = 0;
     SYMMEM_CHECK(check_args(comm, c, &in_bytes, &out_bytes));
     if (c->count == 0) return SYMMEM_OK;
-    const int n = comm->nranks;
-    const size_t es = symmem_dtype_size(c->dtype);
-    const size_t bytes = symmem_coll_message_bytes(comm, c->kind, c->count, c->dtype);
-    const symmem_algo_t algo = c->algo != SYMMEM_ALGO_AUTO ? c->algo : symmem_coll_choose(comm, c->kind, bytes);
-    const int fam = family_of(c->kind, algo);
-
+    const size_t bytes = symmem_coll_message_bytes(comm->nranks, c->kind, c->count, c->dtype);
+    const symmem_algo_t algo = c->algo != SYMMEM_ALGO_AUTO ? c->algo : symmem_coll_choose(&co->tuning, c->kind, bytes);
     symmem_coll_params_t p;
-    memset(&p, 0, sizeof p);
-    p.send = c->send;
-    p.recv = c->recv;
-    for (int q = 0; q < n; q++) p.ws[q] = co->ws_peers[q];
-    p.st = co->dev_state;
-    p.err = co->err_dev;
-    p.rank = comm->rank;
-    p.nranks = n;
-    p.kind = c->kind;
-    p.algo = algo;
-    p.dtype = c->dtype;
-    p.op = c->kind == SYMMEM_COLL_ALL_GATHER ? SYMMEM_OP_SUM : c->op;
-    p.data_off = co->data_off;
-    p.half_bytes = co->half_bytes;
-    p.lam_hdr_off = co->lam_hdr_off;
-    p.lam_check = co->lam_check;
-    p.lam_off = co->lam_off;
-    p.lam_buf_bytes = co->lam_buf_bytes;
-    p.timeout_ns = comm->timeout_ms > 0 ? (uint64_t)comm->timeout_ms * 1000000u : 0;
-    p.aligned = ((uintptr_t)c->send % 16 == 0 && (uintptr_t)c->recv % 16 == 0 &&
-                 (c->kind == SYMMEM_COLL_ALL_REDUCE || (c->count * es) % 16 == 0));
-    p.in_place = c->kind == SYMMEM_COLL_ALL_REDUCE ? c->send == c->recv
-               : c->kind == SYMMEM_COLL_ALL_GATHER ? (const char *)c->send == (const char *)c->recv + (size_t)comm->rank * c->count * es
-                                                   : 0;
-
-    /* Zero copy in (pull: peers' inputs read in place) and out (results stored into peers' outputs): both
-     * decided before the round size, which they change. hz collects what the tag must cover. */
-    uint32_t hz = 0;
-    const int two_pull = c->kind == SYMMEM_COLL_ALL_REDUCE && algo == SYMMEM_ALGO_TWOSHOT_PULL;
-    if (fam == SYMMEM_COLL_FAM_PULL) p.zc_on = zero_copy(comm, c, in_bytes, out_bytes, two_pull, &p, &hz);
-    if (c->kind == SYMMEM_COLL_ALL_REDUCE &&
-        (algo == SYMMEM_ALGO_TWOSHOT_PUSH || algo == SYMMEM_ALGO_STAGED || (two_pull && p.zc_on)))
-        p.zo_on = zero_copy_out(comm, c, out_bytes, &p, &hz);
-    /* two-shot pull with zero copy both ways uses no workspace: one round of any size */
-    const int no_ws = two_pull && p.zc_on && p.zo_on;
     symmem_coll_geom_t geo;
-    const int gst = symmem_coll_geometry(co, n, c->kind, algo, c->count, es, p.zo_on, no_ws, &geo);
-    if (gst == 1)
-        return symmem_set_error(SYMMEM_INVALID_USAGE,
-                                "%s: the workspace (%zu bytes) is too small for %s with %d ranks; raise "
-                                "SYMMEM_WORKSPACE_BYTES",
-                                c->name, co->ws_bytes, symmem_algo_name(algo), n);
-    if (gst != 0) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: message too large", c->name);
-    p.stride = geo.stride;
-    p.total = geo.total;
-    p.segp = geo.segp;
-    p.rounds = (uint32_t)geo.rounds;
-    const uint64_t grid = (uint64_t)geo.grid;
-    const int threads = geo.threads;
-
-    uint32_t h = 2166136261u;
-    h = hash_mix(h, (uint64_t)c->kind);
-    h = hash_mix(h, (uint64_t)algo);
-    h = hash_mix(h, (uint64_t)c->dtype);
-    h = hash_mix(h, (uint64_t)p.op);
-    h = hash_mix(h, c->count);
-    h = hash_mix(h, grid);
-    h = hash_mix(h, (uint64_t)threads);
-    h = hash_mix(h, p.segp);
-    h = hash_mix(h, (uint64_t)p.zc_on);
-    h = hash_mix(h, (uint64_t)p.zo_on);
-    h = hash_mix(h, hz);
-    p.tag = (h ^ (h >> 16)) & 0xffffu;
-
-    SYMMEM_TRACE(SYMMEM_SUBSYS_COLL, "%s count %zu %s %s algo %s grid %" PRIu64 "x%d rounds %u segp %" PRIu64 " zc %d zo %d",
-                 c->name, c->count, symmem_dtype_name(c->dtype), symmem_redop_name(p.op), symmem_algo_name(algo), grid,
-                 threads, p.rounds, p.segp, p.zc_on, p.zo_on);
-    check_stream(comm, c->stream, c->name);
-    const cudaError_t e = (cudaError_t)symmem_coll_launch(&p, fam, (int)grid, threads, c->stream, co->pdl);
+    uint32_t hz;
+    call_params(comm, c, algo, &p);
+    SYMMEM_CHECK(plan_call(comm, c, in_bytes, out_bytes, &p, &geo, &hz));
+    p.tag = symmem_coll_tag(c, &p, geo.grid, geo.threads, hz);
+    SYMMEM_TRACE(SYMMEM_SUBSYS_COLL, "%s count %zu %s %s algo %s grid %dx%d rounds %u segp %" PRIu64 " zc %d zo %d",
+                 c->name, c->count, symmem_dtype_name(c->dtype), symmem_redop_name(p.op), symmem_algo_name(algo),
+                 geo.grid, geo.threads, p.rounds, p.segp, p.zc_on, p.zo_on);
+    symmem_coll_check_stream(comm, c->stream, c->name);
+    const cudaError_t e = (cudaError_t)symmem_coll_launch(&p, geo.fam, geo.grid, geo.threads, c->stream, co->pdl);
     if (e != cudaSuccess)
         return symmem_set_error(SYMMEM_CUDA_ERROR, "%s (%s): kernel launch failed: %s (%s)", c->name,
                                 symmem_algo_name(algo), cudaGetErrorName(e), cudaGetErrorString(e));
-    record_launch(co, p.tag, c->kind, algo, c->dtype, c->count);
+    symmem_coll_record_launch(co, p.tag, c->kind, algo, c->dtype, c->count);
     return SYMMEM_OK;
 }
 
-static symmem_status_t entry(symmem_comm_t comm, const coll_call_t *c)
+static symmem_status_t entry(symmem_comm_t comm, const symmem_coll_call_t *c)
 {
     symmem_entry_t e;
     SYMMEM_CHECK(symmem_entry_begin(comm, c->name, &e));
-    symmem_status_t st = check_usable(comm, c->name);
+    symmem_status_t st = symmem_coll_check_usable(comm, c->name);
     if (st == SYMMEM_OK) st = run_collective(comm, c);
     symmem_entry_end(&e);
     return st;
@@ -1049,7 +159,7 @@ static symmem_status_t entry(symmem_comm_t comm, const coll_call_t *c)
 symmem_status_t symmem_all_reduce(symmem_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
                                   symmem_dtype_t dtype, symmem_redop_t op, symmem_algo_t algo, symmem_stream_t stream)
 {
-    const coll_call_t c = {SYMMEM_COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, algo, stream, "symmem_all_reduce"};
+    const symmem_coll_call_t c = {SYMMEM_COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, algo, stream, "symmem_all_reduce"};
     return entry(comm, &c);
 }
 
@@ -1057,7 +167,7 @@ symmem_status_t symmem_reduce_scatter(symmem_comm_t comm, const void *sendbuf, v
                                       symmem_dtype_t dtype, symmem_redop_t op, symmem_algo_t algo,
                                       symmem_stream_t stream)
 {
-    const coll_call_t c = {SYMMEM_COLL_REDUCE_SCATTER, sendbuf, recvbuf, count, dtype, op, algo, stream,
+    const symmem_coll_call_t c = {SYMMEM_COLL_REDUCE_SCATTER, sendbuf, recvbuf, count, dtype, op, algo, stream,
                            "symmem_reduce_scatter"};
     return entry(comm, &c);
 }
@@ -1065,7 +175,7 @@ symmem_status_t symmem_reduce_scatter(symmem_comm_t comm, const void *sendbuf, v
 symmem_status_t symmem_all_gather(symmem_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
                                   symmem_dtype_t dtype, symmem_algo_t algo, symmem_stream_t stream)
 {
-    const coll_call_t c = {SYMMEM_COLL_ALL_GATHER, sendbuf, recvbuf, count, dtype, SYMMEM_OP_SUM, algo, stream,
+    const symmem_coll_call_t c = {SYMMEM_COLL_ALL_GATHER, sendbuf, recvbuf, count, dtype, SYMMEM_OP_SUM, algo, stream,
                            "symmem_all_gather"};
     return entry(comm, &c);
 }
@@ -1074,43 +184,33 @@ symmem_status_t symmem_barrier(symmem_comm_t comm, symmem_stream_t stream)
 {
     symmem_entry_t e;
     SYMMEM_CHECK(symmem_entry_begin(comm, "symmem_barrier", &e));
-    symmem_status_t st = check_usable(comm, "symmem_barrier");
+    symmem_status_t st = symmem_coll_check_usable(comm, "symmem_barrier");
     if (st == SYMMEM_OK) {
         struct symmem_coll *co = comm->coll;
         symmem_coll_params_t p;
-        memset(&p, 0, sizeof p);
-        for (int q = 0; q < comm->nranks; q++) p.ws[q] = co->ws_peers[q];
-        p.st = co->dev_state;
-        p.err = co->err_dev;
-        p.rank = comm->rank;
-        p.nranks = comm->nranks;
+        symmem_coll_params_base(comm, &p);
         p.kind = SYMMEM_COLL_BARRIER;
         p.algo = SYMMEM_ALGO_AUTO;
-        p.timeout_ns = comm->timeout_ms > 0 ? (uint64_t)comm->timeout_ms * 1000000u : 0;
-        uint32_t h = hash_mix(2166136261u, SYMMEM_COLL_BARRIER);
-        p.tag = (h ^ (h >> 16)) & 0xffffu;
-        check_stream(comm, stream, "symmem_barrier");
+        p.tag = symmem_hash_fold16(symmem_fnv32_u64(SYMMEM_FNV32_INIT, SYMMEM_COLL_BARRIER));
+        symmem_coll_check_stream(comm, stream, "symmem_barrier");
         const cudaError_t ce = (cudaError_t)symmem_coll_launch_barrier(&p, stream, co->pdl);
         if (ce != cudaSuccess)
             st = symmem_set_error(SYMMEM_CUDA_ERROR, "symmem_barrier: kernel launch failed: %s (%s)", cudaGetErrorName(ce),
                                   cudaGetErrorString(ce));
         else
-            record_launch(co, p.tag, SYMMEM_COLL_BARRIER, SYMMEM_ALGO_AUTO, SYMMEM_FLOAT32, 0);
+            symmem_coll_record_launch(co, p.tag, SYMMEM_COLL_BARRIER, SYMMEM_ALGO_AUTO, SYMMEM_FLOAT32, 0);
     }
     symmem_entry_end(&e);
     return st;
 }
 
-/* ---- shared with the other entry points of the collectives (fused.c) ------------------------------------ */
-symmem_status_t symmem_coll_check_usable(symmem_comm_t comm, const char *call) { return check_usable(comm, call); }
-
-void symmem_coll_check_stream(symmem_comm_t comm, symmem_stream_t stream, const char *call)
+/* The largest all-reduce that runs in one round of two-shot pull, the layout with the most workspace per pack
+ * of the all-reduces (what integrations size their eligibility by). */
+size_t symmem_comm_max_message_bytes(symmem_comm_t comm)
 {
-    check_stream(comm, stream, call);
-}
-
-void symmem_coll_record_launch(struct symmem_coll *co, uint32_t tag, symmem_coll_kind_t kind, symmem_algo_t algo,
-                               symmem_dtype_t dtype, size_t count)
-{
-    record_launch(co, tag, kind, algo, dtype, count);
+    if (!comm || !comm->coll) return 0;
+    const struct symmem_coll *co = comm->coll;
+    const symmem_coll_algo_op_t *d = symmem_coll_algo(SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PULL);
+    const uint64_t n = (uint64_t)comm->nranks, u = d->units_nn * n * n + d->units_n * n + d->units_1;
+    return (size_t)(co->layout.half_bytes / (16 * u) * 16 * n);
 }

@@ -7,7 +7,7 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-#include "collectives/coll_internal.h"
+#include "collectives/kernel_abi.h"
 #include "symmem/symmem_device.cuh"
 
 namespace symmem_k {

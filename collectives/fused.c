@@ -8,11 +8,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include "base/comm_state.h"
+#include "base/hash.h"
+#include "base/log.h"
+#include "base/status.h"
 #include "collectives/coll_internal.h"
 #include "collectives/fused.h"
-#include "core/comm.h"
-#include "core/log.h"
-#include "core/status.h"
+#include "topology/choice.h"
 
 #define FUSED_NAME "symmem_all_reduce_add_rmsnorm"
 /* Pack indices of a round are 32-bit in the kernels; keep every one below this. */
@@ -20,27 +22,7 @@
 
 /* ---- pure rules ------------------------------------------------------------------------------------------ */
 
-/* One-way latency x bandwidth per GPU of a link class, in bytes: the data a GPU could receive in the time
- * of one extra one-way trip, which is what two-shot pays over one-shot. NVLink (also ranks that share a
- * GPU): 1.3 us x 340 GB/s (symmem-topo on 2x H200: flag one-way latency, SM peer read/write; bench/NOTES.md).
- * PCIe: 1.0 us x 40 GB/s (posted write 0.63-1.36 us, SM stores 20-52 GB/s: ANCHORS, "Physical limits").
- * No P2P (pinned host memory): 2.0 us x 20 GB/s. */
-static uint64_t latency_bandwidth_bytes(symmem_link_t link)
-{
-    switch (link) {
-    case SYMMEM_LINK_SELF:
-    case SYMMEM_LINK_NVLINK: return 442000;
-    case SYMMEM_LINK_PCIE: return 40000;
-    default: return 40000;
-    }
-}
-
-size_t symmem_fused_crossover_bytes(int n, symmem_link_t link)
-{
-    if (n <= 2) return SIZE_MAX; /* two-shot moves the same bytes as one-shot there, one trip later */
-    const uint64_t un = (uint64_t)n;
-    return (size_t)(un * latency_bandwidth_bytes(link) / ((un - 1) * (un - 2)));
-}
+size_t symmem_fused_crossover_bytes(int n, symmem_link_t link) { return topo_fused_crossover_bytes(n, link); }
 
 symmem_algo_t symmem_fused_choose(int n, symmem_link_t link, size_t bytes)
 {
@@ -123,7 +105,7 @@ symmem_algo_t symmem_fused_auto_algo(symmem_comm_t comm, size_t tokens, size_t h
     const size_t es = symmem_dtype_size(dtype);
     symmem_fused_plan_t plan;
     if (!comm || !comm->coll || es == 0 ||
-        symmem_fused_plan(comm->nranks, comm->coll->link_class, comm->coll->lam_buf_bytes, tokens, hidden, es,
+        symmem_fused_plan(comm->nranks, comm->link_class, comm->coll->layout.lam_buf_bytes, tokens, hidden, es,
                           SYMMEM_ALGO_AUTO, &plan) != 0)
         return SYMMEM_ALGO_AUTO;
     return plan.algo;
@@ -188,10 +170,49 @@ static symmem_status_t check_args(symmem_comm_t comm, const void *x, const void 
     return SYMMEM_OK;
 }
 
-static uint32_t mix(uint32_t h, uint64_t v)
+/* What ranks must agree on for chunk k (compared only with SYMMEM_LAMPORT_CHECK=1: Lamport calls carry no
+ * flag). */
+static uint32_t chunk_tag(const symmem_fused_plan_t *plan, const symmem_fused_params_t *p, size_t hidden,
+                          symmem_dtype_t dtype, int grid, uint64_t k)
 {
-    for (int i = 0; i < 8; i++) h = (h ^ (uint32_t)((v >> (8 * i)) & 0xffu)) * 16777619u; /* FNV-1a */
-    return h;
+    uint32_t eps_bits;
+    memcpy(&eps_bits, &p->eps, sizeof eps_bits);
+    uint32_t h = SYMMEM_FNV32_INIT;
+    h = symmem_fnv32_u64(h, (uint64_t)SYMMEM_COLL_ALL_REDUCE_RMSNORM);
+    h = symmem_fnv32_u64(h, (uint64_t)plan->algo);
+    h = symmem_fnv32_u64(h, (uint64_t)dtype);
+    h = symmem_fnv32_u64(h, (uint64_t)p->rows);
+    h = symmem_fnv32_u64(h, (uint64_t)hidden);
+    h = symmem_fnv32_u64(h, (uint64_t)eps_bits);
+    h = symmem_fnv32_u64(h, (uint64_t)grid);
+    h = symmem_fnv32_u64(h, (uint64_t)plan->threads);
+    h = symmem_fnv32_u64(h, k);
+    h = symmem_fnv32_u64(h, plan->chunks);
+    return symmem_hash_fold16(h);
+}
+
+/* The parameters every chunk of the call shares. */
+static void call_params(symmem_comm_t comm, const symmem_fused_plan_t *plan, const void *x, const void *residual,
+                        const void *weight, const void *out, size_t hidden, float eps, symmem_dtype_t dtype,
+                        symmem_fused_params_t *p)
+{
+    const size_t es = symmem_dtype_size(dtype);
+    memset(p, 0, sizeof *p);
+    symmem_coll_params_base(comm, &p->c);
+    p->c.data_off = p->c.half_bytes = 0; /* the fused kernels use the Lamport buffers only */
+    p->c.kind = SYMMEM_COLL_ALL_REDUCE_RMSNORM;
+    p->c.algo = plan->algo;
+    p->c.dtype = dtype;
+    p->c.op = SYMMEM_OP_SUM;
+    p->c.rounds = 1;
+    p->c.aligned = (uintptr_t)x % 16 == 0 && (uintptr_t)residual % 16 == 0 && (uintptr_t)weight % 16 == 0 &&
+                   (uintptr_t)out % 16 == 0 && (hidden * es) % 16 == 0;
+    p->weight = weight;
+    p->hidden = (uint32_t)hidden;
+    p->row_packs = plan->row_packs;
+    p->ppt = plan->ppt;
+    p->inplace = out == x;
+    p->eps = eps;
 }
 
 static symmem_status_t run_fused(symmem_comm_t comm, const void *x, void *residual, const void *weight, void *out,
@@ -204,42 +225,16 @@ static symmem_status_t run_fused(symmem_comm_t comm, const void *x, void *residu
     const int n = comm->nranks;
     const size_t es = symmem_dtype_size(dtype);
     symmem_fused_plan_t plan;
-    const int pst = symmem_fused_plan(n, co->link_class, co->lam_buf_bytes, tokens, hidden, es, algo, &plan);
+    const int pst = symmem_fused_plan(n, comm->link_class, co->layout.lam_buf_bytes, tokens, hidden, es, algo, &plan);
     if (pst == 1)
         return symmem_set_error(SYMMEM_INVALID_USAGE,
                                 FUSED_NAME ": the workspace's Lamport buffers (%zu bytes each) hold not one row of %zu "
                                 "x %s for %s with %d ranks; raise SYMMEM_WORKSPACE_BYTES",
-                                co->lam_buf_bytes, hidden, symmem_dtype_name(dtype),
+                                co->layout.lam_buf_bytes, hidden, symmem_dtype_name(dtype),
                                 algo == SYMMEM_ALGO_AUTO ? "either algorithm" : symmem_algo_name(algo), n);
     if (pst != 0) return symmem_set_error(SYMMEM_INTERNAL_ERROR, FUSED_NAME ": no plan for hidden %zu", hidden);
-
     symmem_fused_params_t p;
-    memset(&p, 0, sizeof p);
-    for (int q = 0; q < n; q++) p.c.ws[q] = co->ws_peers[q];
-    p.c.st = co->dev_state;
-    p.c.err = co->err_dev;
-    p.c.rank = comm->rank;
-    p.c.nranks = n;
-    p.c.kind = SYMMEM_COLL_ALL_REDUCE_RMSNORM;
-    p.c.algo = plan.algo;
-    p.c.dtype = dtype;
-    p.c.op = SYMMEM_OP_SUM;
-    p.c.rounds = 1;
-    p.c.lam_hdr_off = co->lam_hdr_off;
-    p.c.lam_check = co->lam_check;
-    p.c.lam_off = co->lam_off;
-    p.c.lam_buf_bytes = co->lam_buf_bytes;
-    p.c.timeout_ns = comm->timeout_ms > 0 ? (uint64_t)comm->timeout_ms * 1000000u : 0;
-    p.c.aligned = (uintptr_t)x % 16 == 0 && (uintptr_t)residual % 16 == 0 && (uintptr_t)weight % 16 == 0 &&
-                  (uintptr_t)out % 16 == 0 && (hidden * es) % 16 == 0;
-    p.weight = weight;
-    p.hidden = (uint32_t)hidden;
-    p.row_packs = plan.row_packs;
-    p.ppt = plan.ppt;
-    p.inplace = out == x;
-    p.eps = eps;
-    uint32_t eps_bits;
-    memcpy(&eps_bits, &eps, sizeof eps_bits);
+    call_params(comm, &plan, x, residual, weight, out, hidden, eps, dtype, &p);
     symmem_coll_check_stream(comm, stream, FUSED_NAME);
     for (uint64_t k = 0; k < plan.chunks; k++) {
         const uint64_t r0 = symmem_fused_chunk_start(&plan, tokens, k);
@@ -251,20 +246,8 @@ static symmem_status_t run_fused(symmem_comm_t comm, const void *x, void *residu
         p.rows = (uint32_t)(r1 - r0);
         const uint64_t M = (uint64_t)p.rows * plan.row_packs;
         p.shard_packs = (uint32_t)((M + (uint64_t)n - 1) / (uint64_t)n);
-        const int grid = symmem_fused_grid(plan.algo, n, p.rows, plan.row_packs, plan.threads, co->max_grid);
-        /* what ranks must agree on (compared only with SYMMEM_LAMPORT_CHECK=1: Lamport calls carry no flag) */
-        uint32_t h = 2166136261u;
-        h = mix(h, (uint64_t)SYMMEM_COLL_ALL_REDUCE_RMSNORM);
-        h = mix(h, (uint64_t)plan.algo);
-        h = mix(h, (uint64_t)dtype);
-        h = mix(h, (uint64_t)p.rows);
-        h = mix(h, (uint64_t)hidden);
-        h = mix(h, (uint64_t)eps_bits);
-        h = mix(h, (uint64_t)grid);
-        h = mix(h, (uint64_t)plan.threads);
-        h = mix(h, k);
-        h = mix(h, plan.chunks);
-        p.c.tag = (h ^ (h >> 16)) & 0xffffu;
+        const int grid = symmem_fused_grid(plan.algo, n, p.rows, plan.row_packs, plan.threads, co->grid.max_grid);
+        p.c.tag = chunk_tag(&plan, &p, hidden, dtype, grid, k);
         SYMMEM_TRACE(SYMMEM_SUBSYS_COLL,
                      FUSED_NAME " rows %" PRIu64 "..%" PRIu64 " of %zu x %zu %s algo %s grid %dx%d ppt %u",
                      r0, r1, tokens, hidden, symmem_dtype_name(dtype), symmem_algo_name(plan.algo), grid,

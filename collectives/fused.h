@@ -1,6 +1,6 @@
 /* The fused all-reduce + residual add + RMSNorm (symmem_all_reduce_add_rmsnorm): what its host side
  * (fused.c) and its kernels (fused_kernels.cu) share, and the pure planning rules its CPU test checks.
- * Plain C, like coll_internal.h. docs/collectives.md, "Fused all-reduce + residual add + RMSNorm", has the
+ * Plain C, like kernel_abi.h. docs/collectives.md, "Fused all-reduce + residual add + RMSNorm", has the
  * reasoning. */
 #ifndef SYMMEM_COLLECTIVES_FUSED_H
 #define SYMMEM_COLLECTIVES_FUSED_H
@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "collectives/coll_internal.h"
+#include "collectives/kernel_abi.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -28,7 +28,7 @@
  * place the one-shot pushes are split by destination too (a store per thread), each unit loading x. */
 #include <cuda_runtime.h>
 
-#include "collectives/coll_internal.h"
+#include "collectives/kernel_abi.h"
 #include "collectives/device.cuh"
 #include "collectives/fused.h"
 #include "collectives/protocol.cuh"
@@ -262,20 +262,12 @@ const void *fused_kernel_for(int dtype, bool two, bool chk)
 
 extern "C" int symmem_fused_preload(symmem_coll_preload_info_t *info)
 {
-    for (int dt = 0; dt < SYMMEM_DTYPE_COUNT; dt++)
-        for (int k = 0; k < 4; k++) {
-            const void *fn = symmem_k::fused_kernel_for(dt, (k & 1) != 0, (k & 2) != 0);
-            cudaFuncAttributes a;
-            cudaError_t e = cudaFuncGetAttributes(&a, fn);
-            if (e != cudaSuccess) return (int)e;
-            int per_sm = 0;
-            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, SYMMEM_COLL_THREADS, 0);
-            if (e != cudaSuccess) return (int)e;
-            info->kernels++;
-            if (a.numRegs > info->max_regs) info->max_regs = a.numRegs;
-            if (info->min_blocks_per_sm < 0 || per_sm < info->min_blocks_per_sm) info->min_blocks_per_sm = per_sm;
-        }
-    return 0;
+    int e = 0;
+    for (int dt = 0; dt < SYMMEM_DTYPE_COUNT && e == 0; dt++)
+        for (int k = 0; k < 4 && e == 0; k++)
+            e = symmem_coll_preload_one(symmem_k::fused_kernel_for(dt, (k & 1) != 0, (k & 2) != 0),
+                                        SYMMEM_COLL_THREADS, info);
+    return e;
 }
 
 extern "C" int symmem_fused_launch(const symmem_fused_params_t *p, int grid, int threads, void *stream, int pdl)

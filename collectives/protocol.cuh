@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "collectives/coll_internal.h"
+#include "collectives/kernel_abi.h"
 #include "collectives/device.cuh"
 
 namespace symmem_k {
@@ -99,8 +99,8 @@ __device__ __forceinline__ bool wait_flag(const P &p, const Ctx &c, const uint64
  *     memory operations; a no-op without PDL, where the kernel starts only after it anyway).
  * A predecessor that is not one of ours (a user kernel, a copy) starts after our previous kernel
  * triggered, so the chain of launches still orders every early read after the publish it needs. The
- * steps before the wait cost nothing in a CUDA graph or a back-to-back stream (measured: bench/NOTES.md,
- * session 6); a kernel that starts on an idle stream pays them (a few L2 round trips).
+ * steps before the wait cost nothing in a CUDA graph or a back-to-back stream (bench/NOTES.md,
+ * "Measurements the code relies on"); a kernel that starts on an idle stream pays them (a few L2 round trips).
  * Errors: a block that counts `started` >= the grid size shares its state with another kernel of this
  * communicator (used from two streams at once): reported, the kernel exits. At its end every block adds
  * one to `ended` without waiting; after the wait thread 0 loads `ended` and late_check() (called where
@@ -248,7 +248,7 @@ __device__ __forceinline__ uint4 lamport_take(const P &p, const Ctx &c, char *a,
  * block stores any result (it then stores NaN: poison_output). It costs ~0.35 us below 256 KiB (the block
  * waits for the header and a barrier
  * before its payload polls; a header warp beside the data threads cost less there but took 32 data
- * threads from every block, +9% at 64 MiB: bench/NOTES.md, session 5), hence off by default. Headers are
+ * threads from every block, +9% at 64 MiB: bench/NOTES.md, "Measurements"), hence off by default. Headers are
  * taken and cleared like payload and rotate with the buffers. */
 __device__ __forceinline__ char *lamport_hdr(const P &p, int owner, uint64_t j, int src)
 {

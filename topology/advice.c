@@ -1,68 +1,59 @@
-/* The recommendation: from the model's pairs (and measured figures when present), what symmem uses on this
- * box (pull or push, staged or not, where buffers live, NUMA islands) and why, in words. Pure: part of the
- * model. The collectives' tuning table has the last word per message size; this is the starting point. */
+/* The recommendation: what a communicator over all of this machine's GPUs (one rank each) would choose,
+ * from the very function the communicator chooses with (choice.h, topo_choose), fed the facts the
+ * communicator would see: the worst link of the pairs, and the ring figures where the init probe would
+ * measure them. Then the same in words: push or pull, staged or not, where buffers live, the NUMA islands,
+ * the algorithm table. Pure: part of the model. The tuning table (symmem-bench --tune) has the last word
+ * per message size; this is the starting point. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "symmem/topo.h"
+#include "topology/choice.h"
+#include "topology/ranks.h"
 #include "topology/topo_internal.h"
 
-/* The all-at-once figure below this fraction of the one-pair figure means the root complex collapses
- * under all-to-all traffic, so exchanges run as a permutation (one inbound, one outbound stream per GPU). */
-#define COLLAPSE_FRACTION 0.6
-/* A direction must win by this much to beat the default (a measurement's noise is a few percent). */
-#define DIRECTION_MARGIN 1.10
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median of the positive values, or -1 when there are none. */
-static double median(double *v, int n)
-{
-    int k = 0;
-    for (int i = 0; i < n; i++)
-        if (v[i] > 0) v[k++] = v[i];
-    if (k == 0) return -1;
-    qsort(v, (size_t)k, sizeof *v, cmp_double);
-    return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
-}
-
 typedef struct advice_stats {
-    int pairs, nvlink_pairs, no_p2p, unknown_p2p, first_no_p2p_i, first_no_p2p_j;
-    double read, write, ring_read, ring_write; /* medians; -1 unmeasured */
+    int pairs, no_p2p, unknown_p2p, first_no_p2p_i, first_no_p2p_j;
+    double ring_read, ring_write; /* the slowest GPU's; -1 unless every GPU has both */
 } advice_stats_t;
 
 static void gather(const topo_model_t *m, advice_stats_t *s)
 {
-    double rd[TOPO_MAX_GPUS * TOPO_MAX_GPUS], wr[TOPO_MAX_GPUS * TOPO_MAX_GPUS]; /* 16 KiB: fine on a stack */
-    double rr[TOPO_MAX_GPUS], rw[TOPO_MAX_GPUS];
     memset(s, 0, sizeof *s);
-    int k = 0;
+    s->ring_read = s->ring_write = -1;
+    int ring = m->measured;
     for (int i = 0; i < m->ngpus; i++) {
-        rr[i] = m->gpus[i].ring_read_gbs;
-        rw[i] = m->gpus[i].ring_write_gbs;
+        const symmem_topo_gpu_info_t *g = &m->gpus[i];
+        ring &= g->ring_read_gbs > 0 && g->ring_write_gbs > 0;
+        if (ring && (s->ring_read < 0 || g->ring_read_gbs < s->ring_read)) s->ring_read = g->ring_read_gbs;
+        if (ring && (s->ring_write < 0 || g->ring_write_gbs < s->ring_write)) s->ring_write = g->ring_write_gbs;
         for (int j = 0; j < m->ngpus; j++) {
             const symmem_topo_pair_info_t *p = &m->pairs[i][j];
             if (i == j) continue;
             s->pairs++;
-            s->nvlink_pairs += p->path == SYMMEM_TOPO_NVLINK;
             if (p->p2p_access == 0 || p->data_check_failed) {
                 if (s->no_p2p++ == 0) s->first_no_p2p_i = i, s->first_no_p2p_j = j;
             }
             s->unknown_p2p += p->p2p_access < 0;
-            rd[k] = p->read_gbs;
-            wr[k++] = p->write_gbs;
         }
     }
-    s->read = median(rd, k);
-    s->write = median(wr, k);
-    s->ring_read = median(rr, m->ngpus);
-    s->ring_write = median(rw, m->ngpus);
+    if (!ring) s->ring_read = s->ring_write = -1;
+}
+
+/* What the communicator's init sees: the link matrix as topo_rank_links would fill it, its worst link, and
+ * the probe's figures only where SYMMEM_COLL_PROBE=auto measures. */
+static void comm_facts(const topo_model_t *m, const advice_stats_t *s, topo_choice_facts_t *f)
+{
+    int32_t links[TOPO_MAX_GPUS * TOPO_MAX_GPUS] = {0}; /* only the ngpus x ngpus corner is read */
+    for (int i = 0; i < m->ngpus; i++)
+        for (int j = 0; j < m->ngpus; j++) links[i * TOPO_MAX_GPUS + j] = (int32_t)topo_model_pair_link(m, i, j);
+    f->nranks = m->ngpus;
+    f->link = topo_link_class(m->ngpus, links, TOPO_MAX_GPUS, s->no_p2p == 0);
+    const int probed = topo_probe_useful(f->link) && s->ring_read > 0;
+    f->read_gbs = probed ? s->ring_read : 0.0;
+    f->write_gbs = probed ? s->ring_write : 0.0;
 }
 
 /* Islands: GPUs joined by any path better than SYS, numbered; returns the count. */
@@ -92,44 +83,41 @@ static void add(char *buf, size_t len, const char *fmt, ...)
     va_end(ap);
 }
 
-static void choose_direction(topo_model_t *model, const advice_stats_t *s, char *why, size_t len)
+static void why_direction(const topo_choice_facts_t *f, const topo_choice_t *c, const advice_stats_t *s, char *why,
+                          size_t len)
 {
-    if (s->read > 0 && s->write > 0) {
-        model->advice.measured = 1;
-        model->advice.direction = s->write > s->read * DIRECTION_MARGIN ? SYMMEM_TOPO_PUSH : SYMMEM_TOPO_PULL;
-        topo_fmt(why, len, "measured: peer %s %.1f GB/s against %.1f GB/s for peer %s (median over pairs)",
-                 model->advice.direction == SYMMEM_TOPO_PUSH ? "writes" : "reads",
-                 model->advice.direction == SYMMEM_TOPO_PUSH ? s->write : s->read,
-                 model->advice.direction == SYMMEM_TOPO_PUSH ? s->read : s->write,
-                 model->advice.direction == SYMMEM_TOPO_PUSH ? "reads" : "writes");
-    } else if (s->nvlink_pairs == s->pairs) {
-        model->advice.direction = SYMMEM_TOPO_PULL;
-        topo_fmt(why, len, "every pair is NVLink, where peer loads run near link speed (not measured)");
-    } else {
-        model->advice.direction = SYMMEM_TOPO_PUSH;
+    if (c->measured)
+        topo_fmt(why, len, "measured: peer reads %.1f GB/s, peer writes %.1f GB/s (every GPU at once with its "
+                           "successor, the slowest GPU): %s",
+                 f->read_gbs, f->write_gbs,
+                 c->prefer == TOPO_PREFER_PULL   ? "writes below 70% of reads, so pull"
+                 : c->prefer == TOPO_PREFER_PUSH ? "reads below 70% of writes, so push"
+                                                 : "no clear winner, so the built-in table (push) stands");
+    else if (f->link == SYMMEM_LINK_HOST)
+        topo_fmt(why, len, "some pair has no P2P: two-shot push, the fewest crossings of the host bus");
+    else if (f->link == SYMMEM_LINK_PCIE)
         topo_fmt(why, len, "PCIe posted writes do not wait for a round trip, so pushes usually win; not measured, "
-                           "and PCIe boxes differ up to 20x between reads and writes: run symmem-topo to measure");
-    }
+                           "and PCIe boxes differ up to 20x between reads and writes: run symmem-topo to measure "
+                           "(a communicator measures at init)");
+    else
+        topo_fmt(why, len, "NVLink: stores go through NVLink better than loads (the built-in table)%s",
+                 s->ring_read > 0 ? "; measured figures decide on PCIe only" : "");
 }
 
-static void choose_staged(topo_model_t *m, const advice_stats_t *s, char *why, size_t len)
+static void why_staged(const topo_choice_facts_t *f, const topo_choice_t *c, char *why, size_t len)
 {
-    int push = m->advice.direction == SYMMEM_TOPO_PUSH;
-    double one = push ? s->write : s->read, all = push ? s->ring_write : s->ring_read;
-    m->advice.staged = 0;
-    if (s->nvlink_pairs == s->pairs) {
+    if (c->staged && f->nranks <= 2)
+        topo_fmt(why, len, "PCIe: large all-reduces push as a permutation, with two GPUs one peer each way");
+    else if (c->staged)
+        topo_fmt(why, len, "%d GPUs on PCIe: all-to-all traffic contends at the root complex, so large all-reduces "
+                           "push as a permutation, every GPU one inbound and one outbound peer per pass",
+                 f->nranks);
+    else if (c->direction == SYMMEM_TOPO_PULL)
+        topo_fmt(why, len, "pulls: every GPU loads what it needs itself");
+    else if (f->link == SYMMEM_LINK_HOST)
+        topo_fmt(why, len, "no P2P: through pinned host memory");
+    else
         topo_fmt(why, len, "NVLink carries every pair at once");
-    } else if (m->ngpus <= 2) {
-        topo_fmt(why, len, "two GPUs: each direction has one peer");
-    } else if (one > 0 && all > 0) {
-        m->advice.staged = all < COLLAPSE_FRACTION * one;
-        topo_fmt(why, len, "all GPUs at once measure %.1f GB/s each against %.1f GB/s one pair at a time%s", all, one,
-                 m->advice.staged ? ": the root complex collapses under all-to-all traffic" : "");
-    } else {
-        m->advice.staged = 1;
-        topo_fmt(why, len, "%d GPUs on PCIe: all-to-all traffic contends at the root complex, so each pass gives "
-                           "every GPU one inbound and one outbound peer (not measured)", m->ngpus);
-    }
 }
 
 static void describe_islands(topo_model_t *m, char *out, size_t len)
@@ -150,11 +138,42 @@ static void describe_islands(topo_model_t *m, char *out, size_t len)
     add(out, len, ") - reduce inside each NUMA node first, then cross the socket link once");
 }
 
+static void size_text(size_t b, char *out, size_t len)
+{
+    if (b >= ((size_t)1 << 20) && b % ((size_t)1 << 20) == 0) topo_fmt(out, len, "%zu MiB", b >> 20);
+    else if (b >= 1024 && b % 1024 == 0) topo_fmt(out, len, "%zu KiB", b >> 10);
+    else topo_fmt(out, len, "%zu B", b);
+}
+
+/* "all_reduce up to 2 MiB oneshot_push, above twoshot_lamport" per op, as the table has it. */
+static void describe_table(const topo_choice_t *c, char *out, size_t len)
+{
+    for (int k = 0; k < SYMMEM_COLL_BARRIER; k++) {
+        add(out, len, "%-11s%-15s", k ? "" : "table:", symmem_coll_kind_name((symmem_coll_kind_t)k));
+        int first = 1;
+        for (int i = 0; i < c->table.nrules; i++) {
+            const topo_rule_t *r = &c->table.rules[i];
+            if (r->kind != k) continue;
+            char sz[32];
+            size_text(r->max_bytes, sz, sizeof sz);
+            if (r->max_bytes == SIZE_MAX) add(out, len, "%s%s", first ? "" : ", above ", symmem_algo_name(r->algo));
+            else add(out, len, "%sup to %s %s", first ? "" : ", ", sz, symmem_algo_name(r->algo));
+            first = 0;
+        }
+        add(out, len, "\n");
+    }
+    char sz[32];
+    size_text(c->fused_oneshot_max, sz, sizeof sz);
+    if (c->fused_oneshot_max == SIZE_MAX) add(out, len, "%-11s%s at every size\n", "", "all_reduce_add_rmsnorm oneshot_push");
+    else add(out, len, "%-11sall_reduce_add_rmsnorm up to %s oneshot_push, above twoshot_lamport\n", "", sz);
+}
+
 void topo_advice_build(topo_model_t *m)
 {
-    char dir_why[256], staged_why[256], isl[256];
+    char dir_why[384], staged_why[256], isl[256];
     advice_stats_t s;
     memset(&m->advice, 0, sizeof m->advice);
+    memset(&m->table, 0, sizeof m->table);
     m->advice.placement = SYMMEM_PLACEMENT_DEVICE;
     m->recommendation[0] = '\0';
     if (m->ngpus == 0) {
@@ -167,23 +186,31 @@ void topo_advice_build(topo_model_t *m)
         return;
     }
     gather(m, &s);
-    choose_direction(m, &s, dir_why, sizeof dir_why);
-    choose_staged(m, &s, staged_why, sizeof staged_why);
+    topo_choice_facts_t f;
+    comm_facts(m, &s, &f);
+    topo_choice_t c;
+    topo_choose(&f, &c);
+    m->advice.direction = c.direction;
+    m->advice.staged = c.staged;
+    m->advice.placement = c.placement;
+    m->advice.measured = c.measured;
+    m->table = c.table;
+    why_direction(&f, &c, &s, dir_why, sizeof dir_why);
+    why_staged(&f, &c, staged_why, sizeof staged_why);
     describe_islands(m, isl, sizeof isl);
     char *r = m->recommendation;
     size_t len = sizeof m->recommendation;
-    add(r, len, "direction: %s - %s\n", m->advice.direction == SYMMEM_TOPO_PUSH ? "push" : "pull", dir_why);
-    add(r, len, "staged:    %s - %s\n", m->advice.staged ? "yes" : "no", staged_why);
-    if (s.no_p2p > 0) {
-        m->advice.placement = SYMMEM_PLACEMENT_HOST_NUMA;
+    add(r, len, "direction: %s - %s\n", c.direction == SYMMEM_TOPO_PUSH ? "push" : "pull", dir_why);
+    add(r, len, "staged:    %s - %s\n", c.staged ? "yes" : "no", staged_why);
+    if (c.placement == SYMMEM_PLACEMENT_HOST_NUMA)
         add(r, len, "placement: pinned host memory on each GPU's NUMA node - GPU %d cannot reach GPU %d directly "
                     "(%d of %d ordered pairs lack working P2P)\n",
             s.first_no_p2p_i, s.first_no_p2p_j, s.no_p2p, s.pairs);
-    } else if (s.unknown_p2p > 0) {
+    else if (s.unknown_p2p > 0)
         add(r, len, "placement: device memory - P2P support unknown (no GPU facts); symmem checks it at run time "
                     "and falls back to pinned host memory\n");
-    } else {
+    else
         add(r, len, "placement: device memory - every pair reports P2P access\n");
-    }
     add(r, len, "islands:   %s\n", isl);
+    describe_table(&c, r, len);
 }

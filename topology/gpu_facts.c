@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "symmem/topo.h"
 #include "topology/json.h"
 #include "topology/topo_internal.h"

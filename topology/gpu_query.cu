@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/log.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/status.h"
 #include "symmem/topo.h"
 #include "topology/topo_internal.h"
 

@@ -23,10 +23,11 @@
 #include <numa.h>
 #endif
 
-#include "core/log.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/status.h"
 #include "symmem/topo.h"
 #include "topology/topo_internal.h"
+#include "topology/transfer.h"
 
 namespace {
 
@@ -34,6 +35,7 @@ constexpr size_t KBYTES = size_t(32) << 20; /* per transfer: long enough that la
 constexpr size_t KVEC = KBYTES / 16;
 constexpr int KREPS = 5;
 constexpr int KWARM = 1;
+constexpr int COPY_THREADS = 256;
 constexpr int LAT_ITERS = 2000, LAT_WARM = 200, LAT_REPS = 3;
 constexpr unsigned long long POLL_TIMEOUT_NS = 1000000000ull; /* 1 s */
 constexpr double SYNC_TIMEOUT_S = 10.0;
@@ -66,18 +68,6 @@ __global__ void verify_kernel(const uint4 *buf, size_t n, uint64_t seed, unsigne
                 (v.z != pattern(seed, 4 * i + 2)) + (v.w != pattern(seed, 4 * i + 3));
     }
     if (mine) atomicAdd(bad, mine);
-}
-
-/* 16-byte loads and stores, four independent ones in flight per thread: PCIe peer loads need many
- * outstanding requests to reach the link's bandwidth. */
-__global__ void copy_kernel(uint4 *dst, const uint4 *src, size_t n)
-{
-    size_t stride = (size_t)gridDim.x * blockDim.x, i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    for (; i + 3 * stride < n; i += 4 * stride) {
-        uint4 a = src[i], b = src[i + stride], c = src[i + 2 * stride], d = src[i + 3 * stride];
-        dst[i] = a, dst[i + stride] = b, dst[i + 2 * stride] = c, dst[i + 3 * stride] = d;
-    }
-    for (; i < n; i += stride) dst[i] = src[i];
 }
 
 __device__ __forceinline__ uint32_t ld_acquire(const uint32_t *p)
@@ -300,7 +290,9 @@ struct transfer {
 symmem_status_t launch(ctx *c, const transfer &t)
 {
     gpu_res &r = c->g[t.issuer];
-    if (!t.ce) copy_kernel<<<r.blocks, 256, 0, r.stream>>>(t.dst, t.src, KVEC);
+    if (!t.ce)
+        MEAS_CUDA(topo_copy_launch(t.dst, t.src, KBYTES, r.blocks, COPY_THREADS, r.stream), t.what, t.src_dev,
+                  t.dst_dev);
     else if (t.dst_dev >= 0 && t.src_dev >= 0)
         MEAS_CUDA(cudaMemcpyPeerAsync(t.dst, t.dst_dev, t.src, t.src_dev, KBYTES, r.stream), t.what, t.src_dev, t.dst_dev);
     else MEAS_CUDA(cudaMemcpyAsync(t.dst, t.src, KBYTES, cudaMemcpyDefault, r.stream), t.what, t.issuer, t.issuer);
@@ -387,7 +379,8 @@ symmem_status_t measure_pair_latency(ctx *c, int i, int j)
     return SYMMEM_OK;
 }
 
-/* All GPUs at once, GPU i with (i+1) mod n: read pulls the successor's buffer, write pushes into it. */
+/* All GPUs at once, GPU i with (i+1) mod n: read pulls the successor's buffer, write pushes into it. The
+ * same transfer as the communicator's init probe (probe.c), with every transfer checked. */
 symmem_status_t measure_ring(ctx *c, bool write)
 {
     int n = c->n;
@@ -398,22 +391,23 @@ symmem_status_t measure_ring(ctx *c, bool write)
         for (int i = 0; i < n; i++) {
             int s = (i + 1) % n;
             if (!c->g[i].can[s]) continue;
-            transfer t = {i, write ? c->g[s].b : c->g[i].b, write ? c->g[i].a : c->g[s].a, 0, 0, 0, 0, false, "ring"};
+            cudaEvent_t ev[2] = {c->g[i].ev0, c->g[i].ev1};
             MEAS_CUDA(cudaSetDevice(i), "cudaSetDevice", i, i);
-            MEAS_CUDA(cudaEventRecord(c->g[i].ev0, c->g[i].stream), "cudaEventRecord", i, i);
-            SYMMEM_CHECK(launch(c, t));
-            MEAS_CUDA(cudaEventRecord(c->g[i].ev1, c->g[i].stream), "cudaEventRecord", i, i);
+            MEAS_CUDA(topo_copy_runs(write ? c->g[s].b : c->g[i].b, write ? c->g[i].a : c->g[s].a, KBYTES,
+                                     c->g[i].blocks, COPY_THREADS, c->g[i].stream, 0, 1, ev),
+                      "the all-at-once transfer", i, s);
         }
         for (int i = 0; i < n; i++) {
             int s = (i + 1) % n;
-            float ms = 0;
+            double gbs = 0;
             bool ok = true;
             if (!c->g[i].can[s]) continue;
+            const cudaEvent_t ev[2] = {c->g[i].ev0, c->g[i].ev1};
             SYMMEM_CHECK(sync_gpu(c, i, "all-at-once transfer", s));
-            MEAS_CUDA(cudaEventElapsedTime(&ms, c->g[i].ev0, c->g[i].ev1), "cudaEventElapsedTime", i, s);
+            MEAS_CUDA(topo_copy_gbs(KBYTES, ev, 1, &gbs), "cudaEventElapsedTime", i, s);
             SYMMEM_CHECK(write ? check(c, s, c->g[s].b, seed[i], &ok) : check(c, i, c->g[i].b, seed[s], &ok));
             if (!ok) c->m->check_failed[i][s] = 1;
-            if (rep >= KWARM) v[i][rep - KWARM] = (double)KBYTES / (ms * 1e-3) / 1e9;
+            if (rep >= KWARM) v[i][rep - KWARM] = gbs;
         }
     }
     for (int i = 0; i < n; i++)

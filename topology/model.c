@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "symmem/topo.h"
+#include "topology/ranks.h"
 #include "topology/topo_internal.h"
 
 const char *symmem_topo_class_name(symmem_topo_class_t cls)
@@ -150,6 +152,13 @@ static void build_pair(const topo_pci_facts_t *pci, const topo_gpu_facts_t *gf, 
     fill_pair_measured(m, i, j, p);
 }
 
+symmem_link_t topo_model_pair_link(const topo_model_t *model, int i, int j)
+{
+    const symmem_topo_pair_info_t *p = &model->pairs[i][j];
+    /* P2P reported or unknown counts as reachable: the runtime checks it when it maps */
+    return topo_link_of(i == j, !(p->p2p_access == 0 || p->data_check_failed), p->path == SYMMEM_TOPO_NVLINK);
+}
+
 void topo_model_estimate(const symmem_topo_pair_info_t *p, double *read_gbs, double *write_gbs, double *latency_us)
 {
     /* Rough figures for choosing before anything is measured (see docs/topology.md): ~20 GB/s per NVLink 4
@@ -163,32 +172,26 @@ void topo_model_estimate(const symmem_topo_pair_info_t *p, double *read_gbs, dou
     *latency_us = lat[c];
 }
 
-static uint64_t fnv(uint64_t h, const char *s)
-{
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return (h ^ 0xff) * 0x100000001b3ull; /* a separator, so "ab"+"c" differs from "a"+"bc" */
-}
-
 void topo_model_fingerprint(const topo_pci_facts_t *pci, topo_model_t *model)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = SYMMEM_FNV64_INIT;
     char buf[64];
-    h = fnv(h, "symmem-topo/1");
-    h = fnv(h, model->driver_version);
+    h = symmem_fnv64_str(h, "symmem-topo/1");
+    h = symmem_fnv64_str(h, model->driver_version);
     for (int i = 0; i < model->ngpus; i++) {
-        h = fnv(h, model->gpus[i].name);
-        h = fnv(h, model->gpus[i].bus_id);
+        h = symmem_fnv64_str(h, model->gpus[i].name);
+        h = symmem_fnv64_str(h, model->gpus[i].bus_id);
         for (int j = 0; j < model->ngpus; j++) {
             topo_fmt(buf, sizeof buf, "%d/%d", (int)model->pairs[i][j].path, model->pairs[i][j].nvlinks);
-            h = fnv(h, buf);
+            h = symmem_fnv64_str(h, buf);
         }
     }
     /* The platform settings change measured figures without changing the tree, so they invalidate too. */
     topo_fmt(buf, sizeof buf, "iommu=%d", (int)pci->iommu);
-    h = fnv(h, buf);
+    h = symmem_fnv64_str(h, buf);
     for (int b = 0; b < pci->nbridges; b++) {
         topo_fmt(buf, sizeof buf, "%s=%d", pci->bridges[b].bdf, pci->bridges[b].acs_redirect);
-        h = fnv(h, buf);
+        h = symmem_fnv64_str(h, buf);
     }
     topo_fmt(model->fingerprint, sizeof model->fingerprint, "%016llx", (unsigned long long)h);
 }

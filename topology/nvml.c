@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "symmem/topo.h"
 #include "topology/topo_internal.h"
 

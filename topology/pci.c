@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/status.h"
 #include "symmem/topo.h"
 #include "topology/topo_internal.h"
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "symmem/topo.h"
 #include "topology/json.h"
 #include "topology/topo_internal.h"
@@ -297,7 +297,16 @@ static void json_advice(const topo_model_t *m, FILE *out)
             a->direction == SYMMEM_TOPO_PUSH ? "push" : "pull", a->staged ? "true" : "false",
             (unsigned)a->placement < 4 ? placements[a->placement] : "?", a->islands, a->measured ? "true" : "false");
     json_write_string(out, m->recommendation);
-    fputs("},\n", out);
+    fputs(",\n    \"table\": [", out);
+    for (int i = 0; i < m->table.nrules; i++) {
+        const topo_rule_t *r = &m->table.rules[i];
+        fprintf(out, "%s\n      {\"op\": \"%s\", \"max_bytes\": ", i ? "," : "",
+                symmem_coll_kind_name((symmem_coll_kind_t)r->kind));
+        if (r->max_bytes == SIZE_MAX) fputs("null", out);
+        else fprintf(out, "%zu", r->max_bytes);
+        fprintf(out, ", \"algo\": \"%s\"}", symmem_algo_name(r->algo));
+    }
+    fputs(m->table.nrules ? "\n    ]},\n" : "]},\n", out);
 }
 
 symmem_status_t topo_report_json(const struct symmem_topo *t, FILE *out)

@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/param.h"
-#include "core/status.h"
+#include "base/param.h"
+#include "base/status.h"
 #include "symmem/topo.h"
 #include "topology/topo_internal.h"
 

@@ -7,10 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/log.h"
-#include "core/cache.h"
-#include "core/param.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "topology/cache.h"
+#include "base/param.h"
+#include "base/status.h"
 #include "symmem/topo.h"
 #include "topology/topo_internal.h"
 
@@ -283,11 +283,7 @@ symmem_status_t symmem_topo_pair_figures(symmem_topo_t topo, int gpu, int peer, 
 symmem_status_t symmem_topo_pair_link(symmem_topo_t topo, int gpu, int peer, symmem_link_t *link)
 {
     SYMMEM_CHECK(check_pair(topo, gpu, peer, "symmem_topo_pair_link"));
-    const symmem_topo_pair_info_t *p = &topo->model.pairs[gpu][peer];
-    if (gpu == peer) *link = SYMMEM_LINK_SELF;
-    else if (p->p2p_access == 0 || p->data_check_failed) *link = SYMMEM_LINK_HOST;
-    else if (p->path == SYMMEM_TOPO_NVLINK) *link = SYMMEM_LINK_NVLINK;
-    else *link = SYMMEM_LINK_PCIE; /* reported or unknown: the runtime checks P2P when it maps */
+    *link = topo_model_pair_link(&topo->model, gpu, peer);
     return SYMMEM_OK;
 }
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "symmem/symmem.h"
+#include "topology/choice.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -194,6 +195,7 @@ typedef struct topo_model {
     int nwarnings;
     char warnings[TOPO_MAX_WARNINGS][TOPO_WARNING_LEN];
     symmem_topo_advice_t advice;
+    topo_table_t table;           /* the algorithm table a communicator over all the GPUs starts with */
     char recommendation[TOPO_RECOMMEND_LEN];
     char fingerprint[17];
 } topo_model_t;
@@ -208,7 +210,9 @@ symmem_topo_class_t topo_model_pci_class(const topo_pci_facts_t *pci, int a, int
 void topo_model_fingerprint(const topo_pci_facts_t *pci, topo_model_t *model);
 /* Estimated figures for a pair from its class and links alone (docs/topology.md has the table). */
 void topo_model_estimate(const symmem_topo_pair_info_t *p, double *read_gbs, double *write_gbs, double *latency_us);
-/* advice.c: fill model->advice and model->recommendation from the model's pairs (called by build). */
+/* How GPU i reaches GPU j (topo_link_of on the pair's facts): what symmem_topo_pair_link returns. */
+symmem_link_t topo_model_pair_link(const topo_model_t *model, int i, int j);
+/* advice.c: fill model->advice, model->table and model->recommendation with topo_choose (called by build). */
 void topo_advice_build(topo_model_t *model);
 /* Add a warning (printf-style); silently drops past TOPO_MAX_WARNINGS. */
 void topo_model_warn(topo_model_t *model, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

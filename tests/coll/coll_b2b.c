@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll_common.h"
+#include "harness.h"
 
 enum { K_AR = 0, K_AR_ZC, K_RS, K_AG, K_BARRIER, K_KINDS };
 static const char *const kind_names[K_KINDS] = {"all_reduce copy-in", "all_reduce zero-copy in place",

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll_common.h"
+#include "harness.h"
 
 enum { K_AR = 0, K_RS, K_AG };
 static const char *const kind_names[] = {"all_reduce", "reduce_scatter", "all_gather"};

@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll_common.h"
+#include "harness.h"
 
 #define RES_RANK 16 /* pseudo-ranks of cc_value for the residual and the weight: the same on every rank */
 #define W_RANK 17
@@ -362,11 +362,9 @@ static int arg_errors(cc_ctx_t *ctx, const dbufs_t *D)
             const symmem_status_t st = symmem_all_reduce_add_rmsnorm(R->comm, x, res, w, out, b->tokens, b->hidden, b->eps,
                                                                      (symmem_dtype_t)b->dtype, b->algo, R->stream);
             const char *msg = symmem_last_error();
-            if (st != SYMMEM_INVALID_ARGUMENT || !strstr(msg, b->needle) || !strstr(msg, FN)) {
-                cc_log(ctx, "FAIL: %s: rank %d: %s \"%s\", expected SYMMEM_INVALID_ARGUMENT naming \"%s\"", b->what,
-                       R->rank, symmem_status_name(st), msg, b->needle);
-                failures++;
-            }
+            CC_EXPECT(ctx, failures, st == SYMMEM_INVALID_ARGUMENT && strstr(msg, b->needle) && strstr(msg, FN),
+                      "%s: rank %d: %s \"%s\", expected SYMMEM_INVALID_ARGUMENT naming \"%s\"", b->what, R->rank,
+                      symmem_status_name(st), msg, b->needle);
         }
         /* out == x (in place) and tokens == 0 are accepted (the latter launches nothing) */
         if (symmem_all_reduce_add_rmsnorm(R->comm, D[i].x, D[i].res, D[i].w, D[i].out, 0, 64, 1e-6f, SYMMEM_BFLOAT16,
@@ -387,9 +385,9 @@ static int arg_errors(cc_ctx_t *ctx, const dbufs_t *D)
     if (!hout || !scratch || run_call(ctx, D, &c, hout, hout + MAX_BYTES, scratch, h) != 0) {
         cc_log(ctx, "FAIL: a correct call after the argument errors did not run");
         failures++;
-    } else if (check_fused(&c.s, ctx->nranks, hout, hout + MAX_BYTES, &b)) {
-        cc_log(ctx, "FAIL: the correct call after the argument errors: %s wrong at %zu", b.what, b.first);
-        failures++;
+    } else {
+        CC_EXPECT(ctx, failures, !check_fused(&c.s, ctx->nranks, hout, hout + MAX_BYTES, &b),
+                  "the correct call after the argument errors: %s wrong at %zu", b.what, b.first);
     }
     free(hout);
     free(scratch);
@@ -757,10 +755,8 @@ static int mode_timeout(cc_ctx_t *ctx, symmem_algo_t algo)
         CC_CUDA_OK(ctx, cudaMemcpy(ho, g.hist[b ? G_OB : G_OA], g_len(b ? G_OB : G_OA), cudaMemcpyDeviceToHost));
         CC_CUDA_OK(ctx, cudaMemcpy(hr, g.hist[b ? G_RB : G_RA], g_len(b ? G_RB : G_RA), cudaMemcpyDeviceToHost));
         bad3_t bad;
-        if (check_fused(&s, 2, ho, hr, &bad)) {
-            cc_log(ctx, "FAIL: replay 0, fused %c: %s wrong at %zu", 'A' + b, bad.what, bad.first);
-            failures++;
-        }
+        CC_EXPECT(ctx, failures, !check_fused(&s, 2, ho, hr, &bad), "replay 0, fused %c: %s wrong at %zu", 'A' + b,
+                  bad.what, bad.first);
     }
     if (cc_barrier(ctx) != 0) return 1;
     if (R->rank == 0) {
@@ -779,25 +775,17 @@ static int mode_timeout(cc_ctx_t *ctx, symmem_algo_t algo)
                 const symmem_dtype_t dt = k == G_OA || k == G_RA ? SYMMEM_BFLOAT16 : SYMMEM_FLOAT16;
                 CC_CUDA_OK(ctx, cudaMemcpy(h, g.hist[k] + (size_t)r * g_len(k), g_len(k), cudaMemcpyDeviceToHost));
                 const size_t bad = not_nan(h, dt, g_len(k) / 2);
-                if (bad) {
-                    cc_log(ctx, "FAIL: replay %d, output %d after the timeout: %zu of %zu elements not NaN", r, k, bad,
-                           g_len(k) / 2);
-                    failures++;
-                }
+                CC_EXPECT(ctx, failures, !bad, "replay %d, output %d after the timeout: %zu of %zu elements not NaN", r,
+                          k, bad, g_len(k) / 2);
             }
         char msg[1024];
         const symmem_status_t ae = cc_wait_async_error(R, msg, sizeof msg);
         cc_log(ctx, "symmem_comm_get_async_error: %s: \"%s\"", symmem_status_name(ae), msg);
-        if (ae != SYMMEM_TIMEOUT || !strstr(msg, "rank 1") || !strstr(msg, "all_reduce_add_rmsnorm")) {
-            cc_log(ctx, "FAIL: expected SYMMEM_TIMEOUT naming rank 1 and all_reduce_add_rmsnorm");
-            failures++;
-        }
+        CC_EXPECT(ctx, failures, ae == SYMMEM_TIMEOUT && strstr(msg, "rank 1") && strstr(msg, "all_reduce_add_rmsnorm"),
+                  "expected SYMMEM_TIMEOUT naming rank 1 and all_reduce_add_rmsnorm");
         const symmem_status_t st = symmem_all_reduce_add_rmsnorm(R->comm, g.xa, g.ra, g.wa, g.oa, 1, 64, 1e-6f,
                                                                  SYMMEM_BFLOAT16, SYMMEM_ALGO_AUTO, R->stream);
-        if (st == SYMMEM_OK) {
-            cc_log(ctx, "FAIL: an eager call on the failed communicator succeeded");
-            failures++;
-        }
+        CC_EXPECT(ctx, failures, st != SYMMEM_OK, "an eager call on the failed communicator succeeded");
     }
     const uint64_t total = cc_sum_u64(ctx, (uint64_t)failures);
     free(h);
@@ -837,19 +825,14 @@ static int mode_mismatch(cc_ctx_t *ctx, const dbufs_t *D, symmem_algo_t algo)
         if (cc_barrier(ctx) != 0) return 1;
         symmem_status_t st = symmem_all_reduce_add_rmsnorm(R->comm, D[0].x, D[0].res, D[0].w, D[0].out, tokens, hidden,
                                                            1e-6f, SYMMEM_BFLOAT16, algo, R->stream);
-        if (st != SYMMEM_OK) {
-            cc_log(ctx, "FAIL: %s: the call returned %s (%s); expected it to enqueue", symmem_algo_name(algo),
-                   symmem_status_name(st), symmem_last_error());
-            failures++;
-        }
+        CC_EXPECT(ctx, failures, st == SYMMEM_OK, "%s: the call returned %s (%s); expected it to enqueue",
+                  symmem_algo_name(algo), symmem_status_name(st), symmem_last_error());
         CC_CUDA_OK(ctx, cudaStreamSynchronize(R->stream));
         char msg[1024];
         const symmem_status_t ae = cc_wait_async_error(R, msg, sizeof msg);
         cc_log(ctx, "%s, hidden %zu here: %s: \"%s\"", symmem_algo_name(algo), hidden, symmem_status_name(ae), msg);
-        if (ae != SYMMEM_INVALID_USAGE || !strstr(msg, "different arguments")) {
-            cc_log(ctx, "FAIL: expected SYMMEM_INVALID_USAGE naming different arguments");
-            failures++;
-        }
+        CC_EXPECT(ctx, failures, ae == SYMMEM_INVALID_USAGE && strstr(msg, "different arguments"),
+                  "expected SYMMEM_INVALID_USAGE naming different arguments");
         /* every block saw the mismatch before taking any payload, so every block stored NaN over its share */
         unsigned char *h = malloc(bytes);
         const char *names[2] = {"out", "residual"};
@@ -857,11 +840,8 @@ static int mode_mismatch(cc_ctx_t *ctx, const dbufs_t *D, symmem_algo_t algo)
         for (int k = 0; k < 2 && h; k++) {
             CC_CUDA_OK(ctx, cudaMemcpy(h, bufs[k], tokens * hidden * 2, cudaMemcpyDeviceToHost));
             const size_t bad = not_nan(h, SYMMEM_BFLOAT16, tokens * hidden);
-            if (bad) {
-                cc_log(ctx, "FAIL: %s: %zu of %zu elements of %s are not NaN", symmem_algo_name(algo), bad,
-                       tokens * hidden, names[k]);
-                failures++;
-            }
+            CC_EXPECT(ctx, failures, !bad, "%s: %zu of %zu elements of %s are not NaN", symmem_algo_name(algo), bad,
+                      tokens * hidden, names[k]);
         }
         free(h);
     }
@@ -871,6 +851,41 @@ static int mode_mismatch(cc_ctx_t *ctx, const dbufs_t *D, symmem_algo_t algo)
                "ranks, out and residual NaN: %s", symmem_algo_name(algo), total ? "FAILED" : "ok");
     return total ? 1 : 0;
 }
+
+/* The correctness cases (the error modes are their own runs: the communicator ends in its error state). */
+typedef struct fused_run {
+    const dbufs_t *D;
+    int replays;
+} fused_run_t;
+
+static int case_sweep(cc_ctx_t *ctx, void *arg, int param, int *fatal)
+{
+    (void)param;
+    return sweep(ctx, ((const fused_run_t *)arg)->D, fatal);
+}
+static int case_arg_errors(cc_ctx_t *ctx, void *arg, int param, int *fatal)
+{
+    (void)param;
+    (void)fatal;
+    return arg_errors(ctx, ((const fused_run_t *)arg)->D);
+}
+static int case_mixed(cc_ctx_t *ctx, void *arg, int param, int *fatal)
+{
+    (void)arg;
+    (void)param;
+    return mixed(ctx, ctx->multiproc ? 120 : 48, fatal);
+}
+static int case_graphs(cc_ctx_t *ctx, void *arg, int param, int *fatal)
+{
+    (void)param;
+    return graphs(ctx, ((const fused_run_t *)arg)->replays, fatal);
+}
+static const cc_case_t fused_cases[] = {
+    {"sweep", case_sweep, 0},
+    {"argument errors", case_arg_errors, 0},
+    {"mixed sequence", case_mixed, 0},
+    {"graph replays", case_graphs, 0},
+};
 
 int main(int argc, char **argv)
 {
@@ -904,15 +919,11 @@ int main(int argc, char **argv)
         char **b[] = {&D[i].x, &D[i].res, &D[i].w, &D[i].out};
         for (int k = 0; k < 4; k++) CC_CUDA_OK(&ctx, cudaMalloc((void **)b[k], MAX_BYTES + 64));
     }
-    int fatal = 0, failures = 0;
     if (mismatch_mode) {
         rc = mode_mismatch(&ctx, D, algo);
     } else {
-        failures += sweep(&ctx, D, &fatal);
-        if (!fatal) failures += arg_errors(&ctx, D);
-        if (!fatal) failures += mixed(&ctx, ctx.multiproc ? 120 : 48, &fatal);
-        if (!fatal) failures += graphs(&ctx, replays, &fatal);
-        if (fatal) cc_shm_abort(ctx.shm);
+        const fused_run_t run = {D, replays};
+        rc = cc_run_cases(&ctx, fused_cases, (int)(sizeof fused_cases / sizeof *fused_cases), (void *)&run);
     }
     for (int i = 0; i < ctx.nlocal; i++) {
         cudaSetDevice(ctx.r[i].device);
@@ -921,15 +932,10 @@ int main(int argc, char **argv)
         cudaFree(D[i].w);
         cudaFree(D[i].out);
     }
-    if (mismatch_mode) {
-        cc_finish(&ctx);
-        return rc;
-    }
-    const uint64_t total = fatal ? 1 : cc_sum_u64(&ctx, (uint64_t)failures);
-    if (!fatal) cc_barrier(&ctx);
+    if (!mismatch_mode && !ctx.fatal) cc_barrier(&ctx);
     cc_finish(&ctx);
-    if (cc_is_root(&ctx))
+    if (cc_is_root(&ctx) && !mismatch_mode)
         cc_log(&ctx, "symmem_all_reduce_add_rmsnorm on %d ranks: %s", ctx.nranks,
-               total ? "FAILED" : "sweep, argument errors, mixed sequence and graph replays all correct");
-    return total ? 1 : 0;
+               rc ? "FAILED" : "sweep, argument errors, mixed sequence and graph replays all correct");
+    return rc;
 }

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "coll_common.h"
+#include "harness.h"
 
 #define COUNT 2053
 
@@ -64,13 +64,17 @@ static int capture(cc_ctx_t *ctx, int i, rank_state_t *s, symmem_algo_t algo, sy
     return 0;
 }
 
-static int run_algo(cc_ctx_t *ctx, rank_state_t *S, symmem_algo_t algo, symmem_dtype_t dt, int replays,
-                    unsigned char *hhist, int *fatal)
+static double now_s(void)
 {
-    const size_t bytes = COUNT * symmem_dtype_size(dt);
-    const uint64_t seed = cc_mix64(0x67a9ull + (uint64_t)algo);
-    const int n = ctx->nranks;
-    int failed = 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* Capture and instantiate every local rank's graph (counter reset first), then line the ranks up. */
+static int capture_all(cc_ctx_t *ctx, rank_state_t *S, symmem_algo_t algo, symmem_dtype_t dt, uint64_t seed,
+                       int *fatal)
+{
     for (int i = 0; i < ctx->nlocal; i++) {
         cudaSetDevice(ctx->r[i].device);
         CC_CUDA_OK(ctx, cudaMemsetAsync(S[i].iter, 0, sizeof(uint32_t), ctx->r[i].stream));
@@ -85,12 +89,13 @@ static int run_algo(cc_ctx_t *ctx, rank_state_t *S, symmem_algo_t algo, symmem_d
         *fatal = 1;
         return 1;
     }
-    double t0 = 0;
-    {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        t0 = ts.tv_sec + 1e-9 * ts.tv_nsec;
-    }
+    return 0;
+}
+
+/* `replays` launches of every local rank's graph, rank after rank; *seconds their wall time. */
+static int replay_all(cc_ctx_t *ctx, rank_state_t *S, symmem_algo_t algo, int replays, double *seconds, int *fatal)
+{
+    const double t0 = now_s();
     for (int k = 0; k < replays; k++)
         for (int i = 0; i < ctx->nlocal; i++) {
             cudaSetDevice(ctx->r[i].device);
@@ -102,46 +107,61 @@ static int run_algo(cc_ctx_t *ctx, rank_state_t *S, symmem_algo_t algo, symmem_d
         *fatal = 1;
         return 1;
     }
-    double t1;
-    {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        t1 = ts.tv_sec + 1e-9 * ts.tv_nsec;
+    *seconds = now_s() - t0;
+    return 0;
+}
+
+/* Local rank i's replay counter and both histories: every entry against the reference of its own inputs
+ * (first local rank; the others through the hash). *hash: the histories' hash. Failures seen. */
+static int check_rank_history(cc_ctx_t *ctx, rank_state_t *s, int i, symmem_algo_t algo, symmem_dtype_t dt,
+                              uint64_t seed, int replays, unsigned char *hhist, uint64_t *hash)
+{
+    const size_t bytes = COUNT * symmem_dtype_size(dt);
+    int failed = 0;
+    cudaSetDevice(ctx->r[i].device);
+    uint32_t it = 0;
+    CC_CUDA_OK(ctx, cudaMemcpy(&it, s->iter, sizeof it, cudaMemcpyDeviceToHost));
+    if ((int)it != replays) {
+        cc_log(ctx, "FAIL: %s: rank %d's replay counter is %u after %d replays", symmem_algo_name(algo),
+               ctx->r[i].rank, it, replays);
+        failed = 1;
     }
-    uint64_t h_local[CC_MAX_RANKS], h_all[CC_MAX_RANKS];
-    size_t wrong_total = 0;
-    for (int i = 0; i < ctx->nlocal; i++) {
-        cudaSetDevice(ctx->r[i].device);
-        uint32_t it = 0;
-        CC_CUDA_OK(ctx, cudaMemcpy(&it, S[i].iter, sizeof it, cudaMemcpyDeviceToHost));
-        if ((int)it != replays) {
-            cc_log(ctx, "FAIL: %s: rank %d's replay counter is %u after %d replays", symmem_algo_name(algo),
-                   ctx->r[i].rank, it, replays);
-            failed = 1;
-        }
-        uint64_t h = 0;
-        for (int which = 0; which < 2; which++) {
-            CC_CUDA_OK(ctx, cudaMemcpy(hhist, which ? S[i].hist_b : S[i].hist_a, bytes * (size_t)replays,
-                                       cudaMemcpyDeviceToHost));
-            h ^= cc_hash(hhist, bytes * (size_t)replays) + (uint64_t)which;
-            if (i > 0) continue; /* the other local ranks are compared bitwise through the hash */
-            size_t bad_iters = 0;
-            for (int k = 0; k < replays; k++) {
-                uint64_t s = cc_iter_seed(which ? seed ^ 0xabcdefull : seed, (uint64_t)k);
-                cc_bad_t bad = {0, 0, 0, 0};
-                if (cc_check_reduce(hhist + (size_t)k * bytes, dt, SYMMEM_OP_SUM, COUNT, 0, n, s, &bad)) {
-                    if (bad_iters < 5)
-                        cc_log(ctx, "FAIL: %s %s: replay %d: %zu of %d elements wrong (first at %zu: got %.9g "
-                               "want %.9g)", symmem_algo_name(algo), which ? "zero-copy in place" : "copy-in",
-                               k, bad.wrong, COUNT, bad.first, bad.got, bad.want);
-                    bad_iters++;
-                }
+    uint64_t h = 0;
+    for (int which = 0; which < 2; which++) {
+        CC_CUDA_OK(ctx, cudaMemcpy(hhist, which ? s->hist_b : s->hist_a, bytes * (size_t)replays,
+                                   cudaMemcpyDeviceToHost));
+        h ^= cc_hash(hhist, bytes * (size_t)replays) + (uint64_t)which;
+        if (i > 0) continue; /* the other local ranks are compared bitwise through the hash */
+        size_t bad_iters = 0;
+        for (int k = 0; k < replays; k++) {
+            uint64_t sd = cc_iter_seed(which ? seed ^ 0xabcdefull : seed, (uint64_t)k);
+            cc_bad_t bad = {0, 0, 0, 0};
+            if (cc_check_reduce(hhist + (size_t)k * bytes, dt, SYMMEM_OP_SUM, COUNT, 0, ctx->nranks, sd, &bad)) {
+                if (bad_iters < 5)
+                    cc_log(ctx, "FAIL: %s %s: replay %d: %zu of %d elements wrong (first at %zu: got %.9g "
+                           "want %.9g)", symmem_algo_name(algo), which ? "zero-copy in place" : "copy-in",
+                           k, bad.wrong, COUNT, bad.first, bad.got, bad.want);
+                bad_iters++;
             }
-            wrong_total += bad_iters;
         }
-        h_local[i] = h;
+        failed |= bad_iters != 0;
     }
-    if (wrong_total) failed = 1;
+    *hash = h;
+    return failed;
+}
+
+static int run_algo(cc_ctx_t *ctx, rank_state_t *S, symmem_algo_t algo, symmem_dtype_t dt, int replays,
+                    unsigned char *hhist, int *fatal)
+{
+    const uint64_t seed = cc_mix64(0x67a9ull + (uint64_t)algo);
+    const int n = ctx->nranks;
+    int failed = 0;
+    double seconds = 0;
+    if (capture_all(ctx, S, algo, dt, seed, fatal) != 0) return 1;
+    if (replay_all(ctx, S, algo, replays, &seconds, fatal) != 0) return 1;
+    uint64_t h_local[CC_MAX_RANKS] = {0}, h_all[CC_MAX_RANKS];
+    for (int i = 0; i < ctx->nlocal; i++)
+        failed |= check_rank_history(ctx, &S[i], i, algo, dt, seed, replays, hhist, &h_local[i]);
     if (cc_allgather_u64(ctx, h_local, h_all) != 0) {
         *fatal = 1;
         return 1;
@@ -163,8 +183,23 @@ static int run_algo(cc_ctx_t *ctx, rank_state_t *S, symmem_algo_t algo, symmem_d
     if (cc_is_root(ctx))
         cc_log(ctx, "%-15s %-8s %d replays x 2 all-reduces of %d elements: %s (%.1f us per replay)",
                symmem_algo_name(algo), symmem_dtype_name(dt), replays, COUNT, failed ? "FAILED" : "ok",
-               1e6 * (t1 - t0) / replays);
+               1e6 * seconds / replays);
     return failed;
+}
+
+
+/* One case per algorithm (dtype cycling with it), on the state shared by the cases. */
+typedef struct graph_run {
+    rank_state_t *S;
+    int replays;
+    unsigned char *hhist;
+} graph_run_t;
+
+static int case_algo(cc_ctx_t *ctx, void *arg, int algo, int *fatal)
+{
+    graph_run_t *g = arg;
+    return run_algo(ctx, g->S, (symmem_algo_t)algo, (symmem_dtype_t)(algo % SYMMEM_DTYPE_COUNT), g->replays,
+                    g->hhist, fatal);
 }
 
 int main(int argc, char **argv)
@@ -198,12 +233,10 @@ int main(int argc, char **argv)
     }
     unsigned char *hhist = malloc(max_bytes * (size_t)replays);
     if (!hhist) return 1;
-    int failures = 0, fatal = 0, tried = 0;
-    for (int a = 0; a < SYMMEM_ALGO_COUNT && !fatal; a++) {
-        symmem_dtype_t dt = (symmem_dtype_t)(a % SYMMEM_DTYPE_COUNT);
-        failures += run_algo(&ctx, S, (symmem_algo_t)a, dt, replays, hhist, &fatal);
-        tried++;
-    }
+    cc_case_t cases[SYMMEM_ALGO_COUNT];
+    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) cases[a] = (cc_case_t){symmem_algo_name((symmem_algo_t)a), case_algo, a};
+    graph_run_t run = {S, replays, hhist};
+    rc = cc_run_cases(&ctx, cases, SYMMEM_ALGO_COUNT, &run);
     free(hhist);
     for (int i = 0; i < ctx.nlocal; i++) {
         cudaSetDevice(ctx.r[i].device);
@@ -213,14 +246,13 @@ int main(int argc, char **argv)
         cudaFree(S[i].hist_a);
         cudaFree(S[i].hist_b);
     }
-    if (!fatal) {
+    if (!ctx.fatal) {
         cc_barrier(&ctx);
         cc_free(&ctx, sym);
     }
     cc_finish(&ctx);
     if (cc_is_root(&ctx))
         cc_log(&ctx, "checked %d replays of a captured all-reduce (copy-in and zero-copy, inputs rewritten by a "
-               "captured kernel) per algorithm: %d algorithms passed, %d failed%s", replays, tried - failures,
-               failures, fatal ? " (stopped early)" : "");
-    return failures || fatal ? 1 : 0;
+               "captured kernel) per algorithm: %s", replays, rc ? "FAILED" : "every algorithm passed");
+    return rc;
 }

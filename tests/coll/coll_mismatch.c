@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll_common.h"
+#include "harness.h"
 
 #define REGION ((size_t)1 << 20) /* bytes per region: a multi-block kernel */
 
@@ -53,30 +53,19 @@ int main(int argc, char **argv)
     int failures = 0;
     unsigned char *recv = base + (size_t)(1 + (lamport ? 0 : R->rank)) * REGION;
     symmem_status_t st = symmem_all_reduce(R->comm, base, recv, count, SYMMEM_FLOAT32, SYMMEM_OP_SUM, algo, R->stream);
-    if (st != SYMMEM_OK) {
-        cc_log(&ctx, "FAIL: the call itself returned %s (%s); expected it to enqueue", symmem_status_name(st),
-               symmem_last_error());
-        failures++;
-    }
+    CC_EXPECT(&ctx, failures, st == SYMMEM_OK, "the call itself returned %s (%s); expected it to enqueue",
+              symmem_status_name(st), symmem_last_error());
     cudaError_t e = cudaStreamSynchronize(R->stream);
-    if (e != cudaSuccess) {
-        cc_log(&ctx, "FAIL: the kernel must exit, not trap (%s)", cudaGetErrorString(e));
-        failures++;
-    }
+    CC_EXPECT(&ctx, failures, e == cudaSuccess, "the kernel must exit, not trap (%s)", cudaGetErrorString(e));
     char msg[1024];
     symmem_status_t ae = cc_wait_async_error(R, msg, sizeof msg);
     cc_log(&ctx, "%s: symmem_comm_get_async_error: %s: \"%s\"", symmem_algo_name(algo), symmem_status_name(ae), msg);
-    if (ae != SYMMEM_INVALID_USAGE || !strstr(msg, "different arguments")) {
-        cc_log(&ctx, "FAIL: expected SYMMEM_INVALID_USAGE naming different arguments");
-        failures++;
-    }
+    CC_EXPECT(&ctx, failures, ae == SYMMEM_INVALID_USAGE && strstr(msg, "different arguments"),
+              "expected SYMMEM_INVALID_USAGE naming different arguments");
     /* Nothing landed: every region this rank does not send from or receive into still holds its fill byte;
      * its own receive buffer is NaN over the call's elements (no result was stored), the fill after them. */
     unsigned char *h = malloc(REGION);
-    if (!h) {
-        cc_log(&ctx, "FAIL: out of host memory for the region check");
-        failures++;
-    }
+    CC_EXPECT(&ctx, failures, h, "out of host memory for the region check");
     for (int k = 1; k < 4 && h; k++) {
         CC_CUDA_OK(&ctx, cudaMemcpy(h, base + k * REGION, REGION, cudaMemcpyDeviceToHost));
         const unsigned char want = (unsigned char)(0xa0 + 16 * R->rank + k);
@@ -89,12 +78,9 @@ int main(int argc, char **argv)
         }
         for (size_t i = nan_bytes; i < REGION; i++)
             if (h[i] != want && bad++ == 0) first = i;
-        if (bad) {
-            cc_log(&ctx, "FAIL: region %d%s: %zu wrong (first at byte %zu: %02x; want %s)", k,
-                   nan_bytes ? " (this rank's receive buffer)" : "", bad, first, h[first],
-                   first < nan_bytes ? "NaN" : "the fill byte");
-            failures++;
-        }
+        CC_EXPECT(&ctx, failures, !bad, "region %d%s: %zu wrong (first at byte %zu: %02x; want %s)", k,
+                  nan_bytes ? " (this rank's receive buffer)" : "", bad, first, h[first],
+                  first < nan_bytes ? "NaN" : "the fill byte");
     }
     free(h);
     st = symmem_all_reduce(R->comm, base, recv, count, SYMMEM_FLOAT32, SYMMEM_OP_SUM, algo, R->stream);

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll_common.h"
+#include "harness.h"
 
 #define NPAT 6
 
@@ -52,6 +52,135 @@ static void make_input(void *dst, symmem_dtype_t dt, size_t count, uint64_t seed
     }
 }
 
+/* The buffers every case uses: a symmetric buffer (zero copy: input at 0, output after maxb + 4096),
+ * cudaMalloc send/recv (copy-in), the host inputs of every rank and one output. */
+typedef struct special_run {
+    symmem_buffer_t sym[CC_MAX_RANKS];
+    void *dsend[CC_MAX_RANKS], *drecv[CC_MAX_RANKS];
+    void *in_all, *hout;
+    size_t maxb;
+} special_run_t;
+
+static const size_t counts[] = {257, 40963};
+
+typedef struct special_case {
+    symmem_dtype_t dt;
+    symmem_redop_t op;
+    symmem_algo_t algo;
+    size_t count;
+    int zero_copy;
+    uint64_t seed;
+} special_case_t;
+
+static void case_name(const special_case_t *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "all_reduce %s %s %s count=%zu%s", symmem_dtype_name(c->dt), symmem_redop_name(c->op),
+             symmem_algo_name(c->algo), c->count, c->zero_copy ? " zero-copy" : "");
+}
+
+/* Upload the inputs and launch on every local rank; rp[i]: where rank i's result lands. 0, or 1 when CUDA
+ * failed (logged, channel aborted). st_l[i]: the call's status. */
+static int launch(cc_ctx_t *ctx, special_run_t *S, const special_case_t *c, void **rp, uint64_t *st_l)
+{
+    const size_t bytes = c->count * symmem_dtype_size(c->dt);
+    for (int i = 0; i < ctx->nlocal; i++) {
+        cc_rank_t *R = &ctx->r[i];
+        cudaSetDevice(R->device);
+        char *sbase = c->zero_copy ? symmem_buffer_ptr(S->sym[i]) : S->dsend[i];
+        void *sp = sbase;
+        rp[i] = c->zero_copy ? (void *)(sbase + S->maxb + 4096) : S->drecv[i];
+        CC_CUDA_OK(ctx, cudaMemcpy(sp, (char *)S->in_all + (size_t)R->rank * bytes, bytes, cudaMemcpyHostToDevice));
+        CC_CUDA_OK(ctx, cudaMemset(rp[i], 0, bytes));
+        symmem_status_t st = symmem_all_reduce(R->comm, sp, rp[i], c->count, c->dt, c->op, c->algo, R->stream);
+        st_l[i] = (uint64_t)st;
+        if (st != SYMMEM_OK) {
+            char name[128];
+            case_name(c, name, sizeof name);
+            cc_log(ctx, "FAIL: %s: %s: %s", name, symmem_status_name(st), symmem_last_error());
+        }
+    }
+    return 0;
+}
+
+/* Copy each local result back and hash it (h_l); the first local rank's is checked element by element
+ * against the IEEE rules (*bad set). 0, or 1 when CUDA failed. */
+static int verify(cc_ctx_t *ctx, special_run_t *S, const special_case_t *c, void *const *rp, uint64_t *h_l, int *bad)
+{
+    const int n = ctx->nranks;
+    const size_t bytes = c->count * symmem_dtype_size(c->dt);
+    for (int i = 0; i < ctx->nlocal; i++) {
+        cudaSetDevice(ctx->r[i].device);
+        CC_CUDA_OK(ctx, cudaMemcpy(S->hout, rp[i], bytes, cudaMemcpyDeviceToHost));
+        h_l[i] = cc_hash(S->hout, bytes);
+        if (i > 0) continue;
+        size_t wrong = 0;
+        for (size_t k = 0; k < c->count; k++) {
+            double in[CC_MAX_RANKS], ref;
+            for (int r = 0; r < n; r++) in[r] = cc_load((char *)S->in_all + (size_t)r * bytes, c->dt, k);
+            double got = cc_load(S->hout, c->dt, k);
+            if (!cc_elem_ok(got, in, n, c->op, c->dt, &ref)) {
+                if (wrong < 3) {
+                    char name[128];
+                    case_name(c, name, sizeof name);
+                    cc_log(ctx, "FAIL: %s: element %zu (pattern %d): got %g want %g", name, k, planted(c->count, k),
+                           got, ref);
+                }
+                wrong++;
+            }
+        }
+        *bad |= wrong != 0;
+    }
+    return 0;
+}
+
+/* One dtype x op x algorithm x size: 0 passed (on every rank), 1 failed; *fatal when the ranks cannot go
+ * on (a call refused on some rank, CUDA or the channel failed). */
+static int run_one(cc_ctx_t *ctx, special_run_t *S, const special_case_t *c, int *fatal)
+{
+    const int n = ctx->nranks;
+    const size_t bytes = c->count * symmem_dtype_size(c->dt);
+    for (int r = 0; r < n; r++) make_input((char *)S->in_all + (size_t)r * bytes, c->dt, c->count, c->seed, r, n);
+    uint64_t st_l[CC_MAX_RANKS], st_a[CC_MAX_RANKS], h_l[CC_MAX_RANKS], h_a[CC_MAX_RANKS];
+    void *rp[CC_MAX_RANKS];
+    if (launch(ctx, S, c, rp, st_l) != 0 || cc_allgather_u64(ctx, st_l, st_a) != 0) return *fatal = 1, 1;
+    int nok = 0;
+    for (int r = 0; r < n; r++) nok += st_a[r] == SYMMEM_OK;
+    if (nok != n || cc_sync(ctx) != cudaSuccess || cc_async_error(ctx) != SYMMEM_OK) {
+        cc_shm_abort(ctx->shm);
+        return *fatal = 1, 1;
+    }
+    int bad = 0;
+    if (verify(ctx, S, c, rp, h_l, &bad) != 0 || cc_allgather_u64(ctx, h_l, h_a) != 0) return *fatal = 1, 1;
+    for (int r = 1; r < n; r++)
+        if (h_a[r] != h_a[0]) {
+            if (cc_is_root(ctx)) {
+                char name[128];
+                case_name(c, name, sizeof name);
+                cc_log(ctx, "FAIL: %s: rank %d differs bitwise from rank 0", name, r);
+            }
+            bad = 1;
+            break;
+        }
+    return cc_sum_u64(ctx, (uint64_t)bad) != 0;
+}
+
+/* One case per algorithm: every dtype x op x size under it (copy-in or zero copy alternating). The seeds
+ * are those of the one loop over dtype x op x algorithm x size this test ran before it had cases. */
+static int case_algo(cc_ctx_t *ctx, void *arg, int algo, int *fatal)
+{
+    int failures = 0;
+    for (int dt = 0; dt < SYMMEM_DTYPE_COUNT && !*fatal; dt++)
+        for (int op = 0; op < SYMMEM_REDOP_COUNT && !*fatal; op++)
+            for (int ci = 0; ci < 2 && !*fatal; ci++) {
+                const uint64_t index = (((uint64_t)dt * SYMMEM_REDOP_COUNT + (uint64_t)op) * SYMMEM_ALGO_COUNT +
+                                        (uint64_t)algo) * 2 + (uint64_t)ci;
+                const special_case_t c = {(symmem_dtype_t)dt, (symmem_redop_t)op, (symmem_algo_t)algo, counts[ci],
+                                          (algo + ci) % 2, cc_mix64(0x5bec1a1ull + index)};
+                failures += run_one(ctx, arg, &c, fatal);
+            }
+    return failures;
+}
+
 int main(int argc, char **argv)
 {
     cc_ctx_t ctx;
@@ -60,114 +189,36 @@ int main(int argc, char **argv)
     opts.timeout_ms = 15000;
     if (!cc_start(&argc, argv, "coll_special", 2, 200, &opts, NULL, &ctx, &rc)) return rc;
     const int n = ctx.nranks;
-    static const size_t counts[] = {257, 40963};
-    const size_t maxc = 40963, maxb = maxc * 4;
-    symmem_buffer_t sym[CC_MAX_RANKS];
-    void *dsend[CC_MAX_RANKS], *drecv[CC_MAX_RANKS];
-    if (cc_alloc(&ctx, 2 * maxb + 4096, sym) != SYMMEM_OK) {
+    static special_run_t S;
+    S.maxb = 40963 * 4;
+    if (cc_alloc(&ctx, 2 * S.maxb + 4096, S.sym) != SYMMEM_OK) {
         cc_shm_abort(ctx.shm);
         return 1;
     }
     for (int i = 0; i < ctx.nlocal; i++) {
         cudaSetDevice(ctx.r[i].device);
-        CC_CUDA_OK(&ctx, cudaMalloc(&dsend[i], maxb));
-        CC_CUDA_OK(&ctx, cudaMalloc(&drecv[i], maxb));
+        CC_CUDA_OK(&ctx, cudaMalloc(&S.dsend[i], S.maxb));
+        CC_CUDA_OK(&ctx, cudaMalloc(&S.drecv[i], S.maxb));
     }
-    void *in_all = malloc(maxb * (size_t)n), *hout = malloc(maxb);
-    uint64_t cases = 0, failed = 0;
-    int fatal = 0;
-    for (int dt = 0; dt < SYMMEM_DTYPE_COUNT && !fatal; dt++)
-        for (int op = 0; op < SYMMEM_REDOP_COUNT && !fatal; op++)
-            for (int algo = 0; algo < SYMMEM_ALGO_COUNT && !fatal; algo++)
-                for (int ci = 0; ci < 2 && !fatal; ci++) {
-                    const size_t count = counts[ci], es = symmem_dtype_size((symmem_dtype_t)dt), bytes = count * es;
-                    const int zero_copy = (algo + ci) % 2;
-                    const uint64_t seed = cc_mix64(0x5bec1a1ull + cases);
-                    for (int r = 0; r < n; r++)
-                        make_input((char *)in_all + (size_t)r * bytes, (symmem_dtype_t)dt, count, seed, r, n);
-                    uint64_t st_l[CC_MAX_RANKS], st_a[CC_MAX_RANKS], h_l[CC_MAX_RANKS], h_a[CC_MAX_RANKS];
-                    void *rp[CC_MAX_RANKS];
-                    for (int i = 0; i < ctx.nlocal; i++) {
-                        cc_rank_t *R = &ctx.r[i];
-                        cudaSetDevice(R->device);
-                        char *sbase = zero_copy ? symmem_buffer_ptr(sym[i]) : dsend[i];
-                        void *sp = sbase;
-                        rp[i] = zero_copy ? (void *)(sbase + maxb + 4096) : drecv[i];
-                        CC_CUDA_OK(&ctx, cudaMemcpy(sp, (char *)in_all + (size_t)R->rank * bytes, bytes, cudaMemcpyHostToDevice));
-                        CC_CUDA_OK(&ctx, cudaMemset(rp[i], 0, bytes));
-                        symmem_status_t st = symmem_all_reduce(R->comm, sp, rp[i], count, (symmem_dtype_t)dt,
-                                                               (symmem_redop_t)op, (symmem_algo_t)algo, R->stream);
-                        st_l[i] = (uint64_t)st;
-                        if (st != SYMMEM_OK)
-                            cc_log(&ctx, "FAIL: all_reduce %s %s %s: %s: %s", symmem_dtype_name((symmem_dtype_t)dt),
-                                   symmem_redop_name((symmem_redop_t)op), symmem_algo_name((symmem_algo_t)algo),
-                                   symmem_status_name(st), symmem_last_error());
-                    }
-                    if (cc_allgather_u64(&ctx, st_l, st_a) != 0) {
-                        fatal = 1;
-                        break;
-                    }
-                    int nok = 0;
-                    for (int r = 0; r < n; r++) nok += st_a[r] == SYMMEM_OK;
-                    if (nok != n || cc_sync(&ctx) != cudaSuccess || cc_async_error(&ctx) != SYMMEM_OK) {
-                        fatal = 1;
-                        failed++;
-                        cc_shm_abort(ctx.shm);
-                        break;
-                    }
-                    int bad_case = 0;
-                    for (int i = 0; i < ctx.nlocal; i++) {
-                        cudaSetDevice(ctx.r[i].device);
-                        CC_CUDA_OK(&ctx, cudaMemcpy(hout, rp[i], bytes, cudaMemcpyDeviceToHost));
-                        h_l[i] = cc_hash(hout, bytes);
-                        if (i > 0) continue;
-                        size_t wrong = 0;
-                        for (size_t k = 0; k < count; k++) {
-                            double in[CC_MAX_RANKS], ref;
-                            for (int r = 0; r < n; r++) in[r] = cc_load((char *)in_all + (size_t)r * bytes, (symmem_dtype_t)dt, k);
-                            double got = cc_load(hout, (symmem_dtype_t)dt, k);
-                            if (!cc_elem_ok(got, in, n, (symmem_redop_t)op, (symmem_dtype_t)dt, &ref)) {
-                                if (wrong < 3)
-                                    cc_log(&ctx, "FAIL: all_reduce %s %s %s count=%zu%s: element %zu (pattern %d): got %g want %g",
-                                           symmem_dtype_name((symmem_dtype_t)dt), symmem_redop_name((symmem_redop_t)op),
-                                           symmem_algo_name((symmem_algo_t)algo), count, zero_copy ? " zero-copy" : "",
-                                           k, planted(count, k), got, ref);
-                                wrong++;
-                            }
-                        }
-                        bad_case |= wrong != 0;
-                    }
-                    if (cc_allgather_u64(&ctx, h_l, h_a) != 0) {
-                        fatal = 1;
-                        break;
-                    }
-                    for (int r = 1; r < n; r++)
-                        if (h_a[r] != h_a[0]) {
-                            if (cc_is_root(&ctx))
-                                cc_log(&ctx, "FAIL: all_reduce %s %s %s count=%zu: rank %d differs bitwise from rank 0",
-                                       symmem_dtype_name((symmem_dtype_t)dt), symmem_redop_name((symmem_redop_t)op),
-                                       symmem_algo_name((symmem_algo_t)algo), count, r);
-                            bad_case = 1;
-                            break;
-                        }
-                    failed += cc_sum_u64(&ctx, (uint64_t)bad_case) != 0;
-                    cases++;
-                }
+    S.in_all = malloc(S.maxb * (size_t)n);
+    S.hout = malloc(S.maxb);
+    cc_case_t cases[SYMMEM_ALGO_COUNT];
+    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) cases[a] = (cc_case_t){symmem_algo_name((symmem_algo_t)a), case_algo, a};
+    rc = cc_run_cases(&ctx, cases, SYMMEM_ALGO_COUNT, &S);
     for (int i = 0; i < ctx.nlocal; i++) {
         cudaSetDevice(ctx.r[i].device);
-        cudaFree(dsend[i]);
-        cudaFree(drecv[i]);
+        cudaFree(S.dsend[i]);
+        cudaFree(S.drecv[i]);
     }
-    if (!fatal) {
+    if (!ctx.fatal) {
         cc_barrier(&ctx);
-        cc_free(&ctx, sym);
+        cc_free(&ctx, S.sym);
     }
     cc_finish(&ctx);
-    free(in_all);
-    free(hout);
+    free(S.in_all);
+    free(S.hout);
     if (cc_is_root(&ctx))
-        cc_log(&ctx, "checked NaN/Inf/overflow propagation (IEEE) for every dtype x op x algorithm: %llu cases passed, "
-               "%llu failed%s", (unsigned long long)(cases - failed), (unsigned long long)failed,
-               fatal ? " (stopped early)" : "");
-    return failed || fatal ? 1 : 0;
+        cc_log(&ctx, "checked NaN/Inf/overflow propagation (IEEE) for every dtype x op x algorithm: %s",
+               rc ? "FAILED" : "every case passed");
+    return rc;
 }

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll_common.h"
+#include "harness.h"
 
 enum { OP_AR, OP_RS, OP_AG, OP_COUNT };
 static const char *const coll_names[OP_COUNT] = {"all_reduce", "reduce_scatter", "all_gather"};

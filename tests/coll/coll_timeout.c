@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "coll_common.h"
+#include "harness.h"
 
 static double now_s(void)
 {
@@ -48,29 +48,17 @@ int main(int argc, char **argv)
         double t0 = now_s();
         symmem_status_t st = symmem_all_reduce(R->comm, d, d, count, SYMMEM_FLOAT32, SYMMEM_OP_SUM, algo, R->stream);
         cc_log(&ctx, "all-reduce of %zu floats with %s, rank 1 absent", count, symmem_algo_name(algo));
-        if (st != SYMMEM_OK) {
-            cc_log(&ctx, "FAIL: the call itself returned %s (%s); expected it to enqueue", symmem_status_name(st),
-                   symmem_last_error());
-            failures++;
-        }
+        CC_EXPECT(&ctx, failures, st == SYMMEM_OK, "the call itself returned %s (%s); expected it to enqueue",
+                  symmem_status_name(st), symmem_last_error());
         cudaError_t e = cudaStreamSynchronize(R->stream);
         double dt = now_s() - t0;
         cc_log(&ctx, "stream completed after %.2f s: %s", dt, cudaGetErrorString(e));
-        if (e != cudaSuccess) {
-            cc_log(&ctx, "FAIL: the kernel must exit, not trap (%s)", cudaGetErrorString(e));
-            failures++;
-        }
-        if (dt < 1.0 || dt > 30.0) {
-            cc_log(&ctx, "FAIL: completion after %.2f s with a 2 s timeout", dt);
-            failures++;
-        }
+        CC_EXPECT(&ctx, failures, e == cudaSuccess, "the kernel must exit, not trap (%s)", cudaGetErrorString(e));
+        CC_EXPECT(&ctx, failures, dt >= 1.0 && dt <= 30.0, "completion after %.2f s with a 2 s timeout", dt);
         char msg[1024];
         symmem_status_t ae = cc_wait_async_error(R, msg, sizeof msg);
         cc_log(&ctx, "symmem_comm_get_async_error: %s: \"%s\"", symmem_status_name(ae), msg);
-        if (ae != SYMMEM_TIMEOUT) {
-            cc_log(&ctx, "FAIL: expected SYMMEM_TIMEOUT");
-            failures++;
-        }
+        CC_EXPECT(&ctx, failures, ae == SYMMEM_TIMEOUT, "expected SYMMEM_TIMEOUT");
         st = symmem_all_reduce(R->comm, d, d, count, SYMMEM_FLOAT32, SYMMEM_OP_SUM, SYMMEM_ALGO_AUTO, R->stream);
         char msg2[1024];
         snprintf(msg2, sizeof msg2, "%s", symmem_last_error());
@@ -80,16 +68,12 @@ int main(int argc, char **argv)
             failures++;
             cudaStreamSynchronize(R->stream);
         }
-        if (!strstr(msg, "rank 1") && !strstr(msg2, "rank 1")) {
-            cc_log(&ctx, "FAIL: neither message names the missing rank (\"rank 1\")");
-            failures++;
-        }
+        CC_EXPECT(&ctx, failures, strstr(msg, "rank 1") || strstr(msg2, "rank 1"),
+                  "neither message names the missing rank (\"rank 1\")");
         e = cudaMemset(d, 0, count * 4);
         if (e == cudaSuccess) e = cudaDeviceSynchronize();
-        if (e != cudaSuccess) {
-            cc_log(&ctx, "FAIL: the CUDA context is unusable after the timeout: %s", cudaGetErrorString(e));
-            failures++;
-        }
+        CC_EXPECT(&ctx, failures, e == cudaSuccess, "the CUDA context is unusable after the timeout: %s",
+                  cudaGetErrorString(e));
     }
     /* Rank 0's verdict, then both tear down. */
     uint64_t total = cc_sum_u64(&ctx, (uint64_t)failures);

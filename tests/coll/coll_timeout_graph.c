@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "coll_common.h"
+#include "harness.h"
 
 typedef struct seen {
     int calls;
@@ -118,11 +118,8 @@ int main(int argc, char **argv)
         const uint64_t seed = cc_iter_seed(0x7e57ull + (uint64_t)k, 0);
         const size_t wrong = k == OP_C ? cc_check_gather(h, op_dt[k], op_count[k], n, seed, &bad)
                                        : cc_check_reduce(h, op_dt[k], SYMMEM_OP_SUM, op_count[k], 0, n, seed, &bad);
-        if (wrong) {
-            cc_log(&ctx, "FAIL: replay 0, %s: %zu wrong (first at %zu: got %.9g want %.9g)", op_name[k], wrong, bad.first,
-                   bad.got, bad.want);
-            failures++;
-        }
+        CC_EXPECT(&ctx, failures, !wrong, "replay 0, %s: %zu wrong (first at %zu: got %.9g want %.9g)", op_name[k],
+                  wrong, bad.first, bad.got, bad.want);
     }
     if (cc_barrier(&ctx) != 0) return 1;
 
@@ -151,14 +148,10 @@ int main(int argc, char **argv)
         }
         pthread_mutex_lock(&seen_mu);
         cc_log(&ctx, "error handler: called %d time(s), %s: \"%s\"", seen.calls, symmem_status_name(seen.status), seen.msg);
-        if (seen.calls != 1 || seen.status != SYMMEM_TIMEOUT || !strstr(seen.msg, "rank 1")) {
-            cc_log(&ctx, "FAIL: expected one call with SYMMEM_TIMEOUT naming rank 1");
-            failures++;
-        }
-        if (seen.calls && pthread_equal(seen.thread, pthread_self())) {
-            cc_log(&ctx, "FAIL: the handler ran on the application's thread");
-            failures++;
-        }
+        CC_EXPECT(&ctx, failures, seen.calls == 1 && seen.status == SYMMEM_TIMEOUT && strstr(seen.msg, "rank 1"),
+                  "expected one call with SYMMEM_TIMEOUT naming rank 1");
+        CC_EXPECT(&ctx, failures, !seen.calls || !pthread_equal(seen.thread, pthread_self()),
+                  "the handler ran on the application's thread");
         pthread_mutex_unlock(&seen_mu);
 
         /* Replay 2: every kernel starts after the failure: every output is NaN. */
@@ -174,21 +167,13 @@ int main(int argc, char **argv)
         }
         char msg[1024];
         const symmem_status_t ae = cc_wait_async_error(R, msg, sizeof msg);
-        if (ae != SYMMEM_TIMEOUT) {
-            cc_log(&ctx, "FAIL: symmem_comm_get_async_error: %s, expected SYMMEM_TIMEOUT", symmem_status_name(ae));
-            failures++;
-        }
+        CC_EXPECT(&ctx, failures, ae == SYMMEM_TIMEOUT, "symmem_comm_get_async_error: %s, expected SYMMEM_TIMEOUT",
+                  symmem_status_name(ae));
         st = symmem_all_reduce(R->comm, in[OP_A], out[OP_A], op_count[OP_A], SYMMEM_FLOAT32, SYMMEM_OP_SUM,
                                SYMMEM_ALGO_AUTO, R->stream);
-        if (st == SYMMEM_OK) {
-            cc_log(&ctx, "FAIL: an eager call on the failed communicator succeeded");
-            failures++;
-        }
+        CC_EXPECT(&ctx, failures, st != SYMMEM_OK, "an eager call on the failed communicator succeeded");
         pthread_mutex_lock(&seen_mu);
-        if (seen.calls != 1) {
-            cc_log(&ctx, "FAIL: the handler was called %d times", seen.calls);
-            failures++;
-        }
+        CC_EXPECT(&ctx, failures, seen.calls == 1, "the handler was called %d times", seen.calls);
         pthread_mutex_unlock(&seen_mu);
     }
     const uint64_t total = cc_sum_u64(&ctx, (uint64_t)failures);

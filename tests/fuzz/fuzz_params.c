@@ -1,7 +1,7 @@
 /* The size and integer parsers of the parameter table (and of the tools' command lines) on any text. */
 #include <errno.h>
 
-#include "core/param.h"
+#include "base/param.h"
 #include "fuzz.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -1,11 +1,10 @@
-/* The algorithm table reader (symmem_coll_tune_load) on any file, through a communicator shell. Whatever it
- * loads must give a concrete algorithm for every op and size, and print. */
+/* The algorithm table reader (symmem_coll_tune_load) on any file. Whatever it loads must give a concrete
+ * algorithm for every op and size, and print. */
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "collectives/coll.h"
+#include "collectives/tune.h"
 #include "fuzz.h"
-#include "unit/coll_shell.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -20,7 +19,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (fd < 0 || (size && write(fd, data, size) != (ssize_t)size)) abort();
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    symmem_comm_t c = coll_shell(4, SYMMEM_LINK_PCIE, "fpA");
+    static symmem_coll_tuning_t t; /* static: 4 KiB, and no allocation per input */
+    const topo_choice_facts_t facts = {4, SYMMEM_LINK_PCIE, 0.0, 0.0};
+    symmem_coll_tune_init(&t, "fpA", &facts);
+    symmem_coll_tuning_t *c = &t;
     if (symmem_coll_tune_load(c, path) == SYMMEM_OK) {
         static const size_t sizes[] = {0, 1, 4096, 65536, 1 << 20, (size_t)1 << 40, SIZE_MAX};
         for (int k = 0; k < SYMMEM_COLL_BARRIER; k++)
@@ -31,7 +33,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FILE *null = fopen("/dev/null", "w");
         if (null) symmem_coll_tune_print(c, null), fclose(null);
     }
-    coll_shell_free(c);
     close(fd);
     return 0;
 }

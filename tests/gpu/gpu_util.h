@@ -1,11 +1,13 @@
 /* Helpers for GPU tests: device counting without initialising CUDA in the parent (CUDA is not fork-safe,
- * so every test process forks its ranks before touching CUDA), pattern kernels, rank launching. */
+ * so every test process forks its ranks before touching CUDA) and rank launching, both the harness's
+ * (harness/harness.h); pattern kernels. */
 #ifndef SYMMEM_TEST_GPU_UTIL_H
 #define SYMMEM_TEST_GPU_UTIL_H
 
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "harness.h"
 #include "symmem/symmem.h"
 #include "test_util.h"
 
@@ -19,41 +21,27 @@
     } while (0)
 
 /* Number of GPUs, counted in a child process so this process stays CUDA-free; 0 if none or no driver. */
-static inline int gpu_count_forked(void)
+static inline int gpu_count_forked(void) { return cc_probe_gpu_count(); }
+
+typedef struct gpu_ranks {
+    void (*fn)(int, int, const symmem_unique_id_t *);
+    int nranks;
+    const symmem_unique_id_t *ids;
+} gpu_ranks_t;
+
+static inline void gpu_rank_main(int rank, void *arg)
 {
-    pid_t pid = fork();
-    if (pid == 0) {
-        int n = 0;
-        if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-        _exit(n > 100 ? 100 : n);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+    const gpu_ranks_t *g = (const gpu_ranks_t *)arg;
+    g->fn(rank, g->nranks, g->ids);
 }
 
-/* Run fn(rank, nranks, ids) in nranks forked processes (up to 64) and wait for all of them. Returns how
- * many ranks failed (non-zero exit or killed by a signal). */
+/* Run fn(rank, nranks, ids) in nranks forked processes (the harness's launcher, cc_spawn) and wait for all
+ * of them. 0 when every rank exited 0. */
 static inline int gpu_fork_ranks(int nranks, void (*fn)(int, int, const symmem_unique_id_t *),
                                  const symmem_unique_id_t *ids)
 {
-    pid_t pids[64];
-    if (nranks < 1 || nranks > 64) return nranks < 1 ? 1 : nranks;
-    int bad = 0, started = 0;
-    for (; started < nranks; started++) {
-        pids[started] = fork();
-        if (pids[started] == 0) {
-            fn(started, nranks, ids);
-            _exit(0);
-        }
-        if (pids[started] < 0) break;
-    }
-    bad += nranks - started; /* ranks that could not be started */
-    for (int r = 0; r < started; r++) {
-        int st = 0;
-        if (waitpid(pids[r], &st, 0) != pids[r] || !WIFEXITED(st) || WEXITSTATUS(st) != 0) bad++;
-    }
-    return bad;
+    gpu_ranks_t g = {fn, nranks, ids};
+    return cc_spawn(nranks, gpu_rank_main, &g, 0);
 }
 
 /* Keep NVLink multicast off in this process and its children whatever the caller's environment. */

@@ -96,7 +96,8 @@ static void check_facts(const char *name, symmem_topo_t t)
         symmem_topo_pair_info_t p;
         CHECK(symmem_topo_gpu_count(t) == 2);
         CHECK(symmem_topo_pair_info(t, 0, 1, &p) == SYMMEM_OK && p.path == SYMMEM_TOPO_NVLINK && p.nvlinks == 18);
-        CHECK(a.direction == SYMMEM_TOPO_PULL && !a.staged && a.placement == SYMMEM_PLACEMENT_DEVICE);
+        /* what a communicator on this VM runs: the NVLink table, which pushes */
+        CHECK(a.direction == SYMMEM_TOPO_PUSH && !a.staged && a.placement == SYMMEM_PLACEMENT_DEVICE);
     } else if (!strcmp(name, "pcie-2socket-8gpu")) {
         CHECK(symmem_topo_gpu_count(t) == 8);
         CHECK(path(t, 0, 1) == SYMMEM_TOPO_PHB && path(t, 0, 2) == SYMMEM_TOPO_NODE);
@@ -120,6 +121,10 @@ static void check_facts(const char *name, symmem_topo_t t)
         CHECK(symmem_topo_pair_info(t, 0, 1, &p) == SYMMEM_OK && p.path == SYMMEM_TOPO_NVLINK && p.nvlinks == 18);
         CHECK(symmem_topo_pair_figures(t, 0, 1, &rd, &wr, &lat, &measured) == SYMMEM_OK && measured);
         CHECK(rd > 100 && wr > 100 && lat > 0 && lat < 10);
+    } else if (!strcmp(name, "pcie-measured-4gpu")) {
+        /* stores a twentieth of loads, all at once: what the init probe sees, so pull, and nothing staged */
+        CHECK(symmem_topo_gpu_count(t) == 4 && symmem_topo_measured(t) && path(t, 0, 1) == SYMMEM_TOPO_PHB);
+        CHECK(a.direction == SYMMEM_TOPO_PULL && a.measured && !a.staged && a.placement == SYMMEM_PLACEMENT_DEVICE);
     } else if (!strcmp(name, "no-gpu")) {
         CHECK(symmem_topo_gpu_count(t) == 0);
         CHECK_CONTAINS(symmem_topo_recommendation(t), "no GPU found");
@@ -128,8 +133,8 @@ static void check_facts(const char *name, symmem_topo_t t)
 
 int main(int argc, char **argv)
 {
-    static const char *const fixtures[] = {"h200-nvlink-vm", "h200x2-captured", "pcie-2socket-8gpu",
-                                           "pcie-switch-4gpu", "acs-redirect", "no-gpu", "malformed"};
+    static const char *const fixtures[] = {"h200-nvlink-vm", "h200x2-captured", "pcie-2socket-8gpu", "pcie-switch-4gpu",
+                                           "acs-redirect", "pcie-measured-4gpu", "no-gpu", "malformed"};
     if (argc != 2) {
         fprintf(stderr, "usage: %s FIXTURES_DIR\n", argv[0]);
         return 2;

@@ -165,18 +165,23 @@ static symmem_topo_advice_t advise(double read, double write, double ring_read, 
     return a;
 }
 
+/* The recommendation follows the communicator's rule (topology/choice.h): on PCIe the ring figures (every
+ * GPU at once, the slowest GPU) decide push or pull with a 30% margin, and large all-reduces are staged
+ * when they push; the one-pair figures do not decide. */
 static void test_advice(void)
 {
     symmem_topo_advice_t a = advise(2.6, 52.0, 2.0, 40.0, 1, 4); /* writes 20x faster, as published */
-    CHECK(a.direction == SYMMEM_TOPO_PUSH && a.measured && !a.staged);
+    CHECK(a.direction == SYMMEM_TOPO_PUSH && a.measured && a.staged);
     a = advise(52.0, 2.6, 50.0, 2.0, 1, 4);
-    CHECK(a.direction == SYMMEM_TOPO_PULL);
-    a = advise(40.0, 45.0, 10.0, 12.0, 1, 4); /* all-at-once collapses to a quarter */
+    CHECK(a.direction == SYMMEM_TOPO_PULL && a.measured && !a.staged);
+    a = advise(2.6, 52.0, 50.0, 40.0, 1, 4); /* the pairs alone would push; the ring figures do not say so */
+    CHECK(a.direction == SYMMEM_TOPO_PUSH && a.measured && a.staged);
+    a = advise(52.0, 2.6, 30.0, 40.0, 1, 4); /* the pairs alone would pull: within the margin, push stays */
     CHECK(a.direction == SYMMEM_TOPO_PUSH && a.staged);
-    a = advise(40.0, 41.0, 39.0, 40.0, 1, 4); /* within the margin: pull stays */
-    CHECK(a.direction == SYMMEM_TOPO_PULL && !a.staged);
+    a = advise(40.0, 41.0, -1, -1, 1, 2); /* no ring figures: not measured as far as the choice goes */
+    CHECK(a.direction == SYMMEM_TOPO_PUSH && !a.measured && a.staged);
     a = advise(-1, -1, -1, -1, 0, 2);
-    CHECK(a.placement == SYMMEM_PLACEMENT_HOST_NUMA && a.islands == 1);
+    CHECK(a.placement == SYMMEM_PLACEMENT_HOST_NUMA && a.islands == 1 && !a.staged);
 }
 
 static void test_json_reader(void)

@@ -20,9 +20,10 @@
 #include <sys/un.h>
 #include <time.h>
 
-#include "core/bootmsg.h"
-#include "core/bootstrap.h"
-#include "core/comm.h"
+#include "base/bootmsg.h"
+#include "base/bootstrap.h"
+#include "base/comm_state.h"
+#include "base/hash.h"
 #include "symmem/symmem.h"
 #include "test_util.h"
 
@@ -57,9 +58,7 @@ static shared_t *shared;
 
 static uint64_t name_hash(const char *s)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h | 1; /* never 0, the empty slot */
+    return symmem_fnv64(SYMMEM_FNV64_INIT, s, strlen(s)) | 1; /* never 0, the empty slot */
 }
 
 static int set_has(name_set_t *set, const char *name)

@@ -16,9 +16,9 @@
 #include <sys/un.h>
 #include <time.h>
 
-#include "core/bootmsg.h"
-#include "core/bootstrap.h"
-#include "core/comm.h"
+#include "base/bootmsg.h"
+#include "base/bootstrap.h"
+#include "base/comm_state.h"
 #include "symmem/symmem.h"
 #include "test_util.h"
 

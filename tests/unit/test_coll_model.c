@@ -1,28 +1,31 @@
 /* Collectives model unit tests (no GPU): the push-or-pull decision of the init probe (SYMMEM_COLL_PROBE)
- * from measured peer read/write bandwidth, how it rewrites the built-in default table, the block-size
+ * from measured peer read/write bandwidth, how it changes the built-in default table, the block-size
  * rule (SYMMEM_MIN_BLOCK_THREADS) and the grid (residency) rule (SYMMEM_GRID_SHARE). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/comm_state.h"
+#include "base/param.h"
 #include "collectives/coll_internal.h"
-#include "core/comm.h"
-#include "core/param.h"
-#include "coll_shell.h"
+#include "collectives/tune.h"
+#include "test_util.h"
+#include "topology/choice.h"
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
 
-/* The built-in defaults for a rank count and link class. */
-static void defaults_for(int nranks, symmem_link_t link, symmem_coll_table_t *t)
+/* The built-in table for a rank count and link class, with or without the probe's figures. */
+static void defaults_for(int nranks, symmem_link_t link, double rd, double wr, topo_table_t *t)
 {
-    symmem_comm_t comm = coll_shell(nranks, link, "");
-    *t = comm->coll->defaults;
-    coll_shell_free(comm);
+    const topo_choice_facts_t f = {nranks, link, rd, wr};
+    topo_choice_t c;
+    topo_choose(&f, &c);
+    *t = c.table;
 }
 
-static int table_has(const symmem_coll_table_t *t, symmem_algo_t algo)
+static int table_has(const topo_table_t *t, symmem_algo_t algo)
 {
     for (int i = 0; i < t->nrules; i++)
         if (t->rules[i].algo == algo) return 1;
@@ -32,38 +35,37 @@ static int table_has(const symmem_coll_table_t *t, symmem_algo_t algo)
 static void prefer_from_figures(void)
 {
     /* the published extremes (ANCHORS, "Physical limits") */
-    CHECK(symmem_coll_prefer_from_figures(52.0, 2.6) == SYMMEM_COLL_PREFER_PULL);
-    CHECK(symmem_coll_prefer_from_figures(25.0, 45.0) == SYMMEM_COLL_PREFER_PUSH);
+    CHECK(topo_prefer_from_figures(52.0, 2.6) == TOPO_PREFER_PULL);
+    CHECK(topo_prefer_from_figures(25.0, 45.0) == TOPO_PREFER_PUSH);
     /* within 30% either way: keep the defaults */
-    CHECK(symmem_coll_prefer_from_figures(40.0, 40.0) == SYMMEM_COLL_PREFER_KEEP);
-    CHECK(symmem_coll_prefer_from_figures(40.0, 30.0) == SYMMEM_COLL_PREFER_KEEP);
-    CHECK(symmem_coll_prefer_from_figures(30.0, 40.0) == SYMMEM_COLL_PREFER_KEEP);
+    CHECK(topo_prefer_from_figures(40.0, 40.0) == TOPO_PREFER_KEEP);
+    CHECK(topo_prefer_from_figures(40.0, 30.0) == TOPO_PREFER_KEEP);
+    CHECK(topo_prefer_from_figures(30.0, 40.0) == TOPO_PREFER_KEEP);
     /* the threshold is strict: write < 0.7 * read */
-    CHECK(symmem_coll_prefer_from_figures(100.0, 70.0) == SYMMEM_COLL_PREFER_KEEP);
-    CHECK(symmem_coll_prefer_from_figures(100.0, 69.0) == SYMMEM_COLL_PREFER_PULL);
-    CHECK(symmem_coll_prefer_from_figures(69.0, 100.0) == SYMMEM_COLL_PREFER_PUSH);
+    CHECK(topo_prefer_from_figures(100.0, 70.0) == TOPO_PREFER_KEEP);
+    CHECK(topo_prefer_from_figures(100.0, 69.0) == TOPO_PREFER_PULL);
+    CHECK(topo_prefer_from_figures(69.0, 100.0) == TOPO_PREFER_PUSH);
     /* units do not matter, only the ratio */
-    CHECK(symmem_coll_prefer_from_figures(52e9, 2.6e9) == SYMMEM_COLL_PREFER_PULL);
+    CHECK(topo_prefer_from_figures(52e9, 2.6e9) == TOPO_PREFER_PULL);
     /* no valid figures (a rank that failed reports 0; the minimum is then 0): keep */
-    CHECK(symmem_coll_prefer_from_figures(0.0, 10.0) == SYMMEM_COLL_PREFER_KEEP);
-    CHECK(symmem_coll_prefer_from_figures(10.0, 0.0) == SYMMEM_COLL_PREFER_KEEP);
-    CHECK(symmem_coll_prefer_from_figures(-1.0, 10.0) == SYMMEM_COLL_PREFER_KEEP);
-    CHECK(symmem_coll_prefer_from_figures(NAN, 10.0) == SYMMEM_COLL_PREFER_KEEP);
-    CHECK(symmem_coll_prefer_from_figures(10.0, NAN) == SYMMEM_COLL_PREFER_KEEP);
-    CHECK(symmem_coll_prefer_from_figures(INFINITY, 10.0) == SYMMEM_COLL_PREFER_KEEP);
-    CHECK(strcmp(symmem_coll_prefer_name(SYMMEM_COLL_PREFER_PULL), "pull") == 0);
-    CHECK(strcmp(symmem_coll_prefer_name(SYMMEM_COLL_PREFER_PUSH), "push") == 0);
+    CHECK(topo_prefer_from_figures(0.0, 10.0) == TOPO_PREFER_KEEP);
+    CHECK(topo_prefer_from_figures(10.0, 0.0) == TOPO_PREFER_KEEP);
+    CHECK(topo_prefer_from_figures(-1.0, 10.0) == TOPO_PREFER_KEEP);
+    CHECK(topo_prefer_from_figures(NAN, 10.0) == TOPO_PREFER_KEEP);
+    CHECK(topo_prefer_from_figures(10.0, NAN) == TOPO_PREFER_KEEP);
+    CHECK(topo_prefer_from_figures(INFINITY, 10.0) == TOPO_PREFER_KEEP);
+    CHECK(strcmp(topo_prefer_name(TOPO_PREFER_PULL), "pull") == 0);
+    CHECK(strcmp(topo_prefer_name(TOPO_PREFER_PUSH), "push") == 0);
 }
 
 static void pull_rewrites_pcie_defaults(void)
 {
     for (int n = 2; n <= 16; n *= 2) {
-        symmem_coll_table_t base, t;
-        defaults_for(n, SYMMEM_LINK_PCIE, &base);
+        topo_table_t base, t;
+        defaults_for(n, SYMMEM_LINK_PCIE, 0.0, 0.0, &base);
         CHECK(base.nrules > 0);
         CHECK(table_has(&base, SYMMEM_ALGO_STAGED) && table_has(&base, SYMMEM_ALGO_ONESHOT_PUSH));
-        t = base;
-        CHECK(symmem_coll_table_apply_prefer(&t, SYMMEM_COLL_PREFER_PULL) == base.nrules);
+        defaults_for(n, SYMMEM_LINK_PCIE, 52.0, 2.6, &t); /* stores 20x slower than loads: pull */
         CHECK(t.nrules == base.nrules);
         CHECK(!table_has(&t, SYMMEM_ALGO_ONESHOT_PUSH) && !table_has(&t, SYMMEM_ALGO_TWOSHOT_PUSH) &&
               !table_has(&t, SYMMEM_ALGO_STAGED) && !table_has(&t, SYMMEM_ALGO_TWOSHOT_LAMPORT));
@@ -73,15 +75,19 @@ static void pull_rewrites_pcie_defaults(void)
             CHECK(t.rules[i].algo == (base.rules[i].algo == SYMMEM_ALGO_ONESHOT_PUSH ? SYMMEM_ALGO_ONESHOT_PULL
                                                                                      : SYMMEM_ALGO_TWOSHOT_PULL));
         }
-        CHECK(symmem_coll_table_lookup(&t, SYMMEM_COLL_ALL_REDUCE, 12 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
-        CHECK(symmem_coll_table_lookup(&t, SYMMEM_COLL_ALL_REDUCE, 112 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
-        CHECK(symmem_coll_table_lookup(&t, SYMMEM_COLL_ALL_REDUCE, 256 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
-        CHECK(symmem_coll_table_lookup(&t, SYMMEM_COLL_REDUCE_SCATTER, 16 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
-        CHECK(symmem_coll_table_lookup(&t, SYMMEM_COLL_ALL_GATHER, 4 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
-        /* applying it twice changes nothing more */
-        symmem_coll_table_t again = t;
-        CHECK(symmem_coll_table_apply_prefer(&again, SYMMEM_COLL_PREFER_PULL) == 0);
-        CHECK(symmem_coll_table_hash(&again) == symmem_coll_table_hash(&t));
+        CHECK(topo_table_lookup(&t, SYMMEM_COLL_ALL_REDUCE, 12 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
+        CHECK(topo_table_lookup(&t, SYMMEM_COLL_ALL_REDUCE, 112 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+        CHECK(topo_table_lookup(&t, SYMMEM_COLL_ALL_REDUCE, 256 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+        CHECK(topo_table_lookup(&t, SYMMEM_COLL_REDUCE_SCATTER, 16 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
+        CHECK(topo_table_lookup(&t, SYMMEM_COLL_ALL_GATHER, 4 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+        /* what the communicator does with the probe's figures: the same table, the changed rules counted */
+        symmem_coll_tuning_t tu;
+        const topo_choice_facts_t none = {n, SYMMEM_LINK_PCIE, 0.0, 0.0}, pull = {n, SYMMEM_LINK_PCIE, 52.0, 2.6};
+        symmem_coll_tune_init(&tu, "fp", &none);
+        CHECK(topo_table_hash(&tu.defaults) == topo_table_hash(&base));
+        CHECK(symmem_coll_tune_measured(&tu, &pull) == base.nrules);
+        CHECK(topo_table_hash(&tu.defaults) == topo_table_hash(&t) && tu.prefer == TOPO_PREFER_PULL);
+        CHECK(symmem_coll_tune_measured(&tu, &pull) == 0); /* measuring again changes nothing more */
     }
 }
 
@@ -90,16 +96,16 @@ static void keep_and_push_leave_defaults(void)
     const symmem_link_t links[] = {SYMMEM_LINK_PCIE, SYMMEM_LINK_NVLINK, SYMMEM_LINK_HOST};
     for (size_t l = 0; l < sizeof links / sizeof links[0]; l++)
         for (int n = 2; n <= 8; n *= 2) {
-            symmem_coll_table_t base, t;
-            defaults_for(n, links[l], &base);
-            t = base;
-            CHECK(symmem_coll_table_apply_prefer(&t, SYMMEM_COLL_PREFER_KEEP) == 0);
-            CHECK(symmem_coll_table_apply_prefer(&t, SYMMEM_COLL_PREFER_PUSH) == 0);
-            CHECK(symmem_coll_table_hash(&t) == symmem_coll_table_hash(&base));
+            topo_table_t base, keep, push, pull;
+            defaults_for(n, links[l], 0.0, 0.0, &base);
+            defaults_for(n, links[l], 40.0, 40.0, &keep);
+            defaults_for(n, links[l], 25.0, 45.0, &push);
+            CHECK(topo_table_hash(&keep) == topo_table_hash(&base));
+            CHECK(topo_table_hash(&push) == topo_table_hash(&base));
             /* pull never leaves a push-family algorithm behind, whatever the link */
-            CHECK(symmem_coll_table_apply_prefer(&t, SYMMEM_COLL_PREFER_PULL) >= 0);
-            CHECK(!table_has(&t, SYMMEM_ALGO_ONESHOT_PUSH) && !table_has(&t, SYMMEM_ALGO_TWOSHOT_PUSH) &&
-                  !table_has(&t, SYMMEM_ALGO_STAGED) && !table_has(&t, SYMMEM_ALGO_TWOSHOT_LAMPORT));
+            defaults_for(n, links[l], 52.0, 2.6, &pull);
+            CHECK(!table_has(&pull, SYMMEM_ALGO_ONESHOT_PUSH) && !table_has(&pull, SYMMEM_ALGO_TWOSHOT_PUSH) &&
+                  !table_has(&pull, SYMMEM_ALGO_STAGED) && !table_has(&pull, SYMMEM_ALGO_TWOSHOT_LAMPORT));
         }
 }
 
@@ -107,7 +113,7 @@ static void keep_and_push_leave_defaults(void)
  * most 512, a multiple of 32; and SYMMEM_MIN_BLOCK_THREADS clamped into that range. */
 static void block_threads_rule(void)
 {
-    struct symmem_coll co;
+    symmem_coll_grid_t co;
     memset(&co, 0, sizeof co);
     co.max_grid = 132;
     co.min_threads = 256;
@@ -184,8 +190,8 @@ static void lamport_buffer_rule(void)
     }
 }
 
-/* Workspace packs per shard position that each kernel layout writes (kernels.cu: the half layouts of pull
- * and push, the Lamport slot layouts), stated here from the kernels, not from coll.c. */
+/* Workspace packs per shard position that each kernel layout writes (pull.cu, push.cu: the half layouts;
+ * lamport.cu: the slot layouts), stated here from the kernels, not from the descriptors (algos.h). */
 static uint64_t kernel_units(symmem_coll_kind_t kind, symmem_algo_t algo, int n, int zo)
 {
     const uint64_t un = (uint64_t)n;
@@ -203,41 +209,53 @@ static uint64_t kernel_units(symmem_coll_kind_t kind, symmem_algo_t algo, int n,
     }
 }
 
+/* Flag epochs each kernel's loops consume (pull.cu, push.cu, lamport.cu), stated from the kernels: two per
+ * round (sync A and B), none in the Lamport family, and one more sync at the end when the pull kernels read
+ * the inputs in place, except the two-shot all-reduce, whose second sync already implies it. */
+static uint64_t kernel_epochs(symmem_coll_kind_t kind, symmem_algo_t algo, uint64_t rounds, int zc)
+{
+    const int ar = kind == SYMMEM_COLL_ALL_REDUCE, ag = kind == SYMMEM_COLL_ALL_GATHER;
+    const int lamport = !ag && (algo == SYMMEM_ALGO_ONESHOT_PUSH || algo == SYMMEM_ALGO_TWOSHOT_LAMPORT);
+    const int pull = algo == SYMMEM_ALGO_ONESHOT_PULL || algo == SYMMEM_ALGO_TWOSHOT_PULL;
+    if (lamport) return 0;
+    return 2 * rounds + (pull && zc && !(ar && algo == SYMMEM_ALGO_TWOSHOT_PULL) ? 2 : 0);
+}
+
 /* The per-call geometry over every kind x algorithm x rank count x dtype size and many counts: the
  * kernel's footprint fits its area, the rounds cover the message and are as few as the area allows, the
- * grid and block sizes obey their rules; and the rounds the workspace layout was chosen for (session 5:
- * power-of-two messages fill whole Lamport two-shot rounds). */
+ * grid and block sizes obey their rules; and the rounds the workspace layout was chosen for (power-of-two
+ * messages fill whole Lamport two-shot rounds: bench/NOTES.md, "Measurements"). */
 static void geometry_invariants(void)
 {
     const size_t MIB_ = (size_t)1 << 20;
     const size_t wss[] = {SYMMEM_COLL_MIN_WORKSPACE, 32 * MIB_, 64 * MIB_, 96 * MIB_ + 4096};
     const uint64_t counts[] = {1, 2, 3, 7, 8, 9, 15, 17, 255, 1000, 4095, 65537, 1000003, 4194304, 33554433};
     for (size_t w = 0; w < sizeof wss / sizeof wss[0]; w++) {
-        struct symmem_coll co;
-        memset(&co, 0, sizeof co);
-        symmem_coll_layout(&co, wss[w]);
+        const symmem_coll_layout_t co = symmem_coll_layout(wss[w]);
+        const symmem_coll_grid_t grid = {132, 256};
         CHECK(co.lam_hdr_off >= SYMMEM_COLL_FLAG_BYTES);
         CHECK(co.lam_off >= co.lam_hdr_off + 3 * SYMMEM_COLL_LAMPORT_HDR_BYTES);
         CHECK(co.data_off >= co.lam_off + 3 * co.lam_buf_bytes && co.data_off % 4096 == 0);
         CHECK(co.half_bytes > 0 && co.data_off + 2 * co.half_bytes <= wss[w]);
-        co.max_grid = 132;
-        co.min_threads = 256;
         for (int n = 2; n <= 8; n++)
             for (int k = 0; k < SYMMEM_COLL_KIND_COUNT; k++) {
                 if (k >= SYMMEM_COLL_BARRIER) continue; /* no table, no geometry */
                 for (int a = SYMMEM_ALGO_AUTO + 1; a < SYMMEM_ALGO_COUNT; a++)
                     for (size_t es = 2; es <= 4; es += 2)
-                        for (int zo = 0; zo <= 1; zo++)
+                        for (int zo = 0; zo <= 3; zo++)
                             for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
                                 const symmem_coll_kind_t kind = (symmem_coll_kind_t)k;
                                 const symmem_algo_t algo = (symmem_algo_t)a;
+                                const int zc = zo >> 1;
                                 symmem_coll_geom_t g;
-                                const int st = symmem_coll_geometry(&co, n, kind, algo, counts[c], es, zo, 0, &g);
+                                const int st = symmem_coll_geometry(&co, &grid, n, kind, algo, counts[c], es, zc,
+                                                                    zo & 1, 0, &g);
                                 CHECK(st == 0);
                                 if (st != 0) continue;
                                 const uint64_t V = 16 / es;
                                 const uint64_t cap = g.fam == 2 /* Lamport */ ? co.lam_buf_bytes : co.half_bytes;
-                                CHECK(g.units == kernel_units(kind, algo, n, zo));
+                                CHECK(g.units == kernel_units(kind, algo, n, zo & 1));
+                                CHECK(g.epochs == kernel_epochs(kind, algo, g.rounds, zc));
                                 CHECK(g.units * g.segp * 16 <= cap);              /* fits its area */
                                 const uint64_t needp = (g.stride + V - 1) / V;
                                 CHECK(g.segp >= 1 && g.rounds * g.segp >= needp);  /* covers the message */
@@ -245,47 +263,46 @@ static void geometry_invariants(void)
                                 CHECK(g.segp == needp || (g.units * (g.segp + 1) * 16 > cap)); /* fewest rounds */
                                 CHECK(kind != SYMMEM_COLL_ALL_REDUCE || (g.stride % V == 0 && g.stride * (uint64_t)n >= counts[c]));
                                 CHECK(g.threads % 32 == 0 && g.threads >= 256 && g.threads <= SYMMEM_COLL_THREADS);
-                                CHECK(g.grid >= 1 && g.grid <= co.max_grid);
+                                CHECK(g.grid >= 1 && g.grid <= grid.max_grid);
                                 CHECK((uint64_t)g.grid * (uint64_t)g.threads >= g.positions ||
-                                      g.grid == co.max_grid);
+                                      g.grid == grid.max_grid);
                             }
             }
         /* two-shot pull with zero copy both ways: no workspace, one round of any size */
         symmem_coll_geom_t g;
-        CHECK(symmem_coll_geometry(&co, 8, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PULL, 33554433, 2, 1, 1, &g) == 0);
-        CHECK(g.units == 0 && g.rounds == 1);
+        CHECK(symmem_coll_geometry(&co, &grid, 8, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PULL, 33554433, 2, 1, 1, 1,
+                                   &g) == 0);
+        CHECK(g.units == 0 && g.rounds == 1 && g.epochs == 2);
     }
     /* default workspace: bf16 all-reduce of 4 MiB in one Lamport two-shot round at any rank count, 8 MiB
      * in two; one-shot Lamport at 2 ranks also one round at 4 MiB */
-    struct symmem_coll co;
-    memset(&co, 0, sizeof co);
-    symmem_coll_layout(&co, 64 * MIB_);
-    co.max_grid = 132;
-    co.min_threads = 256;
+    symmem_coll_layout_t co = symmem_coll_layout(64 * MIB_);
+    const symmem_coll_grid_t grid = {132, 256};
     for (int n = 2; n <= 8; n++) {
         symmem_coll_geom_t g;
         const uint64_t count = (4 * MIB_) / 2;
-        CHECK(symmem_coll_geometry(&co, n, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_LAMPORT, count, 2, 0, 0, &g) == 0);
+        CHECK(symmem_coll_geometry(&co, &grid, n, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_LAMPORT, count, 2, 0, 0, 0, &g) == 0);
         CHECK(g.rounds == 1); /* also at 3, 5, 6, 7 ranks: the slack takes the shards' rounding */
-        CHECK(symmem_coll_geometry(&co, n, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_LAMPORT, 2 * count, 2, 0, 0, &g) == 0);
+        CHECK(symmem_coll_geometry(&co, &grid, n, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_LAMPORT, 2 * count, 2, 0, 0, 0, &g) == 0);
         CHECK(g.rounds == 2);
-        CHECK(symmem_coll_geometry(&co, n, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_LAMPORT, 2 * count + 16384, 2, 0, 0, &g) == 0);
+        CHECK(symmem_coll_geometry(&co, &grid, n, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_LAMPORT, 2 * count + 16384, 2, 0, 0, 0, &g) == 0);
         CHECK(g.rounds == 3); /* 32 KiB over: the slack is far smaller than that */
         /* one-shot Lamport: n slots of the whole round, so 8 MiB / n of message per round: 4 MiB in n/2
          * rounds, rounded up */
-        CHECK(symmem_coll_geometry(&co, n, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_ONESHOT_PUSH, count, 2, 0, 0, &g) == 0);
+        CHECK(symmem_coll_geometry(&co, &grid, n, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_ONESHOT_PUSH, count, 2, 0, 0, 0, &g) == 0);
         CHECK(g.rounds == (uint64_t)((n + 1) / 2));
     }
     symmem_coll_geom_t g1;
-    CHECK(symmem_coll_geometry(&co, 2, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_ONESHOT_PUSH, 2 * MIB_, 2, 0, 0, &g1) == 0);
+    CHECK(symmem_coll_geometry(&co, &grid, 2, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_ONESHOT_PUSH, 2 * MIB_, 2, 0, 0, 0, &g1) == 0);
     CHECK(g1.rounds == 1 && g1.positions == 2 * g1.segp);
     /* the workspace too small for the layout is an error, not a zero-sized round */
     memset(&co, 0, sizeof co);
     co.half_bytes = 16;
     co.lam_buf_bytes = 16;
-    co.max_grid = 1;
-    co.min_threads = 32;
-    CHECK(symmem_coll_geometry(&co, 2, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PUSH, 100, 4, 0, 0, &g1) == 1);
+    const symmem_coll_grid_t one = {1, 32};
+    CHECK(symmem_coll_geometry(&co, &one, 2, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PUSH, 100, 4, 0, 0, 0, &g1) == 1);
+    /* AUTO has no descriptor row: no geometry */
+    CHECK(symmem_coll_geometry(&co, &one, 2, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_AUTO, 100, 4, 0, 0, 0, &g1) == 1);
 }
 
 /* The residency rule: the blocks of every rank on one GPU fit in the share of what the GPU keeps resident. */

@@ -4,15 +4,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collectives/coll.h"
-#include "coll_shell.h"
+#include "collectives/tune.h"
+#include "test_util.h"
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
 
+/* A fresh table as a communicator of `nranks` whose worst link is `link` starts with (no probe figures). */
+static symmem_coll_tuning_t *table_of(int nranks, symmem_link_t link, const char *fingerprint)
+{
+    symmem_coll_tuning_t *t = calloc(1, sizeof *t);
+    CHECK(t);
+    const topo_choice_facts_t f = {nranks, link, 0.0, 0.0};
+    symmem_coll_tune_init(t, fingerprint, &f);
+    return t;
+}
+
 static void two_rank_nvlink_defaults(void)
 {
-    symmem_comm_t c = coll_shell(2, SYMMEM_LINK_NVLINK, "fpA");
+    symmem_coll_tuning_t *c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 2 * MIB) == SYMMEM_ALGO_ONESHOT_PUSH);
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 4 * MIB) == SYMMEM_ALGO_TWOSHOT_LAMPORT);
@@ -20,13 +30,13 @@ static void two_rank_nvlink_defaults(void)
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 64 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 4 * MIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 64 * MIB) == SYMMEM_ALGO_ONESHOT_PULL);
-    coll_shell_free(c);
+    free(c);
     /* more ranks: one-shot moves (n-1)S per GPU, so two-shot takes over early */
-    c = coll_shell(8, SYMMEM_LINK_NVLINK, "fpB");
+    c = table_of(8, SYMMEM_LINK_NVLINK, "fpB");
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 64 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * MIB) == SYMMEM_ALGO_TWOSHOT_LAMPORT);
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 64 * MIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
-    coll_shell_free(c);
+    free(c);
 }
 
 static void tmp_path(char *out, size_t len)
@@ -42,15 +52,15 @@ static void save_load_round_trip_keeps_other_sections(void)
     CHECK(f);
     fprintf(f, "[other-machine]\nall_reduce 4K oneshot_pull\nall_reduce inf staged\n");
     fclose(f);
-    symmem_comm_t c = coll_shell(2, SYMMEM_LINK_NVLINK, "fpA");
+    symmem_coll_tuning_t *c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
     CHECK_OK(symmem_coll_tune_clear(c, SYMMEM_COLL_ALL_REDUCE));
     CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, 16 * KIB, SYMMEM_ALGO_TWOSHOT_PULL));
     CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_STAGED));
     CHECK_ST(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, 1, SYMMEM_ALGO_AUTO), SYMMEM_INVALID_ARGUMENT);
     CHECK_OK(symmem_coll_tune_save(c, path));
-    coll_shell_free(c);
+    free(c);
 
-    c = coll_shell(2, SYMMEM_LINK_NVLINK, "fpA"); /* a fresh process: defaults until the file is loaded */
+    c = table_of(2, SYMMEM_LINK_NVLINK, "fpA"); /* a fresh process: defaults until the file is loaded */
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 8 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
     CHECK_OK(symmem_coll_tune_load(c, path));
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 8 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
@@ -58,18 +68,18 @@ static void save_load_round_trip_keeps_other_sections(void)
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 16 * KIB + 1) == SYMMEM_ALGO_STAGED);
     /* ops without rules in the file keep their built-in choice */
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 64 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
-    coll_shell_free(c);
+    free(c);
 
-    c = coll_shell(2, SYMMEM_LINK_NVLINK, "other-machine"); /* the other section survived the save */
+    c = table_of(2, SYMMEM_LINK_NVLINK, "other-machine"); /* the other section survived the save */
     CHECK_OK(symmem_coll_tune_load(c, path));
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * MIB) == SYMMEM_ALGO_STAGED);
-    coll_shell_free(c);
+    free(c);
 
-    c = coll_shell(2, SYMMEM_LINK_NVLINK, "no-such-topology"); /* no section: the defaults stand */
+    c = table_of(2, SYMMEM_LINK_NVLINK, "no-such-topology"); /* no section: the defaults stand */
     CHECK_OK(symmem_coll_tune_load(c, path));
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 4 * MIB) == SYMMEM_ALGO_TWOSHOT_LAMPORT);
-    coll_shell_free(c);
+    free(c);
     unlink(path);
 }
 
@@ -91,17 +101,17 @@ static void malformed_files_name_the_line(void)
         CHECK(f);
         fputs(bad[k].text, f);
         fclose(f);
-        symmem_comm_t c = coll_shell(2, SYMMEM_LINK_NVLINK, "fpA");
+        symmem_coll_tuning_t *c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
         CHECK_ST(symmem_coll_tune_load(c, path), SYMMEM_INVALID_ARGUMENT);
         CHECK_ERR_HAS(bad[k].needle);
         /* nothing half-loaded: the defaults still decide */
         CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
-        coll_shell_free(c);
+        free(c);
     }
     unlink(path);
-    symmem_comm_t c = coll_shell(2, SYMMEM_LINK_NVLINK, "fpA");
+    symmem_coll_tuning_t *c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
     CHECK_ST(symmem_coll_tune_load(c, "/nonexistent/dir/tune.txt"), SYMMEM_SYSTEM_ERROR);
-    coll_shell_free(c);
+    free(c);
 }
 
 /* Lines longer than the reader's buffer: the rest of a long comment is skipped, not read as a rule (a comment
@@ -116,10 +126,10 @@ static void long_lines(void)
     for (int i = 0; i < 510; i++) fputc(' ', f);
     fputs("all_reduce 1K staged\nall_reduce inf oneshot_pull\n", f);
     fclose(f);
-    symmem_comm_t c = coll_shell(2, SYMMEM_LINK_NVLINK, "fpA");
+    symmem_coll_tuning_t *c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
     CHECK_OK(symmem_coll_tune_load(c, path));
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
-    coll_shell_free(c);
+    free(c);
 
     f = fopen(path, "w");
     CHECK(f);
@@ -127,20 +137,20 @@ static void long_lines(void)
     for (int i = 0; i < 600; i++) fputc(' ', f);
     fputs("1K staged\n", f);
     fclose(f);
-    c = coll_shell(2, SYMMEM_LINK_NVLINK, "fpA");
+    c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
     CHECK_ST(symmem_coll_tune_load(c, path), SYMMEM_INVALID_ARGUMENT);
     CHECK_ERR_HAS(":2: line longer than 510 characters");
-    coll_shell_free(c);
+    free(c);
 
     f = fopen(path, "w"); /* 511 characters, the whole buffer, and no newline at the end: a normal line */
     CHECK(f);
     fputs("[fpA]\nall_reduce inf staged", f);
     for (int i = 0; i < 511 - 21; i++) fputc(' ', f);
     fclose(f);
-    c = coll_shell(2, SYMMEM_LINK_NVLINK, "fpA");
+    c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
     CHECK_OK(symmem_coll_tune_load(c, path));
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_STAGED);
-    coll_shell_free(c);
+    free(c);
     unlink(path);
 }
 

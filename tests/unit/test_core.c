@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
-#include "core/param.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "base/status.h"
 #include "symmem/symmem.h"
 #include "test_util.h"
 

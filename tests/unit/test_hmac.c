@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/hmac.h"
+#include "base/hmac.h"
 #include "test_util.h"
 
 static void hex(const unsigned char *d, size_t n, char *out)

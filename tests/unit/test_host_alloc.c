@@ -12,8 +12,9 @@
 #include <time.h>
 
 #include "alloc/alloc.h"
-#include "core/bootstrap.h"
-#include "core/comm.h"
+#include "base/bootstrap.h"
+#include "base/comm_state.h"
+#include "harness.h"
 #include "symmem/symmem.h"
 #include "test_util.h"
 
@@ -29,28 +30,25 @@ static symmem_options_t host_opts(int timeout_ms)
     return o;
 }
 
-/* Fork one process per entry of ranks[] (a rank number each, repeats allowed) running fn; returns the
- * number of children that exited non-zero. */
+typedef struct ranks_run {
+    const int *ranks;
+    int nranks;
+    rank_fn fn;
+    const symmem_unique_id_t *id;
+} ranks_run_t;
+
+static void run_rank(int proc, void *arg)
+{
+    const ranks_run_t *a = arg;
+    a->fn(a->ranks[proc], a->nranks, a->id);
+}
+
+/* One process per entry of ranks[] (a rank number each, repeats allowed) running fn, through the harness's
+ * launcher; 0 when every process exited 0. */
 static int run_ranks(int nranks, const int *ranks, int nprocs, rank_fn fn, const symmem_unique_id_t *id)
 {
-    pid_t pids[32];
-    for (int i = 0; i < nprocs; i++) {
-        pids[i] = fork();
-        if (pids[i] == 0) {
-            fn(ranks[i], nranks, id);
-            _exit(0);
-        }
-    }
-    int bad = 0;
-    for (int i = 0; i < nprocs; i++) {
-        int status;
-        waitpid(pids[i], &status, 0);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            fprintf(stderr, "process %d (rank %d) failed (status 0x%x)\n", i, ranks[i], status);
-            bad++;
-        }
-    }
-    return bad;
+    ranks_run_t a = {ranks, nranks, fn, id};
+    return cc_spawn(nprocs, run_rank, &a, 0);
 }
 
 static int spawn(int nranks, rank_fn fn)

@@ -1,4 +1,4 @@
-/* The error watcher and the cross-communicator residency check (collectives/watch.c), without a GPU: a
+/* The error watcher and the cross-communicator residency check (comm/watch.c), without a GPU: a
  * communicator shell whose kernel error record lives in plain host memory, written by the test the way a
  * failing kernel writes it (fields, then the status). */
 #include <pthread.h>
@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "collectives/coll_internal.h"
-#include "collectives/watch.h"
-#include "core/comm.h"
-#include "core/param.h"
+#include "comm/watch.h"
+#include "base/comm_state.h"
+#include "base/param.h"
 #include "test_util.h"
 
 static symmem_comm_t shell(const char *bus)

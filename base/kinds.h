@@ -1,0 +1,37 @@
+/* The collective operations ("kinds"): one list for the collectives and their kernels, the error records and
+ * messages, the algorithm table and the tuning file (which distinguishes the kinds before
+ * SYMMEM_COLL_BARRIER). Vocabulary, like the public dtype, op and algorithm lists; names in base/names.c. */
+#ifndef SYMMEM_BASE_KINDS_H
+#define SYMMEM_BASE_KINDS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SYMMEM_COLL_KIND_LIST(X)                                                                           \
+    X(ALL_REDUCE, 0, "all_reduce")                                                                         \
+    X(REDUCE_SCATTER, 1, "reduce_scatter")                                                                 \
+    X(ALL_GATHER, 2, "all_gather")                                                                         \
+    X(BARRIER, 3, "barrier")                                                                               \
+    X(ALL_REDUCE_RMSNORM, 4, "all_reduce_add_rmsnorm")
+
+typedef enum symmem_coll_kind {
+#define SYMMEM_COLL_KIND_ENUM_(name, value, text) SYMMEM_COLL_##name = value,
+    SYMMEM_COLL_KIND_LIST(SYMMEM_COLL_KIND_ENUM_)
+#undef SYMMEM_COLL_KIND_ENUM_
+    SYMMEM_COLL_KIND_COUNT
+} symmem_coll_kind_t;
+
+/* "all_reduce", ...; "invalid_kind" outside the list. */
+const char *symmem_coll_kind_name(symmem_coll_kind_t kind);
+/* The kind named `name` (as symmem_coll_kind_name spells it), or -1. */
+int symmem_coll_kind_from_name(const char *name);
+/* The algorithm named `name` (symmem_algo_name's spelling, any case), or -1; records and logs nothing, for
+ * callers that report a bad name in their own words (SYMMEM_ALGO, the tuning file). The public
+ * symmem_algo_from_name is this plus the error. */
+int symmem_algo_lookup(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,275 @@
+/* symmem-bench's algorithm table: what SYMMEM_ALGO_AUTO resolves to (asked of the library's own table,
+ * symmem_coll_choose, by the byte count the library looks it up by), and --tune: every concrete algorithm
+ * per size; rank 0 picks the fastest correct one per size from the slowest-rank times and broadcasts the
+ * choice over the shared-memory channel; every rank replaces the table of this op with contiguous size
+ * ranges (symmem_coll_tune_clear/_set), rank 0 writes it to FILE (symmem_coll_tune_save), and auto is
+ * measured again with the new table. See bench/NOTES.md.
+ * The one file of the benchmarks that uses the collectives' internal tuning API (collectives/tune.h, a
+ * hidden part of symmem_static): the tuner sets a live communicator's table, which no public call does. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "collectives/tune.h"
+
+size_t bench_table_key(const bench_t *b, const geom_t *g)
+{
+    return symmem_coll_message_bytes(b->ctx.nranks, b->o.coll->kind, g->count, b->o.dt);
+}
+
+int bench_auto_choice(const bench_t *b, const geom_t *g)
+{
+    return (int)symmem_coll_choose(symmem_coll_tuning(b->ctx.r[0].comm), b->o.coll->kind, bench_table_key(b, g));
+}
+
+const char *bench_algo_label(const bench_t *b, const geom_t *g, int algo, char *buf, size_t len)
+{
+    if (algo != SYMMEM_ALGO_AUTO || !b->o.coll->tunable)
+        snprintf(buf, len, "%s", symmem_algo_name((symmem_algo_t)algo));
+    else
+        snprintf(buf, len, "auto:%s", symmem_algo_name((symmem_algo_t)bench_auto_choice(b, g)));
+    return buf;
+}
+
+int bench_table_facts(const bench_t *b, const char **fingerprint, char *table_file, size_t len, double *probe_rd,
+                      double *probe_wr)
+{
+    symmem_comm_t comm = b->ctx.r[0].comm;
+    int explicit_tab = 0;
+    *fingerprint = symmem_coll_tuning(comm)->fingerprint;
+    if (symmem_coll_tune_path(table_file, len, 0, &explicit_tab) != 0 || access(table_file, R_OK) != 0)
+        table_file[0] = 0;
+    return symmem_coll_probe_figures(comm, probe_rd, probe_wr);
+}
+
+/* --tune FILE, else where the library looks by default: SYMMEM_TUNE_FILE, else <cache dir>/tune.txt
+ * (the folder is created), so a tuning pass serves every later run on this machine without settings. */
+const char *bench_tune_path(const opts_t *o)
+{
+    static char path[4096];
+    int explicit_path = 0;
+    if (o->tune_file) return o->tune_file;
+    if (symmem_coll_tune_path(path, sizeof path, 1, &explicit_path) != 0) return "symmem-tune.txt";
+    return path;
+}
+
+/* Before measuring: if FILE exists, every rank loads it, so the rules of the other ops (and of this op,
+ * for the "before" column) are what the file says; symmem_coll_tune_save replaces the whole section of
+ * this topology, so without this a second --tune for another op would drop the first op's rules.
+ * Agreed across ranks; -1 (nothing measured) if any rank cannot read or parse it. */
+int bench_tune_begin(bench_t *b)
+{
+    cc_ctx_t *ctx = &b->ctx;
+    const char *path = bench_tune_path(&b->o);
+    uint64_t failed = 0;
+    if (access(path, F_OK) == 0) {
+        for (int i = 0; i < ctx->nlocal; i++) {
+            if (symmem_coll_tune_load(symmem_coll_tuning(ctx->r[i].comm), path) == SYMMEM_OK) continue;
+            if (!failed) cc_log(ctx, "--tune: cannot use %s: %s", path, symmem_last_error());
+            failed++;
+        }
+    }
+    if (cc_sum_u64(ctx, failed) != 0) {
+        if (cc_is_root(ctx)) printf("# --tune: %s exists but cannot be used (see above): fix or remove it\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Rank 0 picks each size's winner (its times are already the slowest rank's) and broadcasts it through
+ * the shared-memory channel, so every rank builds the table from the same decisions. Returns the number
+ * of sizes with a winner, or -1 if the channel failed. */
+static int tune_decide(bench_t *b, size_rec_t *recs, int nrec)
+{
+    cc_ctx_t *ctx = &b->ctx;
+    const int root = cc_is_root(ctx);
+    int nwin = 0;
+    for (int k = 0; k < nrec; k++) {
+        int w = -1;
+        double wus = 0;
+        for (int a = SYMMEM_ALGO_AUTO + 1; a < SYMMEM_ALGO_COUNT && root; a++) {
+            const result_t *r = &recs[k].res[a];
+            if (r->ok && r->wrong == 0 && (w < 0 || r->us < wus)) { /* unsupported or wrong never wins */
+                w = a;
+                wus = r->us;
+            }
+        }
+        uint64_t mine[CC_MAX_RANKS], all[CC_MAX_RANKS];
+        for (int i = 0; i < CC_MAX_RANKS; i++) mine[i] = (uint64_t)(int64_t)w;
+        if (cc_allgather_u64(ctx, mine, all) != 0) return -1;
+        const int agreed = (int)(int64_t)all[0]; /* rank 0's */
+        recs[k].winner = agreed > SYMMEM_ALGO_AUTO && agreed < SYMMEM_ALGO_COUNT ? agreed : -1;
+        nwin += recs[k].winner >= 0;
+    }
+    return nwin;
+}
+
+/* floor(sqrt(lo*hi)), kept in [lo, hi) */
+static size_t geo_mid(size_t lo, size_t hi)
+{
+    size_t t = (size_t)floor(sqrt((double)lo * (double)hi));
+    if (t < lo) t = lo;
+    if (t >= hi) t = hi - 1;
+    return t;
+}
+
+/* Contiguous ranges from the agreed winners: a run of sizes with the same winner holds up to the
+ * geometric midpoint between its last size and the next measured size with a winner; the last run
+ * holds up to SIZE_MAX. Sizes below the first measured one fall under the first rule. */
+static int tune_ranges(const size_rec_t *recs, int nrec, size_t *max_bytes, int *algo)
+{
+    int nr = 0;
+    size_t last_key = 0;
+    for (int k = 0; k < nrec; k++) {
+        const int w = recs[k].winner;
+        if (w < 0) continue;
+        if (nr > 0 && algo[nr - 1] == w) {
+            last_key = recs[k].key;
+            continue;
+        }
+        if (nr > 0) max_bytes[nr - 1] = geo_mid(last_key, recs[k].key);
+        algo[nr] = w;
+        last_key = recs[k].key;
+        nr++;
+    }
+    if (nr > 0) max_bytes[nr - 1] = SIZE_MAX;
+    return nr;
+}
+
+/* Every rank: replace this op's rules with the ranges, then check that every rank now chooses the same
+ * algorithm at every measured size (the library compares tables only at init). On failure every rank
+ * clears the op (built-in default; still the same everywhere). Agreed; 0 or -1. */
+static int tune_apply(bench_t *b, const size_rec_t *recs, int nrec, const size_t *max_bytes, const int *algo, int nr)
+{
+    cc_ctx_t *ctx = &b->ctx;
+    const symmem_coll_kind_t kind = b->o.coll->kind;
+    uint64_t failed = 0, hl[CC_MAX_RANKS] = {0}, ha[CC_MAX_RANKS];
+    for (int i = 0; i < ctx->nlocal; i++) {
+        symmem_coll_tuning_t *c = symmem_coll_tuning(ctx->r[i].comm);
+        symmem_status_t st = symmem_coll_tune_clear(c, kind);
+        for (int j = 0; j < nr && st == SYMMEM_OK; j++)
+            st = symmem_coll_tune_set(c, kind, max_bytes[j], (symmem_algo_t)algo[j]);
+        if (st != SYMMEM_OK) {
+            cc_log(ctx, "--tune: rank %d: setting the table: %s: %s", ctx->r[i].rank, symmem_status_name(st),
+                   symmem_last_error());
+            failed++;
+        }
+        int chosen[BENCH_MAX_SIZES];
+        for (int k = 0; k < nrec; k++) chosen[k] = (int)symmem_coll_choose(c, kind, recs[k].key);
+        hl[i] = cc_hash(chosen, (size_t)nrec * sizeof chosen[0]);
+    }
+    int differ = 0;
+    if (cc_allgather_u64(ctx, hl, ha) != 0) return -1;
+    for (int k = 1; k < ctx->nranks; k++) differ |= ha[k] != ha[0];
+    if (cc_sum_u64(ctx, failed) == 0 && !differ) return 0;
+    for (int i = 0; i < ctx->nlocal; i++) symmem_coll_tune_clear(symmem_coll_tuning(ctx->r[i].comm), kind);
+    if (cc_is_root(ctx))
+        printf("# --tune: %s; %s falls back to the built-in table, nothing written\n",
+               differ ? "ranks ended up with different choices" : "the table could not be set (see above)",
+               symmem_coll_kind_name(b->o.coll->kind));
+    return -1;
+}
+
+/* The table as symmem_coll_tune_print writes it, each line behind "#   " so the output stays a table. */
+static void print_table_commented(const symmem_coll_tuning_t *comm)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) {
+        symmem_coll_tune_print(comm, stdout);
+        return;
+    }
+    symmem_coll_tune_print(comm, m);
+    fclose(m);
+    char *save = NULL;
+    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) printf("#   %s\n", line);
+    free(buf);
+}
+
+static void print_tune_summary(const size_rec_t *recs, int nrec)
+{
+    printf("#\n# tuning: before = what auto chose before this pass, after = auto with the new table (times in us,\n"
+           "# slowest rank; ratio = time / NCCL time, < 1: symmem faster; NCCL from the tuning pass)\n");
+    printf("#%11s %17s %10s %6s | %17s %10s %6s | %10s\n", "size", "before", "time", "ratio", "after", "time",
+           "ratio", "nccl");
+    double gb = 0, ga = 0;
+    int nb = 0, na = 0, nowin = 0;
+    for (int k = 0; k < nrec; k++) {
+        const size_rec_t *x = &recs[k];
+        const double nccl = x->nccl.ok ? x->nccl.us : 0;
+        const result_t *bf = x->before > SYMMEM_ALGO_AUTO && x->before < SYMMEM_ALGO_COUNT ? &x->res[x->before] : NULL;
+        const int bok = bf && bf->ok && bf->wrong == 0, aok = x->after.ok && x->after.wrong == 0;
+        char bt[16] = "-", br[16] = "-", at[16] = "-", ar[16] = "-", nt[16] = "-", al[32];
+        if (bok) snprintf(bt, sizeof bt, "%.2f", bf->us);
+        if (aok) snprintf(at, sizeof at, "%.2f", x->after.us);
+        if (nccl > 0) snprintf(nt, sizeof nt, "%.2f", nccl);
+        if (bok && nccl > 0) {
+            snprintf(br, sizeof br, "%.2f", bf->us / nccl);
+            gb += log(bf->us / nccl);
+            nb++;
+        }
+        if (aok && nccl > 0) {
+            snprintf(ar, sizeof ar, "%.2f", x->after.us / nccl);
+            ga += log(x->after.us / nccl);
+            na++;
+        }
+        snprintf(al, sizeof al, "%s%s", symmem_algo_name((symmem_algo_t)x->after_algo), x->winner >= 0 ? "" : "*");
+        nowin += x->winner < 0;
+        printf(" %11zu %17s %10s %6s | %17s %10s %6s | %10s\n", x->g.bytes, symmem_algo_name((symmem_algo_t)x->before),
+               bt, br, al, at, ar, nt);
+    }
+    if (nowin) printf("# *: no algorithm ran correctly at this size; a neighbouring size's range covers it\n");
+    if (nb) printf("# geometric mean ratio before: %.3f over %d sizes\n", exp(gb / nb), nb);
+    if (na) printf("# geometric mean ratio after:  %.3f over %d sizes\n", exp(ga / na), na);
+}
+
+/* After the measuring pass: decide, build, set, save, print, re-measure auto. 0, or -1 when no table was
+ * set or it could not be written. Every rank makes the same collective calls in the same order. */
+int bench_tune_finish(bench_t *b, size_rec_t *recs, int nrec, double busf, uint64_t *wrong_total)
+{
+    cc_ctx_t *ctx = &b->ctx;
+    const int root = cc_is_root(ctx);
+    const char *path = bench_tune_path(&b->o);
+    size_t max_bytes[BENCH_MAX_SIZES];
+    int algo[BENCH_MAX_SIZES];
+    const int nwin = tune_decide(b, recs, nrec);
+    if (nwin < 0) return -1;
+    const int nr = tune_ranges(recs, nrec, max_bytes, algo);
+    if (nr == 0) {
+        if (root) printf("# --tune: no algorithm ran correctly at any size: table unchanged, nothing written\n");
+        return -1;
+    }
+    if (tune_apply(b, recs, nrec, max_bytes, algo, nr) != 0) return -1;
+    int rc = 0;
+    if (root) {
+        symmem_coll_tuning_t *c = symmem_coll_tuning(ctx->r[0].comm);
+        printf("#\n# tuned: %d of %d sizes had a winner, %d rule(s) for %s\n", nwin, nrec, nr, symmem_coll_kind_name(b->o.coll->kind));
+        const symmem_status_t st = symmem_coll_tune_save(c, path);
+        if (st == SYMMEM_OK)
+            printf("# written to %s (use it: SYMMEM_TUNE_FILE=%s); the table now in effect:\n", path, path);
+        else {
+            printf("# --tune: could not write %s: %s: %s; the table now in effect (not saved):\n", path,
+                   symmem_status_name(st), symmem_last_error());
+            rc = -1;
+        }
+        print_table_commented(c);
+        printf("#\n# after tuning: auto with the new table (NCCL columns repeat the tuning pass's measurement)\n");
+        bench_print_columns();
+    }
+    for (int k = 0; k < nrec; k++) {
+        size_rec_t *x = &recs[k];
+        char label[32];
+        bench_algo_label(b, &x->g, SYMMEM_ALGO_AUTO, label, sizeof label);
+        x->after_algo = bench_auto_choice(b, &x->g);
+        x->after = bench_measure(b, &x->g, SYMMEM_ALGO_AUTO, 0, cc_mix64(cc_mix64(0xbe4c8ull ^ x->g.bytes) + 0x7475));
+        *wrong_total += x->after.wrong;
+        if (root) bench_print_row(b, &x->g, label, &x->after, &x->nccl, busf);
+    }
+    if (root) print_tune_summary(recs, nrec);
+    return rc;
+}
+

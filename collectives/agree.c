@@ -1,0 +1,128 @@
+/* What the ranks of a communicator agree on at collectives init: each rank's wishes (the grid its GPU
+ * holds, the block size, the launch mode, the Lamport check, SYMMEM_ALGO, the tuning file's table, the
+ * probe), then one exchange that makes them the same everywhere, since every rank must plan every call the
+ * same way. */
+#include <cuda_runtime_api.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "base/comm_state.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "base/status.h"
+#include "collectives/coll_internal.h"
+#include "topology/choice.h"
+
+/* This rank's grid bound from its own GPU (agree_across_ranks takes the minimum over ranks). */
+static int grid_cap(symmem_comm_t comm, int blocks_per_sm, int *capacity)
+{
+    const symmem_peer_info_t *me = &comm->peers[comm->rank];
+    int here = 0;
+    for (int q = 0; q < comm->nranks; q++) here += strcmp(comm->peers[q].pci_bus_id, me->pci_bus_id) == 0;
+    const int64_t share = symmem_param_int(SYMMEM_PARAM_GRID_SHARE);
+    if (share < 1 || share > 100)
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_GRID_SHARE=%" PRId64 " is not a percentage in 1..100; using %d", share,
+                    share < 1 ? 1 : 100);
+    const int64_t cap = symmem_param_int(SYMMEM_PARAM_MAX_BLOCKS);
+    *capacity = blocks_per_sm * me->sm_count;
+    return symmem_coll_grid_rule(blocks_per_sm, me->sm_count, here, (int)(share < 1 ? 1 : share > 100 ? 100 : share),
+                                 cap > 0 && cap < INT32_MAX ? (int)cap : 0);
+}
+
+/* Facts every rank must agree on, exchanged once at init. */
+typedef struct agree {
+    int32_t max_grid;
+    int32_t min_threads;
+    int32_t env_algo;
+    uint64_t table_hash;
+    int32_t pdl;
+    int32_t probe; /* this rank wants the peer-bandwidth probe */
+    int32_t lam_check;
+} agree_t;
+
+static symmem_status_t agree_across_ranks(symmem_comm_t comm, struct symmem_coll *co)
+{
+    agree_t me = {co->grid.max_grid, co->grid.min_threads, (int32_t)co->tuning.env_algo,
+                  topo_table_hash(&co->tuning.table), co->pdl, co->probe, co->lam_check},
+            all[SYMMEM_MAX_RANKS];
+    SYMMEM_CHECK(symmem_comm_allgather(comm, &me, all, sizeof me));
+    int table_differs = 0, probe_differs = 0;
+    for (int r = 0; r < comm->nranks; r++) {
+        if (all[r].max_grid < co->grid.max_grid) co->grid.max_grid = all[r].max_grid;
+        if (all[r].min_threads < co->grid.min_threads) co->grid.min_threads = all[r].min_threads; /* grids match */
+        if (!all[r].pdl) co->pdl = 0; /* the same launch mode everywhere keeps timing symmetric */
+        if (all[r].lam_check) co->lam_check = 1; /* a rank that checks waits for headers: all push them */
+        /* the probe is collective (barriers, an allgather): every rank runs it or none does */
+        if (all[r].probe != me.probe) probe_differs = 1;
+        if (!all[r].probe) co->probe = 0;
+        if (all[r].env_algo != me.env_algo)
+            return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                                    "SYMMEM_ALGO differs between ranks (rank %d: %s, this rank: %s): every rank must "
+                                    "use the same algorithm",
+                                    r, symmem_algo_name((symmem_algo_t)all[r].env_algo),
+                                    symmem_algo_name(co->tuning.env_algo));
+        if (all[r].table_hash != me.table_hash) table_differs = 1;
+    }
+    if (table_differs) {
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "ranks loaded different algorithm tables (SYMMEM_TUNE_FILE differs between "
+                                        "ranks?); every rank uses the built-in table");
+        co->tuning.table.nrules = 0;
+    }
+    if (probe_differs)
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_COLL_PROBE asks for the peer-bandwidth probe on some ranks only; no "
+                                        "rank runs it");
+    return SYMMEM_OK;
+}
+
+/* Whether this rank asks for the probe (agreed across ranks afterwards). */
+static int probe_wanted(symmem_comm_t comm)
+{
+    const char *v = symmem_param_str(SYMMEM_PARAM_COLL_PROBE);
+    if (comm->nranks < 2) return 0;
+    if (strcmp(v, "0") == 0 || strcasecmp(v, "off") == 0) return 0;
+    if (strcasecmp(v, "force") == 0 || strcmp(v, "1") == 0) return 1;
+    if (v[0] && strcasecmp(v, "auto") != 0)
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_COLL_PROBE=%s is not auto, force or 0; using auto", v);
+    return topo_probe_useful(comm->link_class);
+}
+
+/* SYMMEM_ALGO, then the table measured on this machine (symmem-bench --tune): SYMMEM_TUNE_FILE, else the cache
+ * folder's tune.txt when it exists. A table that does not parse is ignored with a warning. */
+static void table_wishes(symmem_comm_t comm, struct symmem_coll *co)
+{
+    const topo_choice_facts_t facts = {comm->nranks, comm->link_class, 0.0, 0.0};
+    symmem_coll_tune_init(&co->tuning, comm->fingerprint, &facts);
+    const char *env = symmem_param_str(SYMMEM_PARAM_ALGO);
+    const int env_algo = env[0] ? symmem_algo_lookup(env) : SYMMEM_ALGO_AUTO;
+    co->tuning.env_algo = env_algo < 0 ? SYMMEM_ALGO_AUTO : (symmem_algo_t)env_algo;
+    if (env_algo < 0) SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_ALGO=%s is not an algorithm; using auto", env);
+    char tune[4096];
+    int explicit_tune = 0;
+    if (symmem_coll_tune_path(tune, sizeof tune, 0, &explicit_tune) == 0 &&
+        (explicit_tune || access(tune, R_OK) == 0) && symmem_coll_tune_load(&co->tuning, tune) != SYMMEM_OK) {
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "algorithm table %s ignored: %s", tune, symmem_last_error());
+        symmem_clear_error();
+        co->tuning.table.nrules = 0;
+    }
+}
+
+symmem_status_t symmem_coll_agree(symmem_comm_t comm, struct symmem_coll *co, int blocks_per_sm)
+{
+    co->grid.max_grid = grid_cap(comm, blocks_per_sm, &co->capacity);
+    int mps = 0;
+    if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, comm->device) != cudaSuccess) mps = 0;
+    (void)cudaGetLastError();
+    co->mps = mps;
+    co->grid.min_threads = symmem_coll_min_block_threads();
+    /* Programmatic dependent launch (see symmem_coll_launch): Hopper and newer, one rank per GPU. */
+    co->pdl = symmem_param_int(SYMMEM_PARAM_PDL) != 0 && comm->ranks_per_device == 1 &&
+              comm->peers[comm->rank].cc_major >= 9;
+    co->lam_check = symmem_param_int(SYMMEM_PARAM_LAMPORT_CHECK) != 0;
+    table_wishes(comm, co);
+    co->probe = probe_wanted(comm);
+    return agree_across_ranks(comm, co);
+}

@@ -1,0 +1,113 @@
+/* The algorithm descriptors: one row per algorithm of SYMMEM_ALGO_LIST (symmem.h), generated from that
+ * list, saying for each operation it serves what the host plans with and what the kernels consume: the
+ * kernel family (its kernel file and entry), the workspace packs per shard position, whether it may read
+ * the senders' inputs in place and store results into the peers' outputs (zero copy in and out), and the
+ * sync epochs it uses. Host (plan.c) and kernels (p.epochs) read this table and nothing else about an
+ * algorithm's shape.
+ *
+ * Adding an algorithm: its entry in SYMMEM_ALGO_LIST, a row SYMMEM_COLL_DESC_<NAME> below (without it the
+ * table does not compile), and its kernel file; a new kernel template is one more family in
+ * SYMMEM_COLL_FAMILY_LIST. Then a rule in the choice (topology/choice.c) if AUTO should pick it. */
+#ifndef SYMMEM_COLLECTIVES_ALGOS_H
+#define SYMMEM_COLLECTIVES_ALGOS_H
+
+#include <stdint.h>
+
+#include "base/kinds.h"
+#include "symmem/symmem.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Kernel families: one kernel template each (collectives/<file>.cu), instantiated per dtype x op:
+ * X(NAME, value, file). The Lamport family has a second instantiation with the round headers of
+ * SYMMEM_LAMPORT_CHECK (launch.cu). */
+#define SYMMEM_COLL_FAMILY_LIST(X)                                                                         \
+    X(PULL, 0, pull)                                                                                       \
+    X(PUSH, 1, push)                                                                                       \
+    X(LAMPORT, 2, lamport)
+
+typedef enum symmem_coll_family {
+    SYMMEM_COLL_FAM_NONE = -1, /* the row serves no such operation (AUTO) */
+#define SYMMEM_COLL_FAM_ENUM_(name, value, file) SYMMEM_COLL_FAM_##name = value,
+    SYMMEM_COLL_FAMILY_LIST(SYMMEM_COLL_FAM_ENUM_)
+#undef SYMMEM_COLL_FAM_ENUM_
+    SYMMEM_COLL_FAM_COUNT
+} symmem_coll_family_t;
+
+/* Zero copy in: the pull kernels may read every rank's input where it lies, when it lies in a symmetric
+ * buffer of the communicator (plan.c states the rule ranks must follow). */
+enum {
+    SYMMEM_COLL_ZC_NO = 0,
+    SYMMEM_COLL_ZC_LARGE = 1, /* from SYMMEM_COLL_ZC_MIN_BYTES on: it costs one more sync at the end */
+    SYMMEM_COLL_ZC_ANY = 2,   /* at any size: a later sync of the call already implies it */
+};
+/* Zero copy out: the results are stored straight into every rank's receive buffer when it is symmetric. */
+enum {
+    SYMMEM_COLL_ZO_NO = 0,
+    SYMMEM_COLL_ZO_YES = 1,
+    SYMMEM_COLL_ZO_WITH_ZC = 2, /* only when it also reads in place; both ways, it needs no workspace */
+};
+
+/* One operation's row of an algorithm. Workspace packs (16 bytes) per shard position and round, in a data
+ * half (a Lamport buffer for the Lamport family): units_nn * n^2 + units_n * n + units_1, or with zero copy
+ * out zo_units_n * n + zo_units_1. Epochs: epochs_per_round per round, plus zc_end_epochs with zero copy in
+ * (the end sync); every Lamport-family round also consumes one Lamport round. */
+typedef struct symmem_coll_algo_op {
+    int8_t fam; /* symmem_coll_family_t */
+    uint8_t units_nn, units_n, units_1;
+    uint8_t zo_units_n, zo_units_1;
+    uint8_t zc_in;  /* SYMMEM_COLL_ZC_* */
+    uint8_t zc_out; /* SYMMEM_COLL_ZO_* */
+    uint8_t epochs_per_round, zc_end_epochs;
+    uint8_t every_shard; /* the grid covers all n shards of a round (every rank reduces every shard) */
+} symmem_coll_algo_op_t;
+
+/* X(fam, units n^2 n 1, with zero copy out n 1, zero copy in, out, epochs per round, end sync epochs,
+ * every shard) */
+#define SYMMEM_COLL_OP_(fam, unn, un, u1, zn, z1, zci, zco, epr, zce, all)                                 \
+    {SYMMEM_COLL_FAM_##fam, unn, un, u1, zn, z1, SYMMEM_COLL_ZC_##zci, SYMMEM_COLL_ZO_##zco, epr, zce, all}
+#define SYMMEM_COLL_OP_NONE_ {SYMMEM_COLL_FAM_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/* The rows: all_reduce, reduce_scatter, all_gather. The half layouts each kernel file states (pull.cu,
+ * push.cu, lamport.cu) are what the unit counts measure; tests/unit/test_coll_model.c restates them from
+ * the kernels and compares. */
+#define SYMMEM_COLL_DESC_AUTO {SYMMEM_COLL_OP_NONE_, SYMMEM_COLL_OP_NONE_, SYMMEM_COLL_OP_NONE_}
+/* staging[s][segp] (all-gather: my shard only); one sync per round, and one at the end with zero copy in */
+#define SYMMEM_COLL_DESC_ONESHOT_PULL                                                                      \
+    {SYMMEM_COLL_OP_(PULL, 0, 1, 0, 1, 0, LARGE, NO, 2, 2, 0), SYMMEM_COLL_OP_(PULL, 0, 1, 0, 1, 0, LARGE, NO, 2, 2, 0), \
+     SYMMEM_COLL_OP_(PULL, 0, 0, 1, 0, 1, LARGE, NO, 2, 2, 0)}
+/* all-reduce: Lamport slots[src][n * segp]; reduce-scatter: Lamport slots[src][segp]; all-gather: flag push
+ * into gather[s][segp] */
+#define SYMMEM_COLL_DESC_ONESHOT_PUSH                                                                      \
+    {SYMMEM_COLL_OP_(LAMPORT, 1, 0, 0, 0, 0, NO, NO, 0, 0, 1), SYMMEM_COLL_OP_(LAMPORT, 0, 1, 0, 1, 0, NO, NO, 0, 0, 0), \
+     SYMMEM_COLL_OP_(PUSH, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0)}
+/* all-reduce: staging + result[segp], reads symmetric inputs in place at any size and then may store into
+ * symmetric outputs too (both: no workspace); the others as one-shot pull */
+#define SYMMEM_COLL_DESC_TWOSHOT_PULL                                                                      \
+    {SYMMEM_COLL_OP_(PULL, 0, 1, 1, 1, 1, ANY, WITH_ZC, 2, 0, 0), SYMMEM_COLL_OP_(PULL, 0, 1, 0, 1, 0, LARGE, NO, 2, 2, 0), \
+     SYMMEM_COLL_OP_(PULL, 0, 0, 1, 0, 1, LARGE, NO, 2, 2, 0)}
+/* all-reduce: slots[src][segp] + gather[s][segp], no gather area when the results go straight out */
+#define SYMMEM_COLL_DESC_TWOSHOT_PUSH                                                                      \
+    {SYMMEM_COLL_OP_(PUSH, 0, 2, 0, 1, 0, NO, YES, 2, 0, 0), SYMMEM_COLL_OP_(PUSH, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0), \
+     SYMMEM_COLL_OP_(PUSH, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0)}
+/* as two-shot push, but the gather area stays with zero copy out (the result is staged there first) */
+#define SYMMEM_COLL_DESC_STAGED                                                                            \
+    {SYMMEM_COLL_OP_(PUSH, 0, 2, 0, 2, 0, NO, YES, 2, 0, 0), SYMMEM_COLL_OP_(PUSH, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0), \
+     SYMMEM_COLL_OP_(PUSH, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0)}
+/* all-reduce: Lamport slots[src][segp] + gather[s][segp]; reduce-scatter: its first half (= one-shot push);
+ * all-gather: its second half, the flag push */
+#define SYMMEM_COLL_DESC_TWOSHOT_LAMPORT                                                                   \
+    {SYMMEM_COLL_OP_(LAMPORT, 0, 2, 0, 2, 0, NO, NO, 0, 0, 0), SYMMEM_COLL_OP_(LAMPORT, 0, 1, 0, 1, 0, NO, NO, 0, 0, 0), \
+     SYMMEM_COLL_OP_(PUSH, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0)}
+
+/* The row of `algo` for `kind` (all_reduce, reduce_scatter, all_gather); NULL outside the table. */
+const symmem_coll_algo_op_t *symmem_coll_algo(symmem_coll_kind_t kind, symmem_algo_t algo);
+/* Its family (SYMMEM_COLL_FAM_NONE outside the table). */
+int symmem_coll_family_of(symmem_coll_kind_t kind, symmem_algo_t algo);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,157 @@
+/* The collectives of a communicator, made and freed (what comm/ calls): load the kernels, agree with the
+ * other ranks (agree.c), make the workspace (workspace.c), run the init probe where it decides something,
+ * and the accessors the rest of the library reads. */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/comm_state.h"
+#include "base/log.h"
+#include "base/status.h"
+#include "collectives/coll_internal.h"
+#include "collectives/fused.h"
+#include "topology/choice.h"
+#include "topology/probe.h"
+#include "topology/ranks.h"
+
+#define PROBE_BYTES ((size_t)4 << 20)
+#define PROBE_RUNS 3 /* timed, after one warm-up (topology/probe.c) */
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static size_t align_down(size_t v, size_t a) { return v / a * a; }
+
+/* The ring figures (topology/probe.h) over the data halves, which hold nothing between calls: rank r loads
+ * from half 0 of rank r+1 into its own half 1 and stores its own half 0 into half 1 of rank r+1. Flags,
+ * Lamport buffers and the device state stay as initialised. The figures replace the built-in table with
+ * topo_choose's for them: the same on every rank (minima over ranks); a tuning-file table, agreed by hash,
+ * is not touched and still wins. */
+static symmem_status_t probe_links(symmem_comm_t comm, struct symmem_coll *co)
+{
+    const int peer = (comm->rank + 1) % comm->nranks;
+    const symmem_coll_layout_t *l = &co->layout;
+    const size_t bytes = align_down(PROBE_BYTES < l->half_bytes ? PROBE_BYTES : l->half_bytes, 16 * SYMMEM_COLL_THREADS);
+    char *theirs = co->ws_peers[peer] + l->data_off, *mine = co->ws_peers[comm->rank] + l->data_off;
+    const topo_probe_buffers_t b = {theirs, theirs + l->half_bytes, mine + l->half_bytes, mine, bytes,
+                                    co->grid.max_grid, SYMMEM_COLL_THREADS};
+    double rd = 0, wr = 0;
+    const double t0 = now_ms();
+    SYMMEM_CHECK(topo_probe_ring(comm, &b, &rd, &wr));
+    co->probed = 1;
+    co->probe_read_gbs = rd;
+    co->probe_write_gbs = wr;
+    const topo_choice_facts_t f = {comm->nranks, comm->link_class, rd, wr};
+    const int changed = symmem_coll_tune_measured(&co->tuning, &f);
+    SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
+                "probe: peer read %.1f GB/s, peer write %.1f GB/s (all ranks at once, min over ranks); %s%s "
+                "(%d default rules changed; %zu bytes x %d runs, %.1f ms at init)",
+                rd, wr, co->tuning.prefer == TOPO_PREFER_KEEP ? "no clear winner, keeping " : "preferring ",
+                topo_prefer_name(co->tuning.prefer), changed, bytes, PROBE_RUNS + 1, now_ms() - t0);
+    return SYMMEM_OK;
+}
+
+/* Load every kernel now (this thread has the communicator's device current): a kernel loaded lazily at its
+ * first launch can wait for the running kernels of its context, and ours wait for each other (launch.cu,
+ * symmem_coll_preload). It also gives the occupancy the grid rule needs: *blocks_per_sm. */
+static symmem_status_t load_kernels(int *blocks_per_sm)
+{
+    symmem_coll_preload_info_t pre;
+    cudaError_t e;
+    if ((e = (cudaError_t)symmem_coll_preload(&pre)) != cudaSuccess ||
+        (e = (cudaError_t)symmem_fused_preload(&pre)) != cudaSuccess)
+        return symmem_set_error(SYMMEM_CUDA_ERROR, "collectives: loading the collective kernels failed: %s (%s)",
+                                cudaGetErrorName(e), cudaGetErrorString(e));
+    if (pre.min_blocks_per_sm < 1)
+        return symmem_set_error(SYMMEM_CUDA_ERROR,
+                                "collectives: a block of %d threads of the collective kernels does not fit on one SM "
+                                "of this GPU (%d registers per thread)",
+                                SYMMEM_COLL_THREADS, pre.max_regs);
+    SYMMEM_DEBUG(SYMMEM_SUBSYS_COLL, "loaded %d collective kernels: at most %d registers per thread, %d block(s) of %d "
+                                     "threads per SM",
+                 pre.kernels, pre.max_regs, pre.min_blocks_per_sm, SYMMEM_COLL_THREADS);
+    *blocks_per_sm = pre.min_blocks_per_sm;
+    return SYMMEM_OK;
+}
+
+/* A rank of this process on this GPU, whose kernels must run beside ours; and what MPS does to that. */
+static void find_colocated(symmem_comm_t comm, struct symmem_coll *co)
+{
+    co->colocated_peer = -1;
+    for (int q = 0; q < comm->nranks && co->colocated_peer < 0; q++)
+        if (q != comm->rank && comm->peers[q].pid == comm->peers[comm->rank].pid &&
+            strcmp(comm->peers[q].pci_bus_id, comm->peers[comm->rank].pci_bus_id) == 0)
+            co->colocated_peer = q;
+    /* Under MPS a client process gets only a few hardware work queues (CUDA_DEVICE_MAX_CONNECTIONS, shared
+     * pool); several ranks' streams of this process may then share one queue, and a rank's collective
+     * waits behind a co-located rank's that waits for it: a timeout (coll_b2b --inproc 4 under MPS: timed
+     * out; with CUDA_DEVICE_MAX_CONNECTIONS=32: passed; bench/NOTES.md). Say so before it happens. */
+    if (co->colocated_peer >= 0 && co->mps && comm->rank < co->colocated_peer) {
+        const char *conn = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+        if (!conn || atoi(conn) <= comm->ranks_per_device)
+            SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
+                        "ranks %d and %d of this process share GPU %s under MPS, where the process's streams may "
+                        "share hardware work queues: their collectives would then run one after the other and "
+                        "time out. Set CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts, or run such ranks "
+                        "without MPS (docs/collectives.md, \"Residency\")",
+                        comm->rank, co->colocated_peer, comm->peers[comm->rank].pci_bus_id);
+    }
+}
+
+symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
+{
+    if (!comm || comm->backend != SYMMEM_BACKEND_CUDA) return SYMMEM_OK;
+    struct symmem_coll *co = calloc(1, sizeof *co);
+    if (!co) return symmem_set_error(SYMMEM_OUT_OF_MEMORY, "collectives: out of host memory");
+    comm->coll = co;
+    int blocks_per_sm = 0;
+    symmem_status_t st;
+    SYMMEM_CHECK_GOTO(load_kernels(&blocks_per_sm), st, fail);
+    SYMMEM_CHECK_GOTO(symmem_coll_agree(comm, co, blocks_per_sm), st, fail);
+    find_colocated(comm, co);
+    SYMMEM_CHECK_GOTO(symmem_coll_workspace_init(comm, co), st, fail);
+    /* The defaults become final here: the probe's decision comes from allgathered minima, so it is the same on
+     * every rank (the tuning-file table, agreed above by hash, is not touched and still wins). */
+    if (co->probe) SYMMEM_CHECK_GOTO(probe_links(comm, co), st, fail);
+    SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
+                "collectives ready: workspace %zu bytes (Lamport 3 x %zu, data 2 x %zu), %d blocks/kernel of %d..%d "
+                "threads, PDL %s, links %s, fingerprint %s, table %s%s",
+                co->layout.ws_bytes, co->layout.lam_buf_bytes, co->layout.half_bytes, co->grid.max_grid,
+                co->grid.min_threads, SYMMEM_COLL_THREADS, co->pdl ? "on" : "off", topo_link_name(comm->link_class),
+                comm->fingerprint, co->tuning.table.nrules ? "from the tuning file" : "built-in",
+                co->tuning.prefer == TOPO_PREFER_PULL ? " (defaults: pull, from the probe)" : "");
+    return SYMMEM_OK;
+fail:
+    symmem_coll_comm_fini(comm);
+    return st;
+}
+
+void symmem_coll_comm_fini(symmem_comm_t comm)
+{
+    if (!comm || !comm->coll) return;
+    symmem_coll_workspace_fini(comm->coll);
+    free(comm->coll);
+    comm->coll = NULL;
+}
+
+void symmem_coll_residency(symmem_comm_t comm, int *grid, int *capacity)
+{
+    *grid = comm && comm->coll ? comm->coll->grid.max_grid : 0;
+    *capacity = comm && comm->coll ? comm->coll->capacity : 0;
+}
+
+symmem_coll_tuning_t *symmem_coll_tuning(symmem_comm_t comm) { return comm && comm->coll ? &comm->coll->tuning : NULL; }
+
+int symmem_coll_probe_figures(symmem_comm_t comm, double *read_gbs, double *write_gbs)
+{
+    if (!comm || !comm->coll || !comm->coll->probed) return 0;
+    if (read_gbs) *read_gbs = comm->coll->probe_read_gbs;
+    if (write_gbs) *write_gbs = comm->coll->probe_write_gbs;
+    return 1;
+}

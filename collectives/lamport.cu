@@ -1,0 +1,135 @@
+/* The Lamport family: pushes without flags (protocol.cuh, "Lamport"). One-shot push (all-reduce: every rank
+ * pushes the whole round into slot r of every peer; reduce-scatter: shard d to rank d) and the two-shot
+ * all-reduce (a Lamport reduce-scatter, then each owner pushes its reduced shard); instantiated twice, without
+ * and with the round headers of SYMMEM_LAMPORT_CHECK. */
+#include "collectives/kernel.cuh"
+
+namespace symmem_k {
+
+/* One-shot (all-reduce: every rank pushes the whole round into slot r of every peer, n shards; reduce-
+ * scatter: shard d for rank d), then every rank reduces what it needs from its own slots. */
+template <typename T, int OP, bool CHK> __device__ __forceinline__ bool run_lamport(const P &p, Ctx &c)
+{
+    constexpr int V = Pack<T>::V;
+    const Geo g(p);
+    const int n = g.n, r = g.r;
+    const bool rs = g.rs, al = g.al;
+    const uint64_t segp = g.segp, t0 = g.t0, nt = g.nt;
+    const char *send = g.send;
+    char *recv = g.recv;
+    const uint64_t npos = rs ? segp : (uint64_t)n * segp, slot = npos * 16;
+    uint64_t j = c.lseq;
+    for (uint32_t rd = 0; rd < p.rounds; rd++, j++) {
+        const uint64_t off = (uint64_t)rd * segp * V;
+        const uint64_t boff = p.lam_off + (j % 3) * p.lam_buf_bytes;
+        lamport_hdr_push<CHK>(p, j);
+        for (uint64_t q = t0; q < npos; q += nt) {
+            if (rs) {
+                push_shards<T, true>(p, g, boff, off + q * V, q); /* slot = segp packs here */
+            } else {
+                const int s = (int)(q / segp);
+                const uint64_t i = off + (q % segp) * V;
+                const int nv = shard_valid<V>(p, s, i);
+                if (nv <= 0) continue;
+                const uint4 v = fix_pack<T>(load_user<T>(send, s * p.stride + i, nv, al, false));
+                for (int k = 1; k < n; k++) st16(p.ws[(r + k) % n] + boff + r * slot + q * 16, v);
+            }
+        }
+        if (threadIdx.x == 0) late_check(p, c); /* while the pushes travel */
+        if (!lamport_hdr_check<CHK>(p, c, j)) return false;
+        bool fail = false;
+        char *mine = p.ws[r] + boff;
+        for (uint64_t q = t0; q < npos && !fail; q += nt) {
+            const int s = rs ? r : (int)(q / segp);
+            const uint64_t i = off + (rs ? q : q % segp) * V;
+            const int nv = shard_valid<V>(p, s, i);
+            if (nv <= 0) continue;
+            const uint64_t ue = s * p.stride + i;
+            const uint4 out = reduce_ranks<T, OP>(n, [&](int src) -> uint4 {
+                if (src == r) return fix_pack<T>(load_user<T>(send, ue, nv, al, false));
+                return lamport_take(p, c, mine + src * slot + q * 16, src, j, fail);
+            });
+            if (!fail) store_user<T>(recv, rs ? i : ue, out, nv, al);
+        }
+        if (__syncthreads_or(fail)) return false;
+    }
+    return true;
+}
+
+/* Two-shot all-reduce without flags: a Lamport reduce-scatter (shard d of my input into slot r of rank d),
+ * each owner reduces its shard and pushes the result into gather slot r of every peer (Lamport again), and
+ * every rank copies the shards it polled into its output. Per round each GPU receives 2(n-1)/n of the
+ * round, as the other two-shots, with no sync at all. Buffer layout: slots[src][segp], then
+ * gather[s][segp]. The result is fix_pack'ed before it is sent, and the owner stores that same pack into
+ * its own output, so every rank holds the same bits (a -0.0 result becomes +0.0, as in oneshot_push).
+ * In place is safe: position i of every shard is read and written on this rank only by the thread that
+ * owns position i, and it loads each input before it stores that output. Reuse of buffer j % 3 (the
+ * family's comment above): every thread of a block that pushes to me in round j+3 read, in round j+2,
+ * a slot this block of mine pushed in round j+2 (its own shard's slot from me, or my shard's result),
+ * pushed after my block finished round j. */
+template <typename T, int OP, bool CHK> __device__ __forceinline__ bool run_lamport_two(const P &p, Ctx &c)
+{
+    constexpr int V = Pack<T>::V;
+    const Geo g(p);
+    const int n = g.n, r = g.r;
+    const bool al = g.al;
+    const uint64_t segp = g.segp, t0 = g.t0, nt = g.nt;
+    const char *send = g.send;
+    char *recv = g.recv;
+    const uint64_t gat = (uint64_t)n * segp * 16; /* offset of gather[] in a Lamport buffer */
+    uint64_t j = c.lseq;
+    for (uint32_t rd = 0; rd < p.rounds; rd++, j++) {
+        const uint64_t off = (uint64_t)rd * segp * V;
+        const uint64_t boff = p.lam_off + (j % 3) * p.lam_buf_bytes;
+        char *mine = p.ws[r] + boff;
+        lamport_hdr_push<CHK>(p, j);
+        for (uint64_t pk = t0; pk < segp; pk += nt) push_shards<T, true>(p, g, boff, off + pk * V, pk);
+        if (threadIdx.x == 0) late_check(p, c); /* while the pushes travel */
+        if (!lamport_hdr_check<CHK>(p, c, j)) return false;
+        bool fail = false;
+        /* my shard: reduce in rank order, push the result to every peer's gather[r], keep my copy */
+        for (uint64_t pk = t0; pk < segp && !fail; pk += nt) {
+            const uint64_t i = off + pk * V;
+            const int nv = shard_valid<V>(p, r, i);
+            if (nv <= 0) continue;
+            const uint64_t ue = r * p.stride + i;
+            const uint4 out = fix_pack<T>(reduce_ranks<T, OP>(n, [&](int src) -> uint4 {
+                if (src == r) return fix_pack<T>(load_user<T>(send, ue, nv, al, false));
+                return lamport_take(p, c, mine + (src * segp + pk) * 16, src, j, fail);
+            }));
+            if (fail) break;
+            for (int k = 1; k < n; k++) st16(p.ws[(r + k) % n] + boff + gat + (r * segp + pk) * 16, out);
+            store_user<T>(recv, ue, out, nv, al);
+        }
+        /* the other shards, as their owners pushed them */
+        for (uint64_t pk = t0; pk < segp && !fail; pk += nt) {
+            const uint64_t i = off + pk * V;
+            for (int k = 1; k < n && !fail; k++) {
+                const int s = (r + k) % n;
+                const int nv = shard_valid<V>(p, s, i);
+                if (nv <= 0) continue;
+                const uint4 v = lamport_take(p, c, mine + gat + (s * segp + pk) * 16, s, j, fail);
+                if (!fail) store_user<T>(recv, s * p.stride + i, v, nv, al);
+            }
+        }
+        if (__syncthreads_or(fail)) return false;
+    }
+    return true;
+}
+
+/* The two-shot all-reduce has its own loop; reduce-scatter's twoshot_lamport is its first half, which is
+ * one-shot push's. */
+template <bool CHK> struct LamportFamily {
+    template <typename T, int OP> static __device__ __forceinline__ bool run(const P &p, Ctx &c)
+    {
+        if (p.kind == SYMMEM_COLL_ALL_REDUCE && p.algo == SYMMEM_ALGO_TWOSHOT_LAMPORT)
+            return run_lamport_two<T, OP, CHK>(p, c);
+        return run_lamport<T, OP, CHK>(p, c);
+    }
+};
+template <> struct Family<SYMMEM_COLL_FAM_LAMPORT> : LamportFamily<false> {};
+template <> struct Family<FAM_LAMPORT_CHECKED> : LamportFamily<true> {};
+
+} // namespace symmem_k
+
+SYMMEM_COLL_FAMILY_KERNELS(lamport, SYMMEM_COLL_FAM_LAMPORT, symmem_k::FAM_LAMPORT_CHECKED)

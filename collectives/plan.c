@@ -1,0 +1,215 @@
+/* The plan of a call: the workspace layout, blocks and threads per kernel, the geometry of a call from its
+ * algorithm's descriptor (algos.h), and which buffers it may read and write in place (zero copy) with the
+ * tag every rank's call must match. Everything but the zero-copy lookups is pure (plan.h). */
+#include "collectives/plan.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "alloc/alloc.h"
+#include "base/hash.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "collectives/algos.h"
+#include "collectives/coll_internal.h"
+
+static size_t align_down(size_t v, size_t a) { return v / a * a; }
+static size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+size_t symmem_coll_lamport_buf_bytes(size_t ws)
+{
+    size_t lam = 4096;
+    while (lam <= ws / 16) lam *= 2; /* lam * 2 <= ws / 8, without overflow */
+    return lam + SYMMEM_COLL_LAMPORT_SLACK;
+}
+
+symmem_coll_layout_t symmem_coll_layout(size_t ws)
+{
+    symmem_coll_layout_t l;
+    l.ws_bytes = ws;
+    l.lam_hdr_off = SYMMEM_COLL_FLAG_BYTES;
+    l.lam_off = l.lam_hdr_off + 3 * SYMMEM_COLL_LAMPORT_HDR_BYTES;
+    l.lam_buf_bytes = symmem_coll_lamport_buf_bytes(ws);
+    l.data_off = align_up(l.lam_off + 3 * l.lam_buf_bytes, 4096);
+    l.half_bytes = align_down((ws - l.data_off) / 2, 4096);
+    return l;
+}
+
+int symmem_coll_min_block_threads(void)
+{
+    const int64_t v = symmem_param_int(SYMMEM_PARAM_MIN_BLOCK_THREADS);
+    const int64_t t = v <= 32 ? 32 : v >= SYMMEM_COLL_THREADS ? SYMMEM_COLL_THREADS : (v + 31) / 32 * 32;
+    if (t != v)
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_MIN_BLOCK_THREADS=%" PRId64 " is not a multiple of 32 in [32, %d]; using %" PRId64,
+                    v, SYMMEM_COLL_THREADS, t);
+    return (int)t;
+}
+
+int symmem_coll_block_threads(const symmem_coll_grid_t *grid, uint64_t positions)
+{
+    const uint64_t g = grid->max_grid > 0 ? (uint64_t)grid->max_grid : 1;
+    uint64_t t = positions / g + (positions % g != 0);
+    if (t > SYMMEM_COLL_THREADS) t = SYMMEM_COLL_THREADS; /* before rounding: no overflow for any count */
+    t = (t + 31) / 32 * 32;
+    if (t < (uint64_t)grid->min_threads) t = (uint64_t)grid->min_threads;
+    if (t > SYMMEM_COLL_THREADS) t = SYMMEM_COLL_THREADS;
+    return (int)t;
+}
+
+int symmem_coll_grid_rule(int blocks_per_sm, int sm_count, int ranks_here, int share_pct, int max_blocks)
+{
+    const int64_t capacity = (int64_t)(blocks_per_sm > 0 ? blocks_per_sm : 1) * (sm_count > 0 ? sm_count : 1);
+    const int64_t share = share_pct < 1 ? 1 : share_pct > 100 ? 100 : share_pct;
+    int64_t g = capacity * share / 100 / (ranks_here > 0 ? ranks_here : 1);
+    if (max_blocks > 0 && g > max_blocks) g = max_blocks;
+    if (g > SYMMEM_COLL_MAX_GRID) g = SYMMEM_COLL_MAX_GRID;
+    return g < 1 ? 1 : (int)g;
+}
+
+/* Workspace packs per shard position (one data half, or one Lamport buffer for the Lamport family). */
+static uint64_t units_of(const symmem_coll_algo_op_t *d, int n, int zo)
+{
+    const uint64_t un = (uint64_t)n;
+    if (zo && d->zc_out != SYMMEM_COLL_ZO_NO) return d->zo_units_n * un + d->zo_units_1;
+    return d->units_nn * un * un + d->units_n * un + d->units_1;
+}
+
+int symmem_coll_geometry(const symmem_coll_layout_t *ws, const symmem_coll_grid_t *grid, int n,
+                         symmem_coll_kind_t kind, symmem_algo_t algo, uint64_t count, size_t elem_size, int zc_on,
+                         int zo_on, int no_ws, symmem_coll_geom_t *g)
+{
+    const uint64_t V = 16 / elem_size;
+    const symmem_coll_algo_op_t *d = symmem_coll_algo(kind, algo);
+    memset(g, 0, sizeof *g);
+    if (!d || d->fam == SYMMEM_COLL_FAM_NONE) return 1;
+    g->fam = d->fam;
+    if (kind == SYMMEM_COLL_ALL_REDUCE) {
+        g->stride = (count + (uint64_t)n - 1) / (uint64_t)n;
+        g->stride = (g->stride + V - 1) / V * V;
+        g->total = count;
+    } else {
+        g->stride = count;
+        g->total = count * (uint64_t)n;
+    }
+    g->units = no_ws ? 0 : units_of(d, n, zo_on);
+    const uint64_t cap = g->fam == SYMMEM_COLL_FAM_LAMPORT ? ws->lam_buf_bytes : ws->half_bytes;
+    const uint64_t segp_cap = no_ws ? UINT64_MAX : cap / (16 * g->units);
+    if (segp_cap == 0) return 1;
+    const uint64_t needp = (g->stride + V - 1) / V;
+    g->segp = needp < segp_cap ? needp : segp_cap;
+    g->rounds = (needp + g->segp - 1) / g->segp;
+    /* the kernel counts rounds and epochs in 32 bits */
+    const uint64_t end = zc_on ? d->zc_end_epochs : 0;
+    if (g->rounds > UINT32_MAX || g->rounds > (UINT32_MAX - end) / (d->epochs_per_round ? d->epochs_per_round : 1))
+        return 2;
+    g->epochs = g->rounds * d->epochs_per_round + end;
+    /* Grid: a deterministic function of (algorithm, size, ranks, max_grid, min_threads), so every rank
+     * launches the same. */
+    g->positions = d->every_shard ? (uint64_t)n * g->segp : g->segp;
+    g->threads = symmem_coll_block_threads(grid, g->positions);
+    uint64_t blocks = (g->positions + (uint64_t)g->threads - 1) / (uint64_t)g->threads;
+    if (blocks > (uint64_t)grid->max_grid) blocks = (uint64_t)grid->max_grid;
+    g->grid = blocks < 1 ? 1 : (int)blocks;
+    return 0;
+}
+
+/* ---- zero copy and the tag ------------------------------------------------------------------------------------ */
+static int ranges_overlap(const char *a, size_t na, const char *b, size_t nb) { return a < b + nb && b < a + na; }
+
+/* Whether `bytes` starting at ptr - lead lie inside one symmetric buffer of `comm`: *buf and *region (the
+ * offset of ptr - lead from the buffer's base on this rank, which the zero-copy rules ask to be the same
+ * on every rank). */
+static int sym_region(symmem_comm_t comm, const void *ptr, size_t lead, size_t bytes, symmem_buffer_t *buf,
+                      size_t *region)
+{
+    *buf = symmem_alloc_find(comm, ptr);
+    if (!*buf) return 0;
+    const size_t size = (*buf)->size;
+    const size_t off = (size_t)((const char *)ptr - (const char *)(*buf)->peers[comm->rank]);
+    if (off < lead) return 0; /* e.g. in-place all-gather whose receive buffer starts before this buffer */
+    *region = off - lead;
+    return bytes <= size && *region <= size - bytes;
+}
+
+/* A zero-copy region as the tag must cover it: its offset and which buffer (two of one size told apart). */
+static uint32_t hash_region(uint32_t h, symmem_buffer_t buf, size_t region)
+{
+    h = symmem_fnv32_u64(h, region);
+    h = symmem_fnv32_u64(h, buf->size);
+    h = symmem_fnv32_u64(h, buf->mapped_size);
+    return symmem_fnv32_u64(h, buf->seq);
+}
+
+/* Pull algorithms may read the senders' inputs in place when they lie in a symmetric buffer of this
+ * communicator ("zero copy"): p->zc[q] is where rank q's input is mapped here. Every rank computes every
+ * zc[q] from ITS OWN view of the shared buffer, so the rule every rank must follow is stated for the buffer
+ * region all ranks share (the same symmetric buffer, the same offset `region` on every rank):
+ *  - all-reduce, reduce-scatter (in place too: recv = send + rank*count, the region starts at send) and
+ *    out-of-place all-gather: the region is the input; rank q's input is at region:
+ *    zc[q] = peer_base(q) + region, region = send - base.
+ *  - in-place all-gather (send = recv + rank*count*es): the region is the RECEIVE buffer; rank q's input is
+ *    its own chunk q of it: zc[q] = peer_base(q) + region + q*in_bytes, region = recv - base. (Using send's
+ *    offset, region + rank*in_bytes, differs on every rank -- a false tag mismatch -- and would point zc[q]
+ *    at chunk `rank` of rank q, which rank q is overwriting.)
+ * The tag hashes the region's offset, the form (in-place all-gather or not) and the buffer's sizes: ranks
+ * that pass other offsets or forms stop with SYMMEM_INVALID_USAGE instead of reading the wrong memory.
+ * any_size 0 (SYMMEM_COLL_ZC_LARGE): only from SYMMEM_COLL_ZC_MIN_BYTES on, and not for a one-shot
+ * all-reduce in place. Returns 1 (zero copy, p->zc filled, *h updated) or 0 (copy-in path; the same
+ * decision on every rank that follows the rule, and a different one shows up in the tag through zc_on). */
+int symmem_coll_zero_copy_in(symmem_comm_t comm, const symmem_coll_call_t *c, size_t in_bytes, size_t out_bytes,
+                             int any_size, symmem_coll_params_t *p, uint32_t *h)
+{
+    const int ag_in_place = c->kind == SYMMEM_COLL_ALL_GATHER && p->in_place;
+    const size_t lead = ag_in_place ? (size_t)comm->rank * in_bytes : 0; /* send - start of the region */
+    symmem_buffer_t buf;
+    size_t region;
+    if (!sym_region(comm, c->send, lead, ag_in_place ? out_bytes : in_bytes, &buf, &region)) return 0;
+    if (!any_size) {
+        if (in_bytes < SYMMEM_COLL_ZC_MIN_BYTES) return 0;
+        /* one-shot all-reduce in place: peers would read my input while I overwrite it */
+        if (c->kind == SYMMEM_COLL_ALL_REDUCE && ranges_overlap(c->send, in_bytes, c->recv, out_bytes)) return 0;
+    }
+    for (int q = 0; q < comm->nranks; q++)
+        p->zc[q] = (const char *)buf->peers[q] + region + (ag_in_place ? (size_t)q * in_bytes : 0);
+    *h = symmem_fnv32_u64(hash_region(*h, buf, region), (uint64_t)ag_in_place);
+    return 1;
+}
+
+/* Two-shot all-reduce (push, staged, and pull when it also reads in place) may store each reduced shard
+ * straight into every rank's receive buffer when that lies in a symmetric buffer of this communicator ("zero
+ * copy out"): p->zo[q] is where rank q's receive buffer is mapped here, at the same offset `region` = recv -
+ * base on every rank (the rule; the tag hashes the region and the buffer, so ranks that break it stop with
+ * SYMMEM_INVALID_USAGE). It saves the gather area's copy-out and the sync after every round but the last: a
+ * peer stores into my receive buffer only after the round's first sync, which I signal after my kernel
+ * started (so the stream work before it is done) and after reading my input of that round (so in place is
+ * safe), and my kernel ends only after the last round's second sync, which every peer signals after its
+ * stores into my buffer. Two-shot pull with zero copy both ways needs no workspace at all (pull.cu,
+ * run_pull). Returns 1 (p->zo filled, *h updated) or 0. */
+int symmem_coll_zero_copy_out(symmem_comm_t comm, const symmem_coll_call_t *c, size_t out_bytes,
+                              symmem_coll_params_t *p, uint32_t *h)
+{
+    symmem_buffer_t buf;
+    size_t region;
+    if (!sym_region(comm, c->recv, 0, out_bytes, &buf, &region)) return 0;
+    for (int q = 0; q < comm->nranks; q++) p->zo[q] = (char *)buf->peers[q] + region;
+    *h = hash_region(*h, buf, region);
+    return 1;
+}
+
+uint32_t symmem_coll_tag(const symmem_coll_call_t *c, const symmem_coll_params_t *p, int grid, int threads,
+                         uint32_t hz)
+{
+    uint32_t h = SYMMEM_FNV32_INIT;
+    h = symmem_fnv32_u64(h, (uint64_t)c->kind);
+    h = symmem_fnv32_u64(h, (uint64_t)p->algo);
+    h = symmem_fnv32_u64(h, (uint64_t)c->dtype);
+    h = symmem_fnv32_u64(h, (uint64_t)p->op);
+    h = symmem_fnv32_u64(h, c->count);
+    h = symmem_fnv32_u64(h, (uint64_t)grid);
+    h = symmem_fnv32_u64(h, (uint64_t)threads);
+    h = symmem_fnv32_u64(h, p->segp);
+    h = symmem_fnv32_u64(h, (uint64_t)p->zc_on);
+    h = symmem_fnv32_u64(h, (uint64_t)p->zo_on);
+    h = symmem_fnv32_u64(h, hz);
+    return symmem_hash_fold16(h);
+}

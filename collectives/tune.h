@@ -1,0 +1,84 @@
+/* A communicator's algorithm table and what SYMMEM_ALGO_AUTO chooses from it (tune.c): the built-in table
+ * (topology/choice.h, topo_choose), the rules of the tuning file or of symmem-bench --tune, SYMMEM_ALGO.
+ * The internal API of the tuner (bench/tuner.c) and of the communicator's init; pure functions of a
+ * symmem_coll_tuning_t, so the CPU tests need no communicator.
+ *
+ * Tuning file (text, one rule per line, '#' starts a comment):
+ *     # symmem algorithm table v1
+ *     [n2.rpd1.sm90x132.nvlink.5d1f0a33]
+ *     all_reduce      65536  oneshot_push
+ *     all_reduce      inf    twoshot_push
+ *     reduce_scatter  inf    twoshot_push
+ * A section header names the communicator fingerprint (topology/ranks.h) the rules were measured on; the
+ * rules under it say "messages of this op up to max_bytes (inclusive) use this algorithm". Rules of one op
+ * are tried in increasing max_bytes; "inf" (or a final rule) covers the rest. Sizes accept K/M/G suffixes.
+ * An op without rules in the matching section uses the built-in table. */
+#ifndef SYMMEM_COLLECTIVES_TUNE_H
+#define SYMMEM_COLLECTIVES_TUNE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "base/kinds.h"
+#include "symmem/symmem.h"
+#include "topology/choice.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct symmem_coll_tuning {
+    char fingerprint[128];  /* the section of the tuning file that applies */
+    symmem_algo_t env_algo; /* SYMMEM_ALGO, AUTO if unset: beats the table */
+    topo_table_t table;     /* active rules: the tuning file's, or symmem_coll_tune_set's */
+    topo_table_t defaults;  /* built-in (topo_choose); used for a kind the active table lacks */
+    topo_prefer_t prefer;   /* what measured figures changed in the defaults (KEEP: nothing) */
+} symmem_coll_tuning_t;
+
+/* A fresh table for `fingerprint` and the choice facts (no figures: the built-in table as the link class
+ * gives it): no active rules, SYMMEM_ALGO not applied (env_algo AUTO). */
+void symmem_coll_tune_init(symmem_coll_tuning_t *t, const char *fingerprint, const topo_choice_facts_t *facts);
+/* Rebuild the defaults from measured figures (the init probe); returns the number of rules that changed. */
+int symmem_coll_tune_measured(symmem_coll_tuning_t *t, const topo_choice_facts_t *facts);
+
+/* What SYMMEM_ALGO_AUTO resolves to for `kind` at `bytes` (symmem_coll_message_bytes): env_algo, else the
+ * active rule, else the default; t NULL: twoshot_push. */
+symmem_algo_t symmem_coll_choose(const symmem_coll_tuning_t *t, symmem_coll_kind_t kind, size_t bytes);
+/* The size the table is keyed by: all-reduce count*esize; reduce-scatter and all-gather the size of the
+ * larger buffer, nranks*count*esize (the "size" column of nccl-tests). */
+size_t symmem_coll_message_bytes(int nranks, symmem_coll_kind_t kind, size_t count, symmem_dtype_t dtype);
+
+/* Empty the active rules of `kind` (SYMMEM_COLL_KIND_COUNT: every kind) so symmem_coll_tune_set can build
+ * them from scratch; a kind without rules uses the defaults. */
+symmem_status_t symmem_coll_tune_clear(symmem_coll_tuning_t *t, symmem_coll_kind_t kind);
+/* Messages of `kind` up to `max_bytes` (and above the next smaller rule's bound) use `algo`; SIZE_MAX covers
+ * everything above. Replaces a rule with the same bound. Every rank of a communicator must make the same
+ * calls (the choice must agree across ranks). */
+symmem_status_t symmem_coll_tune_set(symmem_coll_tuning_t *t, symmem_coll_kind_t kind, size_t max_bytes,
+                                     symmem_algo_t algo);
+/* Read the section of `path` whose fingerprint matches t's: SYMMEM_INVALID_ARGUMENT (table unchanged) on a
+ * syntax error, SYMMEM_OK without change when no section matches. A failure is recorded (the last error
+ * names file and line), not logged: the caller says what it does about it (communicator init ignores the
+ * file with one warning, symmem-bench --tune refuses to run). */
+symmem_status_t symmem_coll_tune_load(symmem_coll_tuning_t *t, const char *path);
+/* Write the effective table as the section of t's fingerprint in `path`, keeping the other sections of an
+ * existing file (written to a temporary file and renamed). */
+symmem_status_t symmem_coll_tune_save(const symmem_coll_tuning_t *t, const char *path);
+/* The effective table (active rules, the defaults for kinds without any) in the file format. */
+void symmem_coll_tune_print(const symmem_coll_tuning_t *t, FILE *out);
+/* Where the table lives unless a path is given: SYMMEM_TUNE_FILE (*explicit_path 1), else
+ * <cache dir>/tune.txt (with create_dir, the cache folder is created). 0, or -1 when no path can be named. */
+int symmem_coll_tune_path(char *out, size_t len, int create_dir, int *explicit_path);
+
+/* ---- a communicator's (collectives/coll.c) ------------------------------------------------------------- */
+/* The communicator's table (NULL without collectives: host backend). Local; the tuner edits it on every rank
+ * alike. */
+symmem_coll_tuning_t *symmem_coll_tuning(symmem_comm_t comm);
+/* The init probe's figures (SYMMEM_COLL_PROBE): SM peer read and write GB/s measured at init with every rank
+ * at once, the minimum over ranks. 1 and filled when the probe ran, 0 (outputs untouched) when it did not. */
+int symmem_coll_probe_figures(symmem_comm_t comm, double *read_gbs, double *write_gbs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

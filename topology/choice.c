@@ -1,0 +1,183 @@
+/* The algorithm choice (see choice.h): the table, the push/pull rule, the built-in rules by link class and
+ * rank count, and the fused call's one-shot/two-shot crossover. */
+#include "topology/choice.h"
+
+#include <string.h>
+
+#include "base/hash.h"
+
+#define KIB ((size_t)1 << 10)
+#define MIB ((size_t)1 << 20)
+
+/* ---- the table ------------------------------------------------------------------------------------------ */
+int topo_table_add(topo_table_t *t, int kind, size_t max_bytes, symmem_algo_t algo)
+{
+    int i = 0;
+    for (; i < t->nrules; i++) {
+        topo_rule_t *r = &t->rules[i];
+        if (r->kind == kind && r->max_bytes == max_bytes) {
+            r->algo = algo;
+            return 0;
+        }
+        if (r->kind > kind || (r->kind == kind && r->max_bytes > max_bytes)) break;
+    }
+    if (t->nrules >= TOPO_TABLE_MAX_RULES) return -1;
+    memmove(&t->rules[i + 1], &t->rules[i], (size_t)(t->nrules - i) * sizeof t->rules[0]);
+    t->rules[i].kind = kind;
+    t->rules[i].max_bytes = max_bytes;
+    t->rules[i].algo = algo;
+    t->nrules++;
+    return 0;
+}
+
+symmem_algo_t topo_table_lookup(const topo_table_t *t, symmem_coll_kind_t kind, size_t bytes)
+{
+    symmem_algo_t last = SYMMEM_ALGO_AUTO;
+    for (int i = 0; i < t->nrules; i++) {
+        const topo_rule_t *r = &t->rules[i];
+        if (r->kind != (int)kind) continue;
+        if (bytes <= r->max_bytes) return r->algo;
+        last = r->algo;
+    }
+    return last;
+}
+
+uint64_t topo_table_hash(const topo_table_t *t)
+{
+    uint64_t h = SYMMEM_FNV64_INIT;
+    for (int i = 0; i < t->nrules; i++) {
+        h = symmem_fnv64_u64(h, (uint64_t)t->rules[i].kind);
+        h = symmem_fnv64_u64(h, (uint64_t)t->rules[i].max_bytes);
+        h = symmem_fnv64_u64(h, (uint64_t)t->rules[i].algo);
+    }
+    return h;
+}
+
+/* ---- push or pull ----------------------------------------------------------------------------------------- */
+topo_prefer_t topo_prefer_from_figures(double read_gbs, double write_gbs)
+{
+    /* NaN fails every comparison; infinities are not figures either */
+    if (!(read_gbs > 0.0 && write_gbs > 0.0) || read_gbs > 1e300 || write_gbs > 1e300) return TOPO_PREFER_KEEP;
+    if (write_gbs < TOPO_PREFER_MARGIN * read_gbs) return TOPO_PREFER_PULL;
+    if (read_gbs < TOPO_PREFER_MARGIN * write_gbs) return TOPO_PREFER_PUSH;
+    return TOPO_PREFER_KEEP;
+}
+
+const char *topo_prefer_name(topo_prefer_t prefer)
+{
+    switch (prefer) {
+    case TOPO_PREFER_PULL: return "pull";
+    case TOPO_PREFER_PUSH: return "push";
+    default: return "the built-in defaults";
+    }
+}
+
+int topo_probe_useful(symmem_link_t link) { return link == SYMMEM_LINK_PCIE; }
+
+symmem_placement_t topo_choose_placement(symmem_link_t link)
+{
+    return link == SYMMEM_LINK_HOST || link == SYMMEM_LINK_NONE ? SYMMEM_PLACEMENT_HOST_NUMA
+                                                                  : SYMMEM_PLACEMENT_DEVICE;
+}
+
+/* ---- the built-in rules ------------------------------------------------------------------------------------- */
+/* Reasoning (docs/collectives.md; the measurements behind each bound are in bench/NOTES.md):
+ *  - small messages: latency is the kernel launch plus one one-way trip, which only the Lamport one-shot
+ *    push achieves (no flag round trip, no barrier);
+ *  - large: two-shot (2(n-1)/n of the message into each GPU against one-shot's n-1), pushed: stores go
+ *    through NVLink better than loads, and PCIe posted writes do not wait for a round trip;
+ *  - PCIe: one-shot only while (n-1)*S is a few microseconds of wire, then the staged permutation, so that
+ *    each GPU has one inbound and one outbound stream (root complexes collapse under all-to-all traffic);
+ *  - no P2P (host memory): two-shot push, the fewest crossings of the host bus. */
+static void rules_host(topo_table_t *t)
+{
+    topo_table_add(t, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH);
+    topo_table_add(t, SYMMEM_COLL_REDUCE_SCATTER, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH);
+    topo_table_add(t, SYMMEM_COLL_ALL_GATHER, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH);
+}
+
+static void rules_pcie(topo_table_t *t, int n)
+{
+    topo_table_add(t, SYMMEM_COLL_ALL_REDUCE, n <= 4 ? 64 * KIB : 32 * KIB, SYMMEM_ALGO_ONESHOT_PUSH);
+    topo_table_add(t, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_STAGED);
+    topo_table_add(t, SYMMEM_COLL_REDUCE_SCATTER, 64 * KIB, SYMMEM_ALGO_ONESHOT_PUSH);
+    topo_table_add(t, SYMMEM_COLL_REDUCE_SCATTER, SIZE_MAX, SYMMEM_ALGO_STAGED);
+    topo_table_add(t, SYMMEM_COLL_ALL_GATHER, SIZE_MAX, SYMMEM_ALGO_STAGED);
+}
+
+/* NVLink, or every rank on one GPU. Two ranks: one-shot and two-shot move the same bytes, so the Lamport
+ * push (no sync at all) up to 2 MiB, then the Lamport two-shot (no sync either, half the bytes per step).
+ * More ranks: one-shot moves (n-1)S per GPU against two-shot's 2(n-1)S/n, so two-shot takes over early: the
+ * Lamport two-shot up to 4 MiB, two-shot push above. All-gather at two ranks: push while latency-bound, then
+ * the two-shot push, then pull once the wire dominates. symmem-bench --tune measures the real machine. */
+static void rules_nvlink(topo_table_t *t, int n)
+{
+    if (n <= 2) {
+        topo_table_add(t, SYMMEM_COLL_ALL_REDUCE, 2 * MIB, SYMMEM_ALGO_ONESHOT_PUSH);
+        topo_table_add(t, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_LAMPORT);
+    } else {
+        topo_table_add(t, SYMMEM_COLL_ALL_REDUCE, n <= 4 ? 256 * KIB : 128 * KIB, SYMMEM_ALGO_ONESHOT_PUSH);
+        topo_table_add(t, SYMMEM_COLL_ALL_REDUCE, 4 * MIB, SYMMEM_ALGO_TWOSHOT_LAMPORT);
+        topo_table_add(t, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH);
+    }
+    topo_table_add(t, SYMMEM_COLL_REDUCE_SCATTER, 256 * KIB, SYMMEM_ALGO_ONESHOT_PUSH);
+    topo_table_add(t, SYMMEM_COLL_REDUCE_SCATTER, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH);
+    if (n <= 2) {
+        topo_table_add(t, SYMMEM_COLL_ALL_GATHER, 256 * KIB, SYMMEM_ALGO_ONESHOT_PUSH);
+        topo_table_add(t, SYMMEM_COLL_ALL_GATHER, 8 * MIB, SYMMEM_ALGO_TWOSHOT_PUSH);
+        topo_table_add(t, SYMMEM_COLL_ALL_GATHER, SIZE_MAX, SYMMEM_ALGO_ONESHOT_PULL);
+    } else {
+        topo_table_add(t, SYMMEM_COLL_ALL_GATHER, 256 * KIB, SYMMEM_ALGO_ONESHOT_PULL);
+        topo_table_add(t, SYMMEM_COLL_ALL_GATHER, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH);
+    }
+}
+
+/* Pull instead: one-shot push becomes one-shot pull, the two-shot pushes (staged and Lamport included)
+ * two-shot pull, every op; the bounds stay. */
+static void rules_to_pull(topo_table_t *t)
+{
+    for (int i = 0; i < t->nrules; i++) {
+        topo_rule_t *r = &t->rules[i];
+        if (r->algo == SYMMEM_ALGO_ONESHOT_PUSH) r->algo = SYMMEM_ALGO_ONESHOT_PULL;
+        else if (r->algo == SYMMEM_ALGO_TWOSHOT_PUSH || r->algo == SYMMEM_ALGO_STAGED ||
+                 r->algo == SYMMEM_ALGO_TWOSHOT_LAMPORT)
+            r->algo = SYMMEM_ALGO_TWOSHOT_PULL;
+    }
+}
+
+/* One-way latency x bandwidth per GPU of a link class, in bytes: the data a GPU could receive in the time
+ * of one extra one-way trip, which is what two-shot pays over one-shot. NVLink (also ranks that share a
+ * GPU): 1.3 us x 340 GB/s (symmem-topo on 2x H200: flag one-way latency, SM peer read/write). PCIe:
+ * 1.0 us x 40 GB/s (posted write 0.63-1.36 us, SM stores 20-52 GB/s on published boxes). No P2P (pinned
+ * host memory): 2.0 us x 20 GB/s. */
+static uint64_t latency_bandwidth_bytes(symmem_link_t link)
+{
+    switch (link) {
+    case SYMMEM_LINK_SELF:
+    case SYMMEM_LINK_NVLINK: return 442000;
+    case SYMMEM_LINK_PCIE: return 40000;
+    default: return 40000;
+    }
+}
+
+size_t topo_fused_crossover_bytes(int n, symmem_link_t link)
+{
+    if (n <= 2) return SIZE_MAX; /* two-shot moves the same bytes as one-shot there, one trip later */
+    const uint64_t un = (uint64_t)n;
+    return (size_t)(un * latency_bandwidth_bytes(link) / ((un - 1) * (un - 2)));
+}
+
+void topo_choose(const topo_choice_facts_t *f, topo_choice_t *c)
+{
+    memset(c, 0, sizeof *c);
+    c->prefer = topo_prefer_from_figures(f->read_gbs, f->write_gbs);
+    c->measured = f->read_gbs > 0.0 && f->write_gbs > 0.0 && f->read_gbs <= 1e300 && f->write_gbs <= 1e300;
+    c->direction = c->prefer == TOPO_PREFER_PULL ? SYMMEM_TOPO_PULL : SYMMEM_TOPO_PUSH;
+    c->placement = topo_choose_placement(f->link);
+    if (f->link == SYMMEM_LINK_HOST || f->link == SYMMEM_LINK_NONE) rules_host(&c->table);
+    else if (f->link == SYMMEM_LINK_PCIE) rules_pcie(&c->table, f->nranks);
+    else rules_nvlink(&c->table, f->nranks);
+    if (c->direction == SYMMEM_TOPO_PULL) rules_to_pull(&c->table);
+    c->staged = topo_table_lookup(&c->table, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX) == SYMMEM_ALGO_STAGED;
+    c->fused_oneshot_max = topo_fused_crossover_bytes(f->nranks, f->link);
+}

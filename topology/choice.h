@@ -1,0 +1,95 @@
+/* The algorithm choice: from facts every rank of a communicator shares (rank count, worst link, the ring
+ * figures the init probe measured) to the built-in algorithm table, push or pull, staged or not, where
+ * buffers live. One function, topo_choose, serves both the communicator (its default table, SYMMEM_ALGO_AUTO)
+ * and symmem-topo (the recommendation for a machine's GPUs taken as one communicator), so the two cannot
+ * disagree; tests/topo/test_topo_choice.c runs both on every fixture. Pure: plain inputs, no I/O.
+ *
+ * Adding a rule (an island schedule, a copy-engine path): a fact in topo_choice_facts_t, a step in
+ * topo_choose (choice.c), and the algorithm in SYMMEM_ALGO_LIST with its descriptor (collectives/algos.h). */
+#ifndef SYMMEM_TOPOLOGY_CHOICE_H
+#define SYMMEM_TOPOLOGY_CHOICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/kinds.h"
+#include "symmem/symmem.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- the algorithm table ---------------------------------------------------------------------------- */
+/* Rules "messages of `kind` of at most max_bytes (SIZE_MAX: no bound) use `algo`", sorted by kind, then
+ * max_bytes. The built-in table comes from topo_choose; the tuning file (collectives/tune.c) replaces the
+ * rules of the kinds it names. */
+#define TOPO_TABLE_MAX_RULES 64
+typedef struct topo_rule {
+    int kind; /* symmem_coll_kind_t */
+    size_t max_bytes;
+    symmem_algo_t algo;
+} topo_rule_t;
+
+typedef struct topo_table {
+    int nrules;
+    topo_rule_t rules[TOPO_TABLE_MAX_RULES];
+} topo_table_t;
+
+/* Replace the rule with the same kind and bound, else insert it in order; 0, or -1 when the table is full. */
+int topo_table_add(topo_table_t *t, int kind, size_t max_bytes, symmem_algo_t algo);
+/* The first rule of `kind` whose bound holds `bytes`; above every bound the largest rule; AUTO when the kind
+ * has no rule. */
+symmem_algo_t topo_table_lookup(const topo_table_t *t, symmem_coll_kind_t kind, size_t bytes);
+/* Over kinds, bounds and algorithms (ranks compare it at init). */
+uint64_t topo_table_hash(const topo_table_t *t);
+
+/* ---- push or pull, from measured figures ------------------------------------------------------------- */
+typedef enum topo_prefer {
+    TOPO_PREFER_KEEP = 0, /* no clear winner (or no valid figures): the built-in table stands (it pushes) */
+    TOPO_PREFER_PULL = 1, /* peer stores are slow: write < TOPO_PREFER_MARGIN * read */
+    TOPO_PREFER_PUSH = 2, /* peer loads are slow: read < TOPO_PREFER_MARGIN * write (the table pushes already) */
+} topo_prefer_t;
+/* A direction must win by 30% before it overrides the built-in table: the probe is short, and the table's
+ * choices also weigh latency, which bandwidth figures do not see. */
+#define TOPO_PREFER_MARGIN 0.7
+/* Any unit; non-positive or non-finite figures: KEEP. */
+topo_prefer_t topo_prefer_from_figures(double read_gbs, double write_gbs);
+/* "pull", "push", "the built-in defaults" */
+const char *topo_prefer_name(topo_prefer_t prefer);
+/* Whether peer bandwidth decides anything on this link class, i.e. whether the init probe runs by default
+ * (SYMMEM_COLL_PROBE=auto) and symmem-topo counts its measured ring figures: PCIe only (the NVLink table was
+ * measured on NVLink, and without P2P there is no peer access to measure). */
+int topo_probe_useful(symmem_link_t link);
+
+/* ---- the choice --------------------------------------------------------------------------------------- */
+typedef struct topo_choice_facts {
+    int nranks;
+    symmem_link_t link;         /* the worst link between two ranks (topo_link_class) */
+    double read_gbs, write_gbs; /* SM peer loads / stores, every rank at once with its successor, the minimum
+                                   over ranks (the init probe; symmem-topo's ring figures); <= 0: none */
+} topo_choice_facts_t;
+
+typedef struct topo_choice {
+    topo_prefer_t prefer;              /* what the figures said (KEEP without figures) */
+    int measured;                      /* figures were given and valid */
+    symmem_topo_direction_t direction; /* PULL when the figures prefer pull, else PUSH */
+    int staged;                        /* the largest all-reduces run as a permutation of pushes */
+    symmem_placement_t placement;      /* HOST_NUMA when some pair has no P2P (link HOST), else DEVICE */
+    topo_table_t table;                /* the built-in table */
+    size_t fused_oneshot_max;          /* all_reduce_add_rmsnorm: one-shot up to here (SIZE_MAX: always) */
+} topo_choice_t;
+
+void topo_choose(const topo_choice_facts_t *facts, topo_choice_t *out);
+
+/* The placement the choice makes for a link class (SYMMEM_PLACEMENT=auto). */
+symmem_placement_t topo_choose_placement(symmem_link_t link);
+
+/* all_reduce_add_rmsnorm: one-shot moves (n-1)*S into each GPU after one one-way trip, two-shot 2(n-1)/n*S
+ * after two, so two-shot pays from S* = n*L*B / ((n-1)(n-2)) bytes (L one-way latency, B bandwidth per GPU
+ * of the link class); never at n <= 2 (SIZE_MAX). */
+size_t topo_fused_crossover_bytes(int nranks, symmem_link_t link);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,107 @@
+/* The init probe (see probe.h): the ring figures of symmem-topo (measure.cu, measure_ring), measured by a
+ * communicator's ranks with the same transfer (transfer.h). */
+#include "topology/probe.h"
+
+#include <cuda_runtime_api.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/comm_state.h"
+#include "base/log.h"
+#include "base/status.h"
+#include "topology/transfer.h"
+
+#define PROBE_RUNS 3
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* Wait for `ev` without a busy host spin (co-located ranks' threads share the CPU). A P2P access that never
+ * completes (IOMMU/ACS redirection on some PCIe boxes) would keep the copy running: say so once. */
+static cudaError_t wait_event(symmem_comm_t comm, cudaEvent_t ev, int peer)
+{
+    const double t0 = now_ms();
+    int warned = 0;
+    for (;;) {
+        const cudaError_t e = cudaEventQuery(ev);
+        if (e != cudaErrorNotReady) return e;
+        if (!warned && comm->timeout_ms > 0 && now_ms() - t0 > (double)comm->timeout_ms) {
+            warned = 1;
+            SYMMEM_WARN(SYMMEM_SUBSYS_TOPO,
+                        "the peer-bandwidth probe (plain loads from / stores to rank %d's memory) has not finished "
+                        "after %d ms: peer-to-peer access to that GPU looks broken (IOMMU/ACS?); "
+                        "SYMMEM_COLL_PROBE=0 skips the probe, but the collectives need the same access",
+                        peer, comm->timeout_ms);
+        }
+        usleep(20);
+    }
+}
+
+/* One phase on this rank (write 0: loads from the successor, 1: stores into it); *gbs the median. */
+static cudaError_t phase(symmem_comm_t comm, const topo_probe_buffers_t *b, int write, cudaStream_t s,
+                         cudaEvent_t *ev, double *gbs)
+{
+    void *dst = write ? b->peer_dst : b->own_dst;
+    const void *src = write ? b->own_src : b->peer_src;
+    cudaError_t e = topo_copy_runs(dst, src, b->bytes, b->grid, b->threads, s, 1, PROBE_RUNS, ev);
+    if (e == cudaSuccess) e = wait_event(comm, ev[PROBE_RUNS], (comm->rank + 1) % comm->nranks);
+    if (e == cudaSuccess) e = topo_copy_gbs(b->bytes, ev, PROBE_RUNS, gbs);
+    return e;
+}
+
+/* The minima over ranks, or the error naming the rank whose probe failed (its log names the CUDA error). */
+static symmem_status_t minima(symmem_comm_t comm, double all[][2], double *rd, double *wr)
+{
+    for (int r = 0; r < comm->nranks; r++)
+        if (all[r][0] < 0 || all[r][1] < 0)
+            return symmem_set_error(SYMMEM_CUDA_ERROR,
+                                    "the peer-bandwidth probe at init failed on rank %d (its log names the CUDA "
+                                    "error); SYMMEM_COLL_PROBE=0 skips the probe",
+                                    r);
+    *rd = all[0][0];
+    *wr = all[0][1];
+    for (int r = 1; r < comm->nranks; r++) {
+        if (all[r][0] < *rd) *rd = all[r][0];
+        if (all[r][1] < *wr) *wr = all[r][1];
+    }
+    return SYMMEM_OK;
+}
+
+symmem_status_t topo_probe_ring(symmem_comm_t comm, const topo_probe_buffers_t *b, double *read_gbs,
+                                double *write_gbs)
+{
+    cudaStream_t s = NULL;
+    cudaEvent_t ev[PROBE_RUNS + 1] = {0};
+    int nev = 0;
+    cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess) s = NULL;
+    for (; e == cudaSuccess && nev <= PROBE_RUNS; nev++)
+        if ((e = cudaEventCreate(&ev[nev])) != cudaSuccess) break;
+    const char *failed = e != cudaSuccess ? "while setting up (stream, events) to measure" : NULL;
+    double gbs[2] = {0.0, 0.0}; /* this rank's read, write */
+    symmem_status_t st = SYMMEM_OK;
+    for (int w = 0; w < 2 && st == SYMMEM_OK; w++) {
+        st = symmem_comm_barrier(comm); /* all ranks start each phase together */
+        if (st == SYMMEM_OK && !failed && (e = phase(comm, b, w, s, ev, &gbs[w])) != cudaSuccess)
+            failed = w ? "while storing to" : "while loading from";
+    }
+    if (failed) gbs[0] = gbs[1] = -1.0; /* tells every rank: this rank's probe failed */
+    double all[SYMMEM_MAX_RANKS][2];
+    if (st == SYMMEM_OK) st = symmem_comm_allgather(comm, gbs, all, sizeof gbs);
+    for (int k = 0; k < nev; k++) cudaEventDestroy(ev[k]);
+    if (s) cudaStreamDestroy(s);
+    if (st != SYMMEM_OK) return st;
+    if (failed) {
+        (void)cudaGetLastError();
+        return symmem_set_error(SYMMEM_CUDA_ERROR,
+                                "the peer-bandwidth probe at init failed %s the memory of rank %d: %s (%s); "
+                                "SYMMEM_COLL_PROBE=0 skips the probe",
+                                failed, (comm->rank + 1) % comm->nranks, cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+    /* Every rank fails init the same way when any rank's probe failed (not just the one that saw it). */
+    return minima(comm, all, read_gbs, write_gbs);
+}

@@ -163,6 +163,10 @@ template <int FAM> int preload_family(symmem_coll_preload_info_t *info)
     return e;
 }
 
+/* Whether a family has a separate checked instantiation (a function, not `FAM_CHECKED != FAM` in the macro:
+ * clang warns about the self-comparison when both are the same token). */
+template <int FAM, int FAM_CHECKED> constexpr bool has_checked() { return FAM_CHECKED != FAM; }
+
 } // namespace symmem_k
 
 /* A family's accessors (kernel_abi.h declares them): its kernel for a dtype and op, the checked one (the
@@ -175,7 +179,7 @@ template <int FAM> int preload_family(symmem_coll_preload_info_t *info)
     extern "C" int symmem_coll_##file##_preload(symmem_coll_preload_info_t *info)                          \
     {                                                                                                      \
         int e = symmem_k::preload_family<FAM>(info);                                                       \
-        if (e == 0 && (FAM_CHECKED) != (FAM)) e = symmem_k::preload_family<FAM_CHECKED>(info);             \
+        if (e == 0 && symmem_k::has_checked<FAM, FAM_CHECKED>()) e = symmem_k::preload_family<FAM_CHECKED>(info); \
         return e;                                                                                          \
     }
 

@@ -73,7 +73,9 @@ if [ "$mode" = --gpu ]; then
   "$venv/bin/python" -c "import pytest_timeout" 2>/dev/null && set -- "$1" --timeout 150 "${@:2}"
   step "pytest, ranks as threads (no MPS)"
   rc_threads=0
-  SYMMEM_EXPECT_OP_LIBRARY=1 run_pytest "$venv" -v -rs "$repo/python/tests/test_torch_gpu.py" -k threads "${@:2}" ||
+  # PyTorch's own kernels load lazily, which threads of one process cannot afford (docs/collectives.md).
+  CUDA_MODULE_LOADING=EAGER SYMMEM_EXPECT_OP_LIBRARY=1 \
+    run_pytest "$venv" -v -rs "$repo/python/tests/test_torch_gpu.py" -k threads "${@:2}" ||
     rc_threads=$?
   mps_started=0
   if [ -z "${SYMMEM_TEST_NO_MPS:-}" ] && command -v nvidia-cuda-mps-control >/dev/null; then

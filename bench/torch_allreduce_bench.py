@@ -14,15 +14,9 @@ Usage: python3 bench/torch_allreduce_bench.py [--nranks 2] [-b 1K] [-e 64M] [-f 
 Prints one row per size: bytes, one_shot us, two_shot us (or "-" where torch refused the size or failed).
 """
 import argparse
-import statistics
 import sys
 
 import torch_symm_util as tsu
-
-
-def parse_size(s):
-    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(s[-1].lower(), 1)
-    return int(float(s[:-1] if mult != 1 else s) * mult)
 
 
 def worker(rank, world, port, args):
@@ -61,37 +55,10 @@ def worker(rank, world, port, args):
         fn()
         torch.cuda.synchronize()
         got = o if name_ == "one_shot" else t
-        ok = torch.equal(got, expected(count))
+        ok = tsu.slowest(0.0 if torch.equal(got, expected(count)) else 1.0) == 0.0
         fill(t, count)  # in-place two-shot keeps doubling: start from small values, never NaN-prone
         torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.stream(stream):
-            fn()  # one call outside capture on the capture stream (lazy initialisation)
-        torch.cuda.synchronize()
-        dist.barrier()
-        with torch.cuda.graph(g, stream=stream):
-            for _ in range(args.n):
-                fn()
-        torch.cuda.synchronize()
-        dist.barrier()
-        for _ in range(args.w):
-            g.replay()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(args.R):
-            dist.barrier()
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            with torch.cuda.stream(stream):
-                g.replay()  # untimed: aligns the ranks before the clock starts (as symmem-bench does)
-                a.record()
-                g.replay()
-                b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) * 1e3 / args.n)
-        del g
-        mine = torch.tensor([statistics.median(times), 0.0 if ok else 1.0], dtype=torch.float64)
-        dist.all_reduce(mine, op=dist.ReduceOp.MAX)
-        return mine[0].item(), mine[1].item() == 0.0
+        return tsu.graph_us(fn, stream, args.n, args.R, warm=args.w), ok
 
     size = args.min_bytes
     while size <= args.max_bytes:
@@ -117,8 +84,8 @@ def worker(rank, world, port, args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nranks", type=int, default=2)
-    ap.add_argument("-b", dest="min_bytes", type=parse_size, default=parse_size("1K"))
-    ap.add_argument("-e", dest="max_bytes", type=parse_size, default=parse_size("64M"))
+    ap.add_argument("-b", dest="min_bytes", type=tsu.parse_size, default=tsu.parse_size("1K"))
+    ap.add_argument("-e", dest="max_bytes", type=tsu.parse_size, default=tsu.parse_size("64M"))
     ap.add_argument("-f", type=int, default=4)
     ap.add_argument("-n", type=int, default=20)
     ap.add_argument("-w", type=int, default=5)

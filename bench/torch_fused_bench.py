@@ -26,7 +26,6 @@ Usage: torch_fused_bench.py [--nranks 2] [--hidden 4096,7168] [--tokens 1,2,4,8,
 """
 import argparse
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -58,39 +57,8 @@ def worker(rank, world, port, args):
               f"{'included' if nccl is not None else 'skipped (ranks share a GPU: NCCL needs one GPU per rank)'}",
               flush=True)
 
-    def slowest(v):
-        t = torch.tensor([v], dtype=torch.float64)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return t.item()
-
-    def total(v):
-        t = torch.tensor([v], dtype=torch.int64)
-        dist.all_reduce(t)
-        return int(t.item())
-
     def graph_us(fn):
-        with torch.cuda.stream(stream):
-            fn()
-        torch.cuda.synchronize()
-        dist.barrier()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
-            for _ in range(args.n):
-                fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(args.R):
-            dist.barrier()
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            with torch.cuda.stream(stream):
-                graph.replay()
-                a.record()
-                graph.replay()
-                b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) * 1e3 / args.n)
-        del graph
-        return slowest(statistics.median(times))
+        return tsu.graph_us(fn, stream, args.n, args.R)
 
     def wrong_count(hidden, tokens):
         """Elements where fused and sym-3k disagree beyond what their documented rounding allows."""
@@ -126,7 +94,7 @@ def worker(rank, world, port, args):
                 if rank == 0:
                     print(f"{hidden:6d} {tokens:6d} {nbytes:9d}  past the communicator's max_size {comm.max_size}")
                 continue
-            wrong = total(wrong_count(hidden, tokens))
+            wrong = tsu.total(wrong_count(hidden, tokens))
             wrong_total += wrong
             x = (torch.randn(tokens, hidden, device=dev) * 1e-3).to(dt)
             r = torch.randn(tokens, hidden, device=dev).to(dt)

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Host cost of an eager call and device time per op in a replayed CUDA graph: torch.ops.symmem.all_reduce
-(and SymmemCommunicator.all_reduce, which SGLang calls) next to torch.add (the floor: one small kernel),
+(and SymmemCommunicator.all_reduce, which SGLang calls) next to torch.add (the floors: one small kernel,
+with out= for the ops that write into a given tensor, without for those that allocate their result),
 torch.ops.symm_mem one-shot and two-shot (PyTorch's symmetric-memory kernels, CUDA backend, no multicast),
 and NCCL where every rank has its own GPU. Same tensors, same GPU, one run.
 
@@ -25,11 +26,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_symm_util as tsu  # noqa: E402  (sets the no-multicast environment first)
-
-
-def parse_size(s):
-    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(s[-1].lower(), 1)
-    return int(float(s[:-1] if mult != 1 else s) * mult)
 
 
 def worker(rank, world, port, args):
@@ -69,25 +65,23 @@ def worker(rank, world, port, args):
         ar_out = torch.ops.symmem.all_reduce_out.default
         g = comm.group_name
         m = [
-            ("torch.add(x, x, out=y) (floor)", lambda: torch.add(x, x, out=y)),
-            ("torch.ops.symmem.all_reduce", lambda: ar(x, "sum", g)),
-            ("torch.ops.symmem.all_reduce_out", lambda: ar_out(x, "sum", g, y)),
-            ("SymmemCommunicator.all_reduce", lambda: comm.all_reduce(x)),
+            # (label, call, the floor it is compared with: "out" writes into y, "new" allocates its result)
+            ("torch.add(x, x, out=y) (floor: out)", lambda: torch.add(x, x, out=y), None),
+            ("torch.add(x, x) (floor: new)", lambda: torch.add(x, x), None),
+            ("torch.ops.symmem.all_reduce", lambda: ar(x, "sum", g), "new"),
+            ("torch.ops.symmem.all_reduce_out", lambda: ar_out(x, "sum", g, y), "out"),
+            ("SymmemCommunicator.all_reduce", lambda: comm.all_reduce(x), "new"),
         ]
         if sym is not None:
             m += [
                 ("symm_mem.one_shot_all_reduce_out",
-                 lambda: torch.ops.symm_mem.one_shot_all_reduce_out(s, "sum", name, so)),
-                ("symm_mem.two_shot_all_reduce_", lambda: torch.ops.symm_mem.two_shot_all_reduce_(s, "sum", name)),
+                 lambda: torch.ops.symm_mem.one_shot_all_reduce_out(s, "sum", name, so), "out"),
+                ("symm_mem.two_shot_all_reduce_", lambda: torch.ops.symm_mem.two_shot_all_reduce_(s, "sum", name),
+                 "out"),
             ]
         if nccl is not None:
-            m.append(("nccl all_reduce", lambda: dist.all_reduce(x, group=nccl)))
+            m.append(("nccl all_reduce", lambda: dist.all_reduce(x, group=nccl), "out"))
         return m, s
-
-    def slowest(v):
-        t = torch.tensor([v], dtype=torch.float64)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return t.item()
 
     def host_us(fn):
         per = []
@@ -99,49 +93,28 @@ def worker(rank, world, port, args):
                 fn()
             per.append((time.perf_counter() - t0) * 1e6 / args.N)
         torch.cuda.synchronize()
-        return slowest(statistics.median(per))
+        return tsu.slowest(statistics.median(per))
 
     def graph_us(fn):
-        with torch.cuda.stream(stream):
-            fn()
-        torch.cuda.synchronize()
-        dist.barrier()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=stream):
-            for _ in range(args.n):
-                fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(args.R):
-            dist.barrier()
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            with torch.cuda.stream(stream):
-                g.replay()
-                a.record()
-                g.replay()
-                b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) * 1e3 / args.n)
-        del g
-        return slowest(statistics.median(times))
+        return tsu.graph_us(fn, stream, args.n, args.R)
 
     for size in args.sizes:
         count = size // 2
         ms, s = methods(count)
         if rank == 0:
             print(f"\n# {size} B ({count} bf16)\n{'method':<36s} {'host us/call':>13s} {'graph us/op':>12s}", flush=True)
-        floor = None
-        for label, fn in ms:
+        floors = {}
+        for label, fn, vs in ms:
             s.fill_(0.0)  # two-shot in place keeps summing: start from zeros, never overflows
             try:
                 fn()
                 torch.cuda.synchronize()
                 h, gr = host_us(fn), graph_us(fn)
                 cells = f"{h:13.2f} {gr:12.2f}"
-                if floor is None:
-                    floor = h
-                else:
-                    cells += f"   host {h / floor:.2f}x floor"
+                if vs is None:
+                    floors["out" if "out=" in label else "new"] = h
+                elif vs in floors:
+                    cells += f"   host {h / floors[vs]:.2f}x floor ({vs})"
             except Exception as exc:  # noqa: BLE001 - a method torch refuses at this size: say so, go on
                 torch.cuda.synchronize()
                 cells = f"{'-':>13s} {'-':>12s}   {type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
@@ -161,7 +134,7 @@ def main():
     ap.add_argument("-n", type=int, default=20, help="ops per graph")
     ap.add_argument("-R", type=int, default=15, help="timed replays (median)")
     args = ap.parse_args()
-    args.sizes = [parse_size(s) for s in args.sizes.split(",")]
+    args.sizes = [tsu.parse_size(s) for s in args.sizes.split(",")]
     import torch
 
     ngpu = torch.cuda.device_count()

@@ -1,6 +1,7 @@
-"""Shared by the PyTorch comparison benchmarks (torch_alloc_bench.py, torch_allreduce_bench.py): an
-environment without NVLink multicast, the per-rank setup (device, gloo group on localhost, the CUDA
-symmetric-memory backend) and spawning one process per rank."""
+"""Shared by the PyTorch benchmarks (torch_alloc_bench.py, torch_allreduce_bench.py, torch_ops_bench.py,
+torch_fused_bench.py): an environment without NVLink multicast, the per-rank setup (device, gloo group on
+localhost, the CUDA symmetric-memory backend), spawning one process per rank, sizes, and the one timing
+method they share (CUDA events over CUDA-graph replays, median, slowest rank)."""
 import os
 import socket
 import warnings
@@ -54,3 +55,68 @@ def spawn_ranks(target, nranks, *extra):
     for p in procs:
         p.start()
     return procs
+
+
+def parse_size(s):
+    """'16K', '1M', '4096' -> bytes."""
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(s[-1].lower(), 1)
+    return int(float(s[:-1] if mult != 1 else s) * mult)
+
+
+def slowest(v):
+    """The largest of every rank's v (the gloo group): a collective's time is its slowest rank's."""
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([float(v)], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item()
+
+
+def total(v):
+    """The sum of every rank's integer v (the gloo group)."""
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([int(v)], dtype=torch.int64)
+    dist.all_reduce(t)
+    return int(t.item())
+
+
+def graph_us(fn, stream, n, replays, warm=0):
+    """Microseconds per call of fn inside a CUDA graph of n calls: one call on `stream` first (lazy
+    initialisation outside capture), the capture, `warm` untimed replays, then `replays` timed ones, each
+    after a barrier and an untimed replay that aligns the ranks (as symmem-bench does). The median over the
+    timed replays, the slowest rank's."""
+    import statistics
+
+    import torch
+    import torch.distributed as dist
+
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.synchronize()
+    dist.barrier()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        for _ in range(n):
+            fn()
+    torch.cuda.synchronize()
+    dist.barrier()
+    with torch.cuda.stream(stream):
+        for _ in range(warm):
+            graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        dist.barrier()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(stream):
+            graph.replay()
+            a.record()
+            graph.replay()
+            b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3 / n)
+    del graph
+    return slowest(statistics.median(times))

@@ -211,6 +211,52 @@ class Outcome:
     mem_bytes: Optional[int] = None
 
 
+class DropIn:
+    """What both drop-in communicators share once `negotiate` has decided: adopting the framework's own class
+    (its state exposed, its methods called directly), the fused all-reduce + add + RMSNorm, close, and the
+    fallback to the stock instance for attributes this class lacks. A subclass names the stock attributes it
+    mirrors (STOCK_ATTRS) and the methods the framework dispatches on (STOCK_METHODS), and defines
+    should_all_reduce_add_rmsnorm."""
+
+    STOCK_ATTRS = ("dtype", "max_size", "world_size", "device", "group")
+    STOCK_METHODS = ("all_reduce",)
+
+    def _adopt_stock(self, stock):
+        self._stock = stock
+        self.disabled = bool(getattr(stock, "disabled", True))
+        self.backend = "off" if self.disabled else "torch"
+        for attr in self.STOCK_ATTRS:
+            if hasattr(stock, attr):
+                setattr(self, attr, getattr(stock, attr))
+        for method in self.STOCK_METHODS:
+            setattr(self, method, getattr(stock, method))
+
+    def __getattr__(self, name):
+        # Only reached for attributes this class lacks: the framework's class may carry more.
+        stock = self.__dict__.get("_stock")
+        if stock is not None:
+            return getattr(stock, name)
+        raise AttributeError(name)
+
+    def all_reduce_add_rmsnorm(self, inp, residual, weight, eps, *, out=None):
+        """residual += all-reduce of inp (in place); returns rmsnorm(residual) * weight (symmem's fused kernel,
+        SymmemCommunicator.all_reduce_add_rmsnorm), or None when `inp` is not eligible."""
+        if not self.should_all_reduce_add_rmsnorm(inp):
+            return None
+        return self._inner.all_reduce_add_rmsnorm(inp, residual, weight, eps, out=out)
+
+    def close(self):
+        inner, self._inner = self._inner, None
+        self.disabled = True
+        if inner is not None:
+            inner.close()
+
+    @property
+    def symmem_serves(self):
+        """symmem (not the framework's class) serves the group."""
+        return self.backend == "symmem" and not self.disabled
+
+
 def negotiate(group, device, plan):
     """Steps 1-4 of the module docstring. Never raises: every failure becomes backend 'off' with its reason,
     logged once per group (by the group's rank 0; the others log it at DEBUG)."""

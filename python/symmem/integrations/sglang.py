@@ -73,9 +73,12 @@ def _stock_probe(device, world_size):
     return None
 
 
-class SymmemTorchSymmMemCommunicator:
+class SymmemTorchSymmMemCommunicator(_common.DropIn):
     """Drop-in for SGLang's TorchSymmMemCommunicator. `backend` says who serves the group: "symmem",
     "torch" (SGLang's own class, in fallback mode where it works) or "off"."""
+
+    STOCK_ATTRS = ("buffer",) + _common.DropIn.STOCK_ATTRS
+    STOCK_METHODS = ("should_torch_symm_mem_allreduce", "all_reduce")
 
     def __init__(self, group, device):
         import torch
@@ -126,24 +129,6 @@ class SymmemTorchSymmMemCommunicator:
                          "boundaries up to %s (%s=1)", _common.group_label(self.group) or "?",
                          _common.human(self.max_size), sglang_fusion.ENV)
 
-    def _adopt_stock(self, stock):
-        """SGLang's own class serves the group: expose its state and call its methods directly."""
-        self._stock = stock
-        self.disabled = bool(getattr(stock, "disabled", True))
-        self.backend = "off" if self.disabled else "torch"
-        for attr in ("buffer", "dtype", "max_size", "world_size", "device", "group"):
-            if hasattr(stock, attr):
-                setattr(self, attr, getattr(stock, attr))
-        self.should_torch_symm_mem_allreduce = stock.should_torch_symm_mem_allreduce
-        self.all_reduce = stock.all_reduce
-
-    def __getattr__(self, name):
-        # Only reached for attributes this class lacks: SGLang's class may carry more (device_capability).
-        stock = self.__dict__.get("_stock")
-        if stock is not None:
-            return getattr(stock, name)
-        raise AttributeError(name)
-
     def should_torch_symm_mem_allreduce(self, inp):
         """Same answer on every rank for the same tensor shape and dtype (the cap is agreed at init)."""
         if self.disabled or inp.device != self.device:
@@ -164,23 +149,10 @@ class SymmemTorchSymmMemCommunicator:
             return False
         return inp.numel() * inp.element_size() <= self.max_size and self._inner.should_all_reduce_add_rmsnorm(inp)
 
-    def all_reduce_add_rmsnorm(self, inp, residual, weight, eps, *, out=None):
-        """residual += all-reduce of inp (in place); returns rmsnorm(residual) * weight (symmem's fused
-        kernel, SymmemCommunicator.all_reduce_add_rmsnorm), or None when `inp` is not eligible."""
-        if not self.should_all_reduce_add_rmsnorm(inp):
-            return None
-        return self._inner.all_reduce_add_rmsnorm(inp, residual, weight, eps, out=out)
-
-    def close(self):
-        inner, self._inner = self._inner, None
-        self.disabled = True
-        if inner is not None:
-            inner.close()
-
 
 def symmem_backed(comm):
     """True when `comm` is this class and symmem (not torch) serves it."""
-    return isinstance(comm, SymmemTorchSymmMemCommunicator) and comm.backend == "symmem" and not comm.disabled
+    return isinstance(comm, SymmemTorchSymmMemCommunicator) and comm.symmem_serves
 
 
 def _capture_stock(module):

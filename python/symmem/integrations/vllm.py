@@ -94,9 +94,11 @@ def _stock_probe(device, world_size):
     return None
 
 
-class SymmemSymmMemCommunicator:
+class SymmemSymmMemCommunicator(_common.DropIn):
     """Drop-in for vLLM's SymmMemCommunicator. `backend`: "symmem", "torch" (vLLM's own class, in fallback
     mode where it works) or "off"."""
+
+    STOCK_METHODS = ("should_use_symm_mem", "all_reduce")
 
     def __init__(self, group, device, force_multimem=None, max_size_override=None):
         import torch
@@ -153,22 +155,6 @@ class SymmemSymmMemCommunicator:
             self.backend = "symmem"
             self.disabled = False
 
-    def _adopt_stock(self, stock):
-        self._stock = stock
-        self.disabled = bool(getattr(stock, "disabled", True))
-        self.backend = "off" if self.disabled else "torch"
-        for attr in ("dtype", "max_size", "world_size", "device", "group"):
-            if hasattr(stock, attr):
-                setattr(self, attr, getattr(stock, attr))
-        self.should_use_symm_mem = stock.should_use_symm_mem
-        self.all_reduce = stock.all_reduce
-
-    def __getattr__(self, name):
-        stock = self.__dict__.get("_stock")
-        if stock is not None:
-            return getattr(stock, name)
-        raise AttributeError(name)
-
     def should_use_symm_mem(self, inp):
         if self.disabled or self._ubatch:
             return False
@@ -187,23 +173,10 @@ class SymmemSymmMemCommunicator:
             return False
         return inp.numel() * inp.element_size() <= self.max_size and self._inner.should_all_reduce_add_rmsnorm(inp)
 
-    def all_reduce_add_rmsnorm(self, inp, residual, weight, eps, *, out=None):
-        """residual += all-reduce of inp (in place); returns rmsnorm(residual) * weight, or None when `inp` is
-        not eligible."""
-        if not self.should_all_reduce_add_rmsnorm(inp):
-            return None
-        return self._inner.all_reduce_add_rmsnorm(inp, residual, weight, eps, out=out)
-
-    def close(self):
-        inner, self._inner = self._inner, None
-        self.disabled = True
-        if inner is not None:
-            inner.close()
-
 
 def symmem_backed(comm):
     """True when `comm` is this class and symmem (not torch) serves it."""
-    return isinstance(comm, SymmemSymmMemCommunicator) and comm.backend == "symmem" and not comm.disabled
+    return isinstance(comm, SymmemSymmMemCommunicator) and comm.symmem_serves
 
 
 def _install(module):

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/comm_state.h"
+#include "base/kinds.h"
 #include "base/param.h"
 #include "collectives/coll_internal.h"
 #include "collectives/tune.h"
@@ -205,6 +206,7 @@ static uint64_t kernel_units(symmem_coll_kind_t kind, symmem_algo_t algo, int n,
         if (!ar) return un;                                                 /* Lamport RS: slots[src][segp] */
         return algo == SYMMEM_ALGO_ONESHOT_PUSH ? un * un : 2 * un;         /* slots[src][n*segp] / + gather */
     case SYMMEM_ALGO_STAGED: return ar ? 2 * un : un;                      /* slots + gather (AR) */
+    case SYMMEM_ALGO_COPY_RING: return ar ? 2 * un : un;                   /* copy_ring_plan.c: slots + gather */
     default: return ar ? (zo ? un : 2 * un) : un;                           /* twoshot_push */
     }
 }
@@ -218,6 +220,9 @@ static uint64_t kernel_epochs(symmem_coll_kind_t kind, symmem_algo_t algo, uint6
     const int lamport = !ag && (algo == SYMMEM_ALGO_ONESHOT_PUSH || algo == SYMMEM_ALGO_TWOSHOT_LAMPORT);
     const int pull = algo == SYMMEM_ALGO_ONESHOT_PULL || algo == SYMMEM_ALGO_TWOSHOT_PULL;
     if (lamport) return 0;
+    /* copy ring: two per step kernel, two kernels a round for all-reduce (the start sync's two are the
+     * plan's, symmem_cr_epochs: tests/unit/test_copy_ring.c) */
+    if (algo == SYMMEM_ALGO_COPY_RING) return (ar ? 4 : 2) * rounds;
     return 2 * rounds + (pull && zc && !(ar && algo == SYMMEM_ALGO_TWOSHOT_PULL) ? 2 : 0);
 }
 
@@ -241,7 +246,7 @@ static void geometry_invariants(void)
             for (int k = 0; k < SYMMEM_COLL_KIND_COUNT; k++) {
                 if (k >= SYMMEM_COLL_BARRIER) continue; /* no table, no geometry */
                 for (int a = SYMMEM_ALGO_AUTO + 1; a < SYMMEM_ALGO_COUNT; a++)
-                    for (size_t es = 2; es <= 4; es += 2)
+                    for (size_t es = 2; es <= 4 && symmem_algo_listed(a); es += 2)
                         for (int zo = 0; zo <= 3; zo++)
                             for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
                                 const symmem_coll_kind_t kind = (symmem_coll_kind_t)k;

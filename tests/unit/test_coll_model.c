@@ -20,7 +20,7 @@
 /* The built-in table for a rank count and link class, with or without the probe's figures. */
 static void defaults_for(int nranks, symmem_link_t link, double rd, double wr, topo_table_t *t)
 {
-    const topo_choice_facts_t f = {nranks, link, rd, wr};
+    const topo_choice_facts_t f = {.nranks = nranks, .link = link, .read_gbs = rd, .write_gbs = wr};
     topo_choice_t c;
     topo_choose(&f, &c);
     *t = c.table;
@@ -83,7 +83,8 @@ static void pull_rewrites_pcie_defaults(void)
         CHECK(topo_table_lookup(&t, SYMMEM_COLL_ALL_GATHER, 4 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
         /* what the communicator does with the probe's figures: the same table, the changed rules counted */
         symmem_coll_tuning_t tu;
-        const topo_choice_facts_t none = {n, SYMMEM_LINK_PCIE, 0.0, 0.0}, pull = {n, SYMMEM_LINK_PCIE, 52.0, 2.6};
+        const topo_choice_facts_t none = {.nranks = n, .link = SYMMEM_LINK_PCIE},
+                                  pull = {.nranks = n, .link = SYMMEM_LINK_PCIE, .read_gbs = 52.0, .write_gbs = 2.6};
         symmem_coll_tune_init(&tu, "fp", &none);
         CHECK(topo_table_hash(&tu.defaults) == topo_table_hash(&base));
         CHECK(symmem_coll_tune_measured(&tu, &pull) == base.nrules);

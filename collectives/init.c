@@ -154,6 +154,13 @@ void symmem_coll_residency(symmem_comm_t comm, int *grid, int *capacity)
 
 symmem_coll_tuning_t *symmem_coll_tuning(symmem_comm_t comm) { return comm && comm->coll ? &comm->coll->tuning : NULL; }
 
+int symmem_coll_probe_ce_figure(symmem_comm_t comm, double *ce_gbs)
+{
+    if (!comm || !comm->coll || !comm->coll->probed) return 0;
+    if (ce_gbs) *ce_gbs = comm->coll->probe_ce_gbs;
+    return 1;
+}
+
 int symmem_coll_probe_figures(symmem_comm_t comm, double *read_gbs, double *write_gbs)
 {
     if (!comm || !comm->coll || !comm->coll->probed) return 0;

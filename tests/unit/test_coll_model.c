@@ -169,6 +169,7 @@ static void probe_parameter(void)
     /* no figures without a communicator that ran the probe */
     double r = -1.0, w = -1.0;
     CHECK(symmem_coll_probe_figures(NULL, &r, &w) == 0 && r == -1.0 && w == -1.0);
+    CHECK(symmem_coll_probe_ce_figure(NULL, &r) == 0 && r == -1.0);
 }
 
 /* Lamport buffers: a power of two (plus the rounding slack), at most an eighth of the workspace and more

@@ -12,7 +12,7 @@
 #include "base/status.h"
 #include "collectives/algos.h"
 #include "collectives/coll_internal.h"
-#include "collectives/copy_ring.h"
+#include "collectives/copy_engine.h"
 
 static int ranges_overlap(const char *a, size_t na, const char *b, size_t nb) { return a < b + nb && b < a + na; }
 
@@ -139,7 +139,7 @@ static symmem_status_t run_collective(symmem_comm_t comm, const symmem_coll_call
                  c->name, c->count, symmem_dtype_name(c->dtype), symmem_redop_name(p.op), symmem_algo_name(algo),
                  geo.grid, geo.threads, p.rounds, p.segp, p.zc_on, p.zo_on);
     symmem_coll_check_stream(comm, c->stream, c->name);
-    if (geo.fam == SYMMEM_COLL_FAM_COPY) { /* copies and step kernels, not one kernel (copy_ring.h) */
+    if (geo.fam == SYMMEM_COLL_FAM_COPY) { /* copies and step kernels, not one kernel (copy_engine.h) */
         SYMMEM_CHECK(symmem_cr_run(comm, c, &p, &geo));
         symmem_coll_record_launch(co, p.tag, c->kind, algo, c->dtype, c->count);
         return SYMMEM_OK;

@@ -53,8 +53,8 @@ static symmem_status_t probe_links(symmem_comm_t comm, struct symmem_coll *co)
     const int changed = symmem_coll_tune_measured(&co->tuning, &f);
     topo_choice_t ch;
     topo_choose(&f, &ch);
-    char ring[96] = "no copy-engine ring";
-    if (ch.copy_ring_above != SIZE_MAX) snprintf(ring, sizeof ring, "copy-engine ring above %zu bytes", ch.copy_ring_above);
+    char ring[96] = "no copy-engine two-shot";
+    if (ch.copy_engine_above != SIZE_MAX) snprintf(ring, sizeof ring, "copy-engine two-shot above %zu bytes", ch.copy_engine_above);
     SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
                 "probe: peer read %.1f GB/s, peer write %.1f GB/s, copy-engine write %.1f GB/s (all ranks at once, "
                 "min over ranks); %s%s, %s (%d default rules changed; %zu bytes x %d runs, %.1f ms at init)",

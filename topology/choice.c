@@ -167,10 +167,10 @@ size_t topo_fused_crossover_bytes(int n, symmem_link_t link)
     return (size_t)(un * latency_bandwidth_bytes(link) / ((un - 1) * (un - 2)));
 }
 
-/* ---- the copy-engine ring ----------------------------------------------------------------------------------- */
+/* ---- the copy-engine two-shot ----------------------------------------------------------------------------------- */
 static int figure_ok(double v) { return v > 0.0 && v <= 1e300; }
 
-size_t topo_copy_ring_above_bytes(int n, int kind, double sm_gbs, double ce_gbs)
+size_t topo_copy_engine_above_bytes(int n, int kind, double sm_gbs, double ce_gbs)
 {
     if (n < 2 || !figure_ok(sm_gbs) || !figure_ok(ce_gbs) || !(sm_gbs < TOPO_PREFER_MARGIN * ce_gbs)) return SIZE_MAX;
     const double copies = kind == SYMMEM_COLL_ALL_REDUCE ? 2.0 * (n - 1) : (double)(n - 1);
@@ -195,17 +195,17 @@ static void table_above(topo_table_t *t, int kind, size_t above, symmem_algo_t a
     topo_table_add(t, kind, SIZE_MAX, algo);
 }
 
-/* The copy ring where the probe measured it faster (choice.h); c->copy_ring_above says from where. */
-static void topo_copy_ring_rule(const topo_choice_facts_t *f, topo_choice_t *c)
+/* The copy-engine two-shot where the probe measured it faster (choice.h); c->copy_engine_above says from where. */
+static void topo_copy_engine_rule(const topo_choice_facts_t *f, topo_choice_t *c)
 {
-    c->copy_ring_above = SIZE_MAX;
+    c->copy_engine_above = SIZE_MAX;
     if (f->link != SYMMEM_LINK_PCIE || !c->measured) return;
     const double sm = c->direction == SYMMEM_TOPO_PULL ? f->read_gbs : f->write_gbs;
     for (int k = SYMMEM_COLL_ALL_REDUCE; k <= SYMMEM_COLL_ALL_GATHER; k++) {
-        const size_t above = topo_copy_ring_above_bytes(f->nranks, k, sm, f->ce_gbs);
+        const size_t above = topo_copy_engine_above_bytes(f->nranks, k, sm, f->ce_gbs);
         if (above == SIZE_MAX) continue;
-        table_above(&c->table, k, above, SYMMEM_ALGO_COPY_RING);
-        if (k == SYMMEM_COLL_ALL_REDUCE) c->copy_ring_above = above;
+        table_above(&c->table, k, above, SYMMEM_ALGO_COPY_ENGINE);
+        if (k == SYMMEM_COLL_ALL_REDUCE) c->copy_engine_above = above;
     }
 }
 
@@ -222,6 +222,6 @@ void topo_choose(const topo_choice_facts_t *f, topo_choice_t *c)
     if (c->direction == SYMMEM_TOPO_PULL) rules_to_pull(&c->table);
     c->staged = topo_table_lookup(&c->table, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX) == SYMMEM_ALGO_STAGED;
     c->fused_oneshot_max = topo_fused_crossover_bytes(f->nranks, f->link);
-    /* the copy-engine ring: above the SM schedule chosen so far (staged says what runs below it) */
-    topo_copy_ring_rule(f, c);
+    /* the copy-engine two-shot: above the SM schedule chosen so far (staged says what runs below it) */
+    topo_copy_engine_rule(f, c);
 }

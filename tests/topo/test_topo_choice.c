@@ -89,7 +89,7 @@ static void compare(const char *name, symmem_topo_t t)
            probed ? ", from measured ring figures" : "", rec->nrules);
 }
 
-/* ---- the copy-engine ring's rule (topology/choice.h, topo_copy_ring_rule) -------------------------------- */
+/* ---- the copy-engine two-shot's rule (topology/choice.h, topo_copy_engine_rule) -------------------------------- */
 #define KIB_ ((size_t)1 << 10)
 #define MIB_ ((size_t)1 << 20)
 
@@ -108,15 +108,15 @@ static int has_algo(const topo_table_t *t, symmem_algo_t a)
     return 0;
 }
 
-/* Where the rule fires, the table is the SM table up to the bound and the copy ring above it, for every
+/* Where the rule fires, the table is the SM table up to the bound and the copy-engine two-shot above it, for every
  * collective; where it does not, the table is exactly the SM table. */
-static void copy_ring_against_sm_table(int n, symmem_link_t link, double rd, double wr, double ce, size_t want_above)
+static void copy_engine_against_sm_table(int n, symmem_link_t link, double rd, double wr, double ce, size_t want_above)
 {
     const topo_choice_t sm = choose_with(n, link, rd, wr, 0.0), c = choose_with(n, link, rd, wr, ce);
-    CHECK(c.copy_ring_above == want_above);
+    CHECK(c.copy_engine_above == want_above);
     CHECK(c.direction == sm.direction && c.staged == sm.staged);
     if (want_above == SIZE_MAX) {
-        CHECK(topo_table_hash(&c.table) == topo_table_hash(&sm.table) && !has_algo(&c.table, SYMMEM_ALGO_COPY_RING));
+        CHECK(topo_table_hash(&c.table) == topo_table_hash(&sm.table) && !has_algo(&c.table, SYMMEM_ALGO_COPY_ENGINE));
         return;
     }
     const size_t sizes[] = {1, 12 * KIB_, 96 * KIB_, want_above / 2, want_above - 1, want_above};
@@ -126,13 +126,13 @@ static void copy_ring_against_sm_table(int n, symmem_link_t link, double rd, dou
                   topo_table_lookup(&sm.table, (symmem_coll_kind_t)k, sizes[i]));
         /* reduce-scatter and all-gather have their own bound (half the copies, half the saving: the same
          * power of two in every case below) */
-        CHECK(topo_table_lookup(&c.table, (symmem_coll_kind_t)k, want_above + 1) == SYMMEM_ALGO_COPY_RING);
-        CHECK(topo_table_lookup(&c.table, (symmem_coll_kind_t)k, 64 * MIB_) == SYMMEM_ALGO_COPY_RING);
-        CHECK(topo_table_lookup(&c.table, (symmem_coll_kind_t)k, SIZE_MAX) == SYMMEM_ALGO_COPY_RING);
+        CHECK(topo_table_lookup(&c.table, (symmem_coll_kind_t)k, want_above + 1) == SYMMEM_ALGO_COPY_ENGINE);
+        CHECK(topo_table_lookup(&c.table, (symmem_coll_kind_t)k, 64 * MIB_) == SYMMEM_ALGO_COPY_ENGINE);
+        CHECK(topo_table_lookup(&c.table, (symmem_coll_kind_t)k, SIZE_MAX) == SYMMEM_ALGO_COPY_ENGINE);
     }
 }
 
-static void copy_ring_rule(void)
+static void copy_engine_rule(void)
 {
     /* The floor (choice.h): above S the ring wins when wire * S * (1/sm - 1/ce) > copies * C + 2 * L, with
      * wire = copies / n bytes through each GPU per byte, C = 2 us per copy, L = 1 us per extra sync.
@@ -140,37 +140,37 @@ static void copy_ring_rule(void)
      * with every peer driven ~25 GB/s, copy engine 53-55 GB/s): saving 1.75 * (0.04 - 0.02) = 0.035 ns per
      * byte, cost 14 * 2000 + 2000 = 30000 ns, S = 857 KB: 1 MiB (the power of two above). Reduce-scatter /
      * all-gather: 7 copies, wire 0.875, saving 0.0175 ns/B, cost 16000 ns, S = 914 KB: 1 MiB too. */
-    CHECK(topo_copy_ring_above_bytes(8, SYMMEM_COLL_ALL_REDUCE, 25.0, 50.0) == MIB_);
-    CHECK(topo_copy_ring_above_bytes(8, SYMMEM_COLL_REDUCE_SCATTER, 25.0, 50.0) == MIB_);
-    copy_ring_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, 25.0, 50.0, MIB_);
+    CHECK(topo_copy_engine_above_bytes(8, SYMMEM_COLL_ALL_REDUCE, 25.0, 50.0) == MIB_);
+    CHECK(topo_copy_engine_above_bytes(8, SYMMEM_COLL_REDUCE_SCATTER, 25.0, 50.0) == MIB_);
+    copy_engine_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, 25.0, 50.0, MIB_);
     /* a narrower gap moves the bound up: sm 27, ce 40 (27 < 0.7 * 40 = 28): saving 1.75 * (1/27 - 1/40) =
      * 0.02106 ns/B, S = 30000 / 0.02106 = 1.42 MB: 2 MiB; reduce-scatter 16000 / 0.01053 = 1.52 MB: 2 MiB */
-    CHECK(topo_copy_ring_above_bytes(8, SYMMEM_COLL_ALL_REDUCE, 27.0, 40.0) == 2 * MIB_);
-    copy_ring_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, 27.0, 40.0, 2 * MIB_);
+    CHECK(topo_copy_engine_above_bytes(8, SYMMEM_COLL_ALL_REDUCE, 27.0, 40.0) == 2 * MIB_);
+    copy_engine_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, 27.0, 40.0, 2 * MIB_);
     /* a wide gap never goes below 1 MiB: sm 10, ce 50 gives S = 30000 / 0.14 = 214 KB */
-    CHECK(topo_copy_ring_above_bytes(8, SYMMEM_COLL_ALL_REDUCE, 10.0, 50.0) == MIB_);
+    CHECK(topo_copy_engine_above_bytes(8, SYMMEM_COLL_ALL_REDUCE, 10.0, 50.0) == MIB_);
     /* the margin: the copy engine must be faster than the SM figure by the push/pull margin (sm < 0.7 ce) */
-    copy_ring_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, 36.0, 50.0, SIZE_MAX);
-    copy_ring_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, 35.0, 50.0, SIZE_MAX); /* strict: 35 = 0.7 * 50 */
-    CHECK(topo_copy_ring_above_bytes(8, SYMMEM_COLL_ALL_REDUCE, 34.0, 50.0) != SIZE_MAX);
+    copy_engine_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, 36.0, 50.0, SIZE_MAX);
+    copy_engine_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, 35.0, 50.0, SIZE_MAX); /* strict: 35 = 0.7 * 50 */
+    CHECK(topo_copy_engine_above_bytes(8, SYMMEM_COLL_ALL_REDUCE, 34.0, 50.0) != SIZE_MAX);
     /* the SM figure compared is the direction's: a pulling table (stores 2.6, loads 40) compares loads */
-    copy_ring_against_sm_table(8, SYMMEM_LINK_PCIE, 40.0, 2.6, 50.0, SIZE_MAX);
-    copy_ring_against_sm_table(8, SYMMEM_LINK_PCIE, 25.0, 2.6, 50.0, MIB_);
+    copy_engine_against_sm_table(8, SYMMEM_LINK_PCIE, 40.0, 2.6, 50.0, SIZE_MAX);
+    copy_engine_against_sm_table(8, SYMMEM_LINK_PCIE, 25.0, 2.6, 50.0, MIB_);
     /* every rank count: a power of two of at least 1 MiB, the SM table below it */
     for (int n = 2; n <= 8; n++) {
-        const size_t a = topo_copy_ring_above_bytes(n, SYMMEM_COLL_ALL_REDUCE, 25.0, 50.0);
+        const size_t a = topo_copy_engine_above_bytes(n, SYMMEM_COLL_ALL_REDUCE, 25.0, 50.0);
         CHECK(a >= MIB_ && a != SIZE_MAX && (a & (a - 1)) == 0);
-        copy_ring_against_sm_table(n, SYMMEM_LINK_PCIE, 20.0, 25.0, 50.0, a);
+        copy_engine_against_sm_table(n, SYMMEM_LINK_PCIE, 20.0, 25.0, 50.0, a);
     }
     /* never without the probe's figures (SM or copy engine), never off PCIe */
-    copy_ring_against_sm_table(8, SYMMEM_LINK_PCIE, 0.0, 0.0, 50.0, SIZE_MAX);
-    copy_ring_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, 25.0, 0.0, SIZE_MAX);
-    copy_ring_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, 25.0, -1.0, SIZE_MAX);
-    copy_ring_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, 25.0, NAN, SIZE_MAX);
-    copy_ring_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, 25.0, INFINITY, SIZE_MAX);
-    copy_ring_against_sm_table(8, SYMMEM_LINK_NVLINK, 300.0, 340.0, 1000.0, SIZE_MAX);
-    copy_ring_against_sm_table(8, SYMMEM_LINK_HOST, 10.0, 10.0, 50.0, SIZE_MAX);
-    copy_ring_against_sm_table(1, SYMMEM_LINK_PCIE, 20.0, 25.0, 50.0, SIZE_MAX);
+    copy_engine_against_sm_table(8, SYMMEM_LINK_PCIE, 0.0, 0.0, 50.0, SIZE_MAX);
+    copy_engine_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, 25.0, 0.0, SIZE_MAX);
+    copy_engine_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, 25.0, -1.0, SIZE_MAX);
+    copy_engine_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, 25.0, NAN, SIZE_MAX);
+    copy_engine_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, 25.0, INFINITY, SIZE_MAX);
+    copy_engine_against_sm_table(8, SYMMEM_LINK_NVLINK, 300.0, 340.0, 1000.0, SIZE_MAX);
+    copy_engine_against_sm_table(8, SYMMEM_LINK_HOST, 10.0, 10.0, 50.0, SIZE_MAX);
+    copy_engine_against_sm_table(1, SYMMEM_LINK_PCIE, 20.0, 25.0, 50.0, SIZE_MAX);
     /* the communicator's path: the probe's figures through symmem_coll_tune_measured, AUTO resolving */
     symmem_coll_tuning_t tu;
     const topo_choice_facts_t none = {.nranks = 8, .link = SYMMEM_LINK_PCIE},
@@ -179,11 +179,11 @@ static void copy_ring_rule(void)
     symmem_coll_tune_init(&tu, "fixture", &none);
     CHECK(symmem_coll_choose(&tu, SYMMEM_COLL_ALL_REDUCE, 64 * MIB_) == SYMMEM_ALGO_STAGED);
     CHECK(symmem_coll_tune_measured(&tu, &probed) > 0);
-    CHECK(symmem_coll_choose(&tu, SYMMEM_COLL_ALL_REDUCE, 64 * MIB_) == SYMMEM_ALGO_COPY_RING);
+    CHECK(symmem_coll_choose(&tu, SYMMEM_COLL_ALL_REDUCE, 64 * MIB_) == SYMMEM_ALGO_COPY_ENGINE);
     CHECK(symmem_coll_choose(&tu, SYMMEM_COLL_ALL_REDUCE, MIB_) == SYMMEM_ALGO_STAGED);
-    CHECK(symmem_coll_choose(&tu, SYMMEM_COLL_ALL_GATHER, 16 * MIB_) == SYMMEM_ALGO_COPY_RING);
+    CHECK(symmem_coll_choose(&tu, SYMMEM_COLL_ALL_GATHER, 16 * MIB_) == SYMMEM_ALGO_COPY_ENGINE);
     CHECK(symmem_coll_choose(&tu, SYMMEM_COLL_REDUCE_SCATTER, 12 * KIB_) == SYMMEM_ALGO_ONESHOT_PUSH);
-    printf("%s copy-engine ring rule\n", test_failures ? "FAIL" : "ok  ");
+    printf("%s copy-engine two-shot rule\n", test_failures ? "FAIL" : "ok  ");
 }
 
 int main(int argc, char **argv)
@@ -214,7 +214,7 @@ int main(int argc, char **argv)
         symmem_topo_destroy(t);
     }
     closedir(d);
-    copy_ring_rule();
+    copy_engine_rule();
     CHECK(machines >= 8 && measured >= 2); /* every fixture; NVLink and PCIe ones with figures */
     printf("%s: %d machines (%d measured), %d failures\n", argv[0], machines, measured, test_failures);
     return test_failures ? 1 : 0;

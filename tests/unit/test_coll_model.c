@@ -208,7 +208,7 @@ static uint64_t kernel_units(symmem_coll_kind_t kind, symmem_algo_t algo, int n,
         if (!ar) return un;                                                 /* Lamport RS: slots[src][segp] */
         return algo == SYMMEM_ALGO_ONESHOT_PUSH ? un * un : 2 * un;         /* slots[src][n*segp] / + gather */
     case SYMMEM_ALGO_STAGED: return ar ? 2 * un : un;                      /* slots + gather (AR) */
-    case SYMMEM_ALGO_COPY_RING: return ar ? 2 * un : un;                   /* copy_ring_plan.c: slots + gather */
+    case SYMMEM_ALGO_COPY_ENGINE: return ar ? 2 * un : un;                   /* copy_engine_plan.c: slots + gather */
     default: return ar ? (zo ? un : 2 * un) : un;                           /* twoshot_push */
     }
 }
@@ -222,9 +222,9 @@ static uint64_t kernel_epochs(symmem_coll_kind_t kind, symmem_algo_t algo, uint6
     const int lamport = !ag && (algo == SYMMEM_ALGO_ONESHOT_PUSH || algo == SYMMEM_ALGO_TWOSHOT_LAMPORT);
     const int pull = algo == SYMMEM_ALGO_ONESHOT_PULL || algo == SYMMEM_ALGO_TWOSHOT_PULL;
     if (lamport) return 0;
-    /* copy ring: two per step kernel, two kernels a round for all-reduce (the start sync's two are the
-     * plan's, symmem_cr_epochs: tests/unit/test_copy_ring.c) */
-    if (algo == SYMMEM_ALGO_COPY_RING) return (ar ? 4 : 2) * rounds;
+    /* copy-engine two-shot: two per step kernel, two kernels a round for all-reduce (the start sync's two are the
+     * plan's, symmem_cr_epochs: tests/unit/test_copy_engine.c) */
+    if (algo == SYMMEM_ALGO_COPY_ENGINE) return (ar ? 4 : 2) * rounds;
     return 2 * rounds + (pull && zc && !(ar && algo == SYMMEM_ALGO_TWOSHOT_PULL) ? 2 : 0);
 }
 

@@ -1,4 +1,4 @@
-/* The copy-engine ring's schedule (collectives/copy_ring.h), executed on host arrays exactly as the host
+/* The copy-engine two-shot's schedule (collectives/copy_engine.h), executed on host arrays exactly as the host
  * launcher and the step kernel execute it on the GPU: a copy step moves bytes, a kernel step is a sync of
  * every rank followed by its jobs (fp32 folds in the sources' order, one source a byte copy), and an
  * end sync where it says so. For every world size 2..8 (and 16), every kind, dtype and op, odd counts, in
@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "collectives/algos.h"
-#include "collectives/copy_ring.h"
+#include "collectives/copy_engine.h"
 #include "collectives/plan.h"
 #include "harness.h"
 #include "values.h"
@@ -255,7 +255,7 @@ static void run_case(const cfg_t *cf)
     lay.ws_bytes = lay.data_off + 2 * lay.half_bytes;
     const symmem_coll_grid_t grid = {64, 128};
     symmem_coll_geom_t g;
-    const int gst = symmem_coll_geometry(&lay, &grid, n, (symmem_coll_kind_t)cf->kind, SYMMEM_ALGO_COPY_RING,
+    const int gst = symmem_coll_geometry(&lay, &grid, n, (symmem_coll_kind_t)cf->kind, SYMMEM_ALGO_COPY_ENGINE,
                                          cf->count, es, 0, 0, 0, &g);
     EXPECT(gst == 0, "geometry failed (%d)", gst);
     if (gst != 0) return;
@@ -430,6 +430,6 @@ int main(void)
         run_case(&cf);
         cases++;
     }
-    printf("test_copy_ring: %d cases, %d failures\n", cases, failures);
+    printf("test_copy_engine: %d cases, %d failures\n", cases, failures);
     return failures ? 1 : 0;
 }

@@ -1,9 +1,9 @@
-/* The copy-engine ring's step kernel (copy_ring.h): a kernel step of the description, nothing more. The
+/* The copy-engine two-shot's step kernel (copy_engine.h): a kernel step of the description, nothing more. The
  * state protocol's prologue (two epochs), the flag sync of every other kernel (sync_peers: this rank's
  * stream has reached the step, and so has every peer's), the step's jobs, the optional end sync, the
  * block's end; after an abort or an error, the NaN output of every kernel. The data movement between ranks
- * is the copy engines' (copy_ring.c); the jobs read and write this rank's own memory only. */
-#include "collectives/copy_ring.h"
+ * is the copy engines' (copy_engine.c); the jobs read and write this rank's own memory only. */
+#include "collectives/copy_engine.h"
 #include "collectives/kernel.cuh"
 
 namespace symmem_k {
@@ -28,7 +28,7 @@ template <typename T, int OP> __device__ __forceinline__ void run_job(const symm
 }
 
 template <typename T, int OP>
-__global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) copy_ring_kernel(const __grid_constant__ symmem_cr_kparams_t k)
+__global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) copy_engine_kernel(const __grid_constant__ symmem_cr_kparams_t k)
 {
     const P &p = k.p;
     Ctx c;
@@ -48,7 +48,7 @@ template <typename T> const void *cr_kernel_for_op(int op)
 {
     switch (op) {
 #define SYMMEM_K_CR_OP_(name, value)                                                                       \
-    case value: return reinterpret_cast<const void *>(&copy_ring_kernel<T, value>);
+    case value: return reinterpret_cast<const void *>(&copy_engine_kernel<T, value>);
         SYMMEM_REDOP_LIST(SYMMEM_K_CR_OP_)
 #undef SYMMEM_K_CR_OP_
     default: return nullptr;
@@ -69,14 +69,14 @@ const void *cr_kernel_for(int dtype, int op)
 } // namespace symmem_k
 
 /* The family's accessors (kernel_abi.h): the step kernel per dtype x op, and loading all of them (the
- * kernels take other parameters than coll_kernel's, so only copy_ring.c launches them). */
-extern "C" const void *symmem_coll_copy_ring_kernel(int dtype, int op, int checked)
+ * kernels take other parameters than coll_kernel's, so only copy_engine.c launches them). */
+extern "C" const void *symmem_coll_copy_engine_kernel(int dtype, int op, int checked)
 {
     (void)checked;
     return symmem_k::cr_kernel_for(dtype, op);
 }
 
-extern "C" int symmem_coll_copy_ring_preload(symmem_coll_preload_info_t *info)
+extern "C" int symmem_coll_copy_engine_preload(symmem_coll_preload_info_t *info)
 {
     int e = 0;
     for (int dt = 0; dt < SYMMEM_DTYPE_COUNT && e == 0; dt++)

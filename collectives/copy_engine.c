@@ -1,6 +1,6 @@
-/* The copy-engine ring's host launcher (copy_ring.h): the description of every round (copy_ring_plan.c)
+/* The copy-engine two-shot's host launcher (copy_engine.h): the description of every round (copy_engine_plan.c)
  * enqueued on the call's stream as it stands, a copy step as one cudaMemcpyAsync, a kernel step as one
- * launch of the step kernel (copy_ring.cu). Stream-ordered and capturable: copies become memcpy nodes,
+ * launch of the step kernel (copy_engine.cu). Stream-ordered and capturable: copies become memcpy nodes,
  * kernels kernel nodes, and the epochs advance on the device as for every other kernel. */
 #include <cuda_runtime_api.h>
 #include <inttypes.h>
@@ -12,7 +12,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "collectives/coll_internal.h"
-#include "collectives/copy_ring.h"
+#include "collectives/copy_engine.h"
 
 typedef struct cr_bufs {
     const char *send;
@@ -87,7 +87,7 @@ symmem_status_t symmem_cr_run(symmem_comm_t comm, const symmem_coll_call_t *c, c
     if (!steps || !k) {
         free(steps);
         free(k);
-        return symmem_set_error(SYMMEM_OUT_OF_MEMORY, "%s (copy_ring): out of host memory", c->name);
+        return symmem_set_error(SYMMEM_OUT_OF_MEMORY, "%s (copy_engine): out of host memory", c->name);
     }
     const char *what = "";
     uint64_t round = 0;
@@ -108,7 +108,7 @@ symmem_status_t symmem_cr_run(symmem_comm_t comm, const symmem_coll_call_t *c, c
     (void)cudaGetLastError();
     char msg[400];
     snprintf(msg, sizeof msg,
-             "%s (copy_ring): enqueuing round %" PRIu64 " of %" PRIu64 " failed at its %s: %s (%s); the peers' "
+             "%s (copy_engine): enqueuing round %" PRIu64 " of %" PRIu64 " failed at its %s: %s (%s); the peers' "
              "kernels of this call will time out waiting for rank %d",
              c->name, round, (uint64_t)g->rounds, what, cudaGetErrorName(e), cudaGetErrorString(e), comm->rank);
     symmem_comm_set_error(comm, SYMMEM_CUDA_ERROR, msg);

@@ -1,4 +1,4 @@
-/* The copy-engine ring's schedule (copy_ring.h): pure, the same function for the host launcher and the CPU
+/* The copy-engine two-shot's schedule (copy_engine.h): pure, the same function for the host launcher and the CPU
  * test. Layout of a data half (one per round, alternating: round k uses half k % 2), 16-byte packs:
  *   all-reduce:      slots[src][segp], then gather[s][segp]  (2n units: the descriptor's units_n = 2)
  *   reduce-scatter:  slots[src][segp]                         (n units)
@@ -7,7 +7,7 @@
  * segment `round` of shard s of the result (reduced by rank s; all-gather: rank s's input). */
 #include <string.h>
 
-#include "collectives/copy_ring.h"
+#include "collectives/copy_engine.h"
 
 int symmem_cr_kernels_per_round(int kind) { return kind == SYMMEM_COLL_ALL_REDUCE ? 2 : 1; }
 

@@ -1,11 +1,11 @@
-/* The copy-engine ring (SYMMEM_ALGO_COPY_RING): the peer data of a collective moved by the GPU's copy
+/* The copy-engine two-shot (SYMMEM_ALGO_COPY_ENGINE): the peer data of a collective moved by the GPU's copy
  * engines (cudaMemcpyAsync on the call's stream), the reductions on the SMs, the steps ordered by the flag
- * syncs of protocol.cuh (no remote atomics). docs/collectives.md, "Copy-engine ring", has the long form.
+ * syncs of protocol.cuh (no remote atomics). docs/collectives.md, "Copy-engine two-shot", has the long form.
  *
- * The schedule is a plain description, built by a pure function per rank and round (copy_ring_plan.c), and
- * executed step by step: by the host launcher (copy_ring.c: a copy step is one cudaMemcpyAsync, a kernel
- * step one launch of the step kernel of copy_ring.cu, which only syncs and runs its jobs) and by the CPU
- * test (tests/unit/test_copy_ring.c), which runs it on host arrays for every size, rank count and kind and
+ * The schedule is a plain description, built by a pure function per rank and round (copy_engine_plan.c), and
+ * executed step by step: by the host launcher (copy_engine.c: a copy step is one cudaMemcpyAsync, a kernel
+ * step one launch of the step kernel of copy_engine.cu, which only syncs and runs its jobs) and by the CPU
+ * test (tests/unit/test_copy_engine.c), which runs it on host arrays for every size, rank count and kind and
  * checks the results and the ordering of every workspace access against the syncs.
  *
  * The schedule, rank r of n, all-reduce (reduce-scatter: the first half; all-gather: the second), one
@@ -22,8 +22,8 @@
  * the call lies between the start sync and the last one (nothing before or after touches the
  * workspace: calls of other algorithms around it need no assumption about its halves), and every write
  * into a rank's area and every read of it are separated by a sync (the CPU test checks both). */
-#ifndef SYMMEM_COLLECTIVES_COPY_RING_H
-#define SYMMEM_COLLECTIVES_COPY_RING_H
+#ifndef SYMMEM_COLLECTIVES_COPY_ENGINE_H
+#define SYMMEM_COLLECTIVES_COPY_ENGINE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -96,7 +96,7 @@ void symmem_cr_plan_start(symmem_cr_step_t *out);
 int symmem_cr_kernels_per_round(int kind);
 uint64_t symmem_cr_epochs(int kind, uint64_t rounds);
 
-/* ---- the step kernel's parameters (copy_ring.cu) ------------------------------------------------------ */
+/* ---- the step kernel's parameters (copy_engine.cu) ------------------------------------------------------ */
 typedef struct symmem_cr_kjob {
     void *dst;
     const void *src[SYMMEM_MAX_RANKS];
@@ -116,7 +116,7 @@ SYMMEM_STATIC_ASSERT(sizeof(symmem_cr_kparams_t) <= 4096, "the step kernel's par
 /* Launch the step kernel for dtype x op (all-gather: SUM) with `grid` blocks of `threads`; the cudaError_t. */
 int symmem_cr_launch_kernel(const symmem_cr_kparams_t *k, int grid, int threads, void *stream);
 
-/* ---- the host launcher (copy_ring.c) -------------------------------------------------------------------- */
+/* ---- the host launcher (copy_engine.c) -------------------------------------------------------------------- */
 struct symmem_coll_call;
 /* Run a planned call (p: its parameters, g: its geometry) as the description says, on the call's stream.
  * SYMMEM_OK, or SYMMEM_CUDA_ERROR naming the step that failed to enqueue. */

@@ -30,6 +30,9 @@ int symmem_coll_kind_from_name(const char *name);
  * callers that report a bad name in their own words (SYMMEM_ALGO, the tuning file). The public
  * symmem_algo_from_name is this plus the error. */
 int symmem_algo_lookup(const char *name);
+/* Whether `algo` is a value of SYMMEM_ALGO_LIST (the values below SYMMEM_ALGO_COUNT need not all be:
+ * branches reserve values for algorithms added elsewhere). */
+int symmem_algo_listed(int algo);
 
 #ifdef __cplusplus
 }

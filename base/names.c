@@ -75,6 +75,17 @@ int symmem_algo_lookup(const char *name)
     return -1;
 }
 
+int symmem_algo_listed(int algo)
+{
+    switch (algo) {
+#define ALGO_LISTED_(name, value, text)                                                                    \
+    case SYMMEM_ALGO_##name: return 1;
+        SYMMEM_ALGO_LIST(ALGO_LISTED_)
+#undef ALGO_LISTED_
+    default: return 0;
+    }
+}
+
 symmem_status_t symmem_algo_from_name(const char *name, symmem_algo_t *algo)
 {
     const int a = symmem_algo_lookup(name);

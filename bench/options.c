@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/kinds.h"
 #include "base/param.h"
 #include "bench.h"
 
@@ -38,7 +39,7 @@ static void usage(void)
     print_names("sum", SYMMEM_REDOP_COUNT, redop_at);
     printf("\n  -a ALGO     auto (default), all, or one or more (comma-separated) of:");
     for (int a = SYMMEM_ALGO_AUTO + 1; a < SYMMEM_ALGO_COUNT; a++)
-        printf("%s %s", a == SYMMEM_ALGO_AUTO + 1 ? "" : ",", symmem_algo_name((symmem_algo_t)a));
+        if (symmem_algo_listed(a)) printf("%s %s", a == SYMMEM_ALGO_AUTO + 1 ? "" : ",", symmem_algo_name((symmem_algo_t)a));
     printf("\n"
            "              auto rows show the algorithm the table chose, e.g. auto:twoshot_pull\n"
            "  -t COLL     ");
@@ -97,8 +98,9 @@ static int parse_algos(const char *v, opts_t *o)
 {
     o->algo_given = 1;
     if (!strcasecmp(v, "all")) {
-        o->nalgos = SYMMEM_ALGO_COUNT;
-        for (int k = 0; k < SYMMEM_ALGO_COUNT; k++) o->algos[k] = k;
+        o->nalgos = 0;
+        for (int k = 0; k < SYMMEM_ALGO_COUNT; k++)
+            if (symmem_algo_listed(k)) o->algos[o->nalgos++] = k;
         return 0;
     }
     o->nalgos = 0;
@@ -234,7 +236,8 @@ static int check_options(opts_t *o)
     }
     /* every concrete algorithm; auto is what is being built */
     o->nalgos = 0;
-    for (int k = SYMMEM_ALGO_AUTO + 1; k < SYMMEM_ALGO_COUNT; k++) o->algos[o->nalgos++] = k;
+    for (int k = SYMMEM_ALGO_AUTO + 1; k < SYMMEM_ALGO_COUNT; k++)
+        if (symmem_algo_listed(k)) o->algos[o->nalgos++] = k;
     return 0;
 }
 

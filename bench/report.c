@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "bench.h"
+#include "collectives/tune.h"
 
 static void fmt_result(char *buf, size_t len, const result_t *r, double bytes, double busf, int check)
 {
@@ -73,9 +74,11 @@ void bench_print_header(const bench_t *b)
     printf("# algorithm table: topology [%s], %s%s%s%s\n", fingerprint,
            deftab[0] ? "table file (its section for this topology, if any) " : "built-in table", deftab,
            env_algo && env_algo[0] ? ", SYMMEM_ALGO=" : "", env_algo && env_algo[0] ? env_algo : "");
-    if (have_probe)
-        printf("# init probe: peer read %.1f GB/s, peer write %.1f GB/s (all ranks at once, min over ranks)\n", probe_rd,
-               probe_wr);
+    double probe_ce = 0;
+    if (have_probe && symmem_coll_probe_ce_figure(b->ctx.r[0].comm, &probe_ce))
+        printf("# init probe: peer read %.1f GB/s, peer write %.1f GB/s, copy-engine write %.1f GB/s (all ranks at "
+               "once, min over ranks)\n",
+               probe_rd, probe_wr, probe_ce);
     if (o->tune) print_tune_header(b, fingerprint, env_algo);
     if (o->inprocess && ctx->ngpus < n) printf("# ranks share GPUs: times are not meaningful, check the #wrong column\n");
     bench_print_columns();

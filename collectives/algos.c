@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "base/kinds.h"
+
 static const symmem_coll_algo_op_t table[SYMMEM_ALGO_COUNT][3] = {
 #define SYMMEM_COLL_DESC_ROW_(name, value, text) [value] = SYMMEM_COLL_DESC_##name,
     SYMMEM_ALGO_LIST(SYMMEM_COLL_DESC_ROW_)
@@ -14,7 +16,8 @@ _Static_assert(SYMMEM_COLL_ALL_REDUCE == 0 && SYMMEM_COLL_REDUCE_SCATTER == 1 &&
 
 const symmem_coll_algo_op_t *symmem_coll_algo(symmem_coll_kind_t kind, symmem_algo_t algo)
 {
-    if ((int)algo < 0 || algo >= SYMMEM_ALGO_COUNT || (int)kind < 0 || kind > SYMMEM_COLL_ALL_GATHER) return NULL;
+    /* a value outside the list has no row (its zeros would read as the pull family) */
+    if (!symmem_algo_listed((int)algo) || (int)kind < 0 || kind > SYMMEM_COLL_ALL_GATHER) return NULL;
     return &table[algo][kind];
 }
 

@@ -22,11 +22,13 @@ extern "C" {
 
 /* Kernel families: one kernel template each (collectives/<file>.cu), instantiated per dtype x op:
  * X(NAME, value, file). The Lamport family has a second instantiation with the round headers of
- * SYMMEM_LAMPORT_CHECK (launch.cu). */
+ * SYMMEM_LAMPORT_CHECK (launch.cu). The copy-engine family's kernel is a step of a host-driven schedule
+ * (copy_engine.h), launched by copy_engine.c with parameters of its own, never by symmem_coll_launch. */
 #define SYMMEM_COLL_FAMILY_LIST(X)                                                                         \
     X(PULL, 0, pull)                                                                                       \
     X(PUSH, 1, push)                                                                                       \
-    X(LAMPORT, 2, lamport)
+    X(LAMPORT, 2, lamport)                                                                                 \
+    X(COPY, 3, copy_engine)
 
 typedef enum symmem_coll_family {
     SYMMEM_COLL_FAM_NONE = -1, /* the row serves no such operation (AUTO) */
@@ -101,6 +103,12 @@ typedef struct symmem_coll_algo_op {
 #define SYMMEM_COLL_DESC_TWOSHOT_LAMPORT                                                                   \
     {SYMMEM_COLL_OP_(LAMPORT, 0, 2, 0, 2, 0, NO, NO, 0, 0, 0), SYMMEM_COLL_OP_(LAMPORT, 0, 1, 0, 1, 0, NO, NO, 0, 0, 0), \
      SYMMEM_COLL_OP_(PUSH, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0)}
+/* copy-engine two-shot (copy_engine.h): all-reduce slots[src][segp] + gather[s][segp]; reduce-scatter the slots,
+ * all-gather the gather slots; two epochs per kernel (two kernels a round for all-reduce, one for the
+ * others; the start sync's two more are the plan's: symmem_cr_epochs) */
+#define SYMMEM_COLL_DESC_COPY_ENGINE                                                                         \
+    {SYMMEM_COLL_OP_(COPY, 0, 2, 0, 2, 0, NO, NO, 4, 0, 0), SYMMEM_COLL_OP_(COPY, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0), \
+     SYMMEM_COLL_OP_(COPY, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0)}
 
 /* The row of `algo` for `kind` (all_reduce, reduce_scatter, all_gather); NULL outside the table. */
 const symmem_coll_algo_op_t *symmem_coll_algo(symmem_coll_kind_t kind, symmem_algo_t algo);

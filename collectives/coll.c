@@ -12,6 +12,7 @@
 #include "base/status.h"
 #include "collectives/algos.h"
 #include "collectives/coll_internal.h"
+#include "collectives/copy_engine.h"
 
 static int ranges_overlap(const char *a, size_t na, const char *b, size_t nb) { return a < b + nb && b < a + na; }
 
@@ -22,7 +23,7 @@ static symmem_status_t check_args(symmem_comm_t comm, const symmem_coll_call_t *
     if (es == 0) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: invalid dtype %d", c->name, (int)c->dtype);
     if (c->kind != SYMMEM_COLL_ALL_GATHER && ((int)c->op < 0 || c->op >= SYMMEM_REDOP_COUNT))
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: invalid reduction op %d", c->name, (int)c->op);
-    if ((int)c->algo < 0 || c->algo >= SYMMEM_ALGO_COUNT)
+    if (!symmem_algo_listed((int)c->algo))
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: invalid algorithm %d", c->name, (int)c->algo);
     if (c->count > (SIZE_MAX / 2) / es / n)
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: count %zu is too large", c->name, c->count);
@@ -138,6 +139,11 @@ static symmem_status_t run_collective(symmem_comm_t comm, const symmem_coll_call
                  c->name, c->count, symmem_dtype_name(c->dtype), symmem_redop_name(p.op), symmem_algo_name(algo),
                  geo.grid, geo.threads, p.rounds, p.segp, p.zc_on, p.zo_on);
     symmem_coll_check_stream(comm, c->stream, c->name);
+    if (geo.fam == SYMMEM_COLL_FAM_COPY) { /* copies and step kernels, not one kernel (copy_engine.h) */
+        SYMMEM_CHECK(symmem_cr_run(comm, c, &p, &geo));
+        symmem_coll_record_launch(co, p.tag, c->kind, algo, c->dtype, c->count);
+        return SYMMEM_OK;
+    }
     const cudaError_t e = (cudaError_t)symmem_coll_launch(&p, geo.fam, geo.grid, geo.threads, c->stream, co->pdl);
     if (e != cudaSuccess)
         return symmem_set_error(SYMMEM_CUDA_ERROR, "%s (%s): kernel launch failed: %s (%s)", c->name,

@@ -51,6 +51,7 @@ struct symmem_coll {
     int probe;                              /* 1: measure (every rank, decided in agree.c) */
     int probed;                             /* the figures below were measured */
     double probe_read_gbs, probe_write_gbs; /* SM peer load / store GB/s, all ranks at once, min over ranks */
+    double probe_ce_gbs;                    /* copy-engine peer copies, the same way (the copy-engine two-shot's choice) */
 };
 
 /* ---- a call (coll.c, plan.c) --------------------------------------------------------------------------------- */

@@ -41,19 +41,25 @@ static symmem_status_t probe_links(symmem_comm_t comm, struct symmem_coll *co)
     char *theirs = co->ws_peers[peer] + l->data_off, *mine = co->ws_peers[comm->rank] + l->data_off;
     const topo_probe_buffers_t b = {theirs, theirs + l->half_bytes, mine + l->half_bytes, mine, bytes,
                                     co->grid.max_grid, SYMMEM_COLL_THREADS};
-    double rd = 0, wr = 0;
+    double rd = 0, wr = 0, ce = 0;
     const double t0 = now_ms();
-    SYMMEM_CHECK(topo_probe_ring(comm, &b, &rd, &wr));
+    SYMMEM_CHECK(topo_probe_ring(comm, &b, &rd, &wr, &ce));
     co->probed = 1;
     co->probe_read_gbs = rd;
     co->probe_write_gbs = wr;
-    const topo_choice_facts_t f = {comm->nranks, comm->link_class, rd, wr};
+    co->probe_ce_gbs = ce;
+    const topo_choice_facts_t f = {.nranks = comm->nranks, .link = comm->link_class, .read_gbs = rd, .write_gbs = wr,
+                                   .ce_gbs = ce};
     const int changed = symmem_coll_tune_measured(&co->tuning, &f);
+    topo_choice_t ch;
+    topo_choose(&f, &ch);
+    char ring[96] = "no copy-engine two-shot";
+    if (ch.copy_engine_above != SIZE_MAX) snprintf(ring, sizeof ring, "copy-engine two-shot above %zu bytes", ch.copy_engine_above);
     SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
-                "probe: peer read %.1f GB/s, peer write %.1f GB/s (all ranks at once, min over ranks); %s%s "
-                "(%d default rules changed; %zu bytes x %d runs, %.1f ms at init)",
-                rd, wr, co->tuning.prefer == TOPO_PREFER_KEEP ? "no clear winner, keeping " : "preferring ",
-                topo_prefer_name(co->tuning.prefer), changed, bytes, PROBE_RUNS + 1, now_ms() - t0);
+                "probe: peer read %.1f GB/s, peer write %.1f GB/s, copy-engine write %.1f GB/s (all ranks at once, "
+                "min over ranks); %s%s, %s (%d default rules changed; %zu bytes x %d runs, %.1f ms at init)",
+                rd, wr, ce, co->tuning.prefer == TOPO_PREFER_KEEP ? "no clear winner, keeping " : "preferring ",
+                topo_prefer_name(co->tuning.prefer), ring, changed, bytes, PROBE_RUNS + 1, now_ms() - t0);
     return SYMMEM_OK;
 }
 
@@ -147,6 +153,13 @@ void symmem_coll_residency(symmem_comm_t comm, int *grid, int *capacity)
 }
 
 symmem_coll_tuning_t *symmem_coll_tuning(symmem_comm_t comm) { return comm && comm->coll ? &comm->coll->tuning : NULL; }
+
+int symmem_coll_probe_ce_figure(symmem_comm_t comm, double *ce_gbs)
+{
+    if (!comm || !comm->coll || !comm->coll->probed) return 0;
+    if (ce_gbs) *ce_gbs = comm->coll->probe_ce_gbs;
+    return 1;
+}
 
 int symmem_coll_probe_figures(symmem_comm_t comm, double *read_gbs, double *write_gbs)
 {

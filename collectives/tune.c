@@ -80,7 +80,7 @@ symmem_status_t symmem_coll_tune_set(symmem_coll_tuning_t *tu, symmem_coll_kind_
 {
     if ((int)kind < 0 || kind >= SYMMEM_COLL_BARRIER)
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "symmem_coll_tune_set: invalid op %d", (int)kind);
-    if ((int)algo <= SYMMEM_ALGO_AUTO || algo >= SYMMEM_ALGO_COUNT)
+    if ((int)algo <= SYMMEM_ALGO_AUTO || !symmem_algo_listed((int)algo))
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "symmem_coll_tune_set: algorithm %d is not a concrete algorithm",
                                 (int)algo);
     if (topo_table_add(&tu->table, kind, max_bytes, algo) != 0)

@@ -77,6 +77,8 @@ symmem_coll_tuning_t *symmem_coll_tuning(symmem_comm_t comm);
 /* The init probe's figures (SYMMEM_COLL_PROBE): SM peer read and write GB/s measured at init with every rank
  * at once, the minimum over ranks. 1 and filled when the probe ran, 0 (outputs untouched) when it did not. */
 int symmem_coll_probe_figures(symmem_comm_t comm, double *read_gbs, double *write_gbs);
+/* The probe's copy-engine figure (peer copies by cudaMemcpyAsync, the same way): 1 and filled, or 0. */
+int symmem_coll_probe_ce_figure(symmem_comm_t comm, double *ce_gbs);
 
 #ifdef __cplusplus
 }

@@ -60,6 +60,10 @@ static symmem_status_t clear(symmem_comm_t comm, struct symmem_coll *co)
         (e = (cudaError_t)symmem_coll_launch_fill_empty(mine + l->lam_hdr_off,
                                                         l->lam_off - l->lam_hdr_off + 3 * l->lam_buf_bytes, s)) !=
             cudaSuccess ||
+        /* a first copy through the copy path (the copy-engine two-shot's), within the data halves, which hold nothing:
+         * whatever the driver sets up for it happens now, not while a co-located rank's kernel waits */
+        (e = cudaMemcpyAsync(mine + l->data_off + l->half_bytes, mine + l->data_off, 16, cudaMemcpyDefault, s)) !=
+            cudaSuccess ||
         (e = cudaStreamSynchronize(s)) != cudaSuccess) {
         cudaStreamDestroy(s);
         return cuda_fail(e, "initialising the collective workspace");

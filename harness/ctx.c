@@ -27,6 +27,8 @@ void cc_log(const cc_ctx_t *ctx, const char *fmt, ...)
     fflush(stdout);
 }
 
+int cc_algo_known(int algo) { return strcmp(symmem_algo_name((symmem_algo_t)algo), "invalid_algo") != 0; }
+
 int cc_pair_algo(const cc_ctx_t *ctx, int argc, char **argv, symmem_algo_t dflt, symmem_algo_t *algo)
 {
     if (!ctx->multiproc || ctx->nranks != 2) {

@@ -121,6 +121,9 @@ int cc_teardown_rank(cc_ctx_t *ctx, cc_rank_t *R, symmem_buffer_t buf);
 /* For the two-process error tests (coll_timeout, coll_mismatch): checks that ctx is one rank per process
  * on 2 processes and reads the optional algorithm name in argv[1] (default dflt). 1, or 0 after logging. */
 int cc_pair_algo(const cc_ctx_t *ctx, int argc, char **argv, symmem_algo_t dflt, symmem_algo_t *algo);
+/* Whether `algo` (below SYMMEM_ALGO_COUNT) is an algorithm of this libsymmem: values of the list may be
+ * reserved for algorithms not built into it, and the tests that run "every algorithm" skip those. */
+int cc_algo_known(int algo);
 
 /* The per-case runner of the collective tests, the ranks' counterpart of test_run_all (tests/test_util.h),
  * whose lines it prints: every case in order on every rank ("ok   name" / "FAIL name" from the root, then

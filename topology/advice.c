@@ -54,6 +54,7 @@ static void comm_facts(const topo_model_t *m, const advice_stats_t *s, topo_choi
     const int probed = topo_probe_useful(f->link) && s->ring_read > 0;
     f->read_gbs = probed ? s->ring_read : 0.0;
     f->write_gbs = probed ? s->ring_write : 0.0;
+    f->ce_gbs = 0.0; /* no copy-engine two-shot figure: the communicator's probe decides the copy-engine two-shot */
 }
 
 /* Islands: GPUs joined by any path better than SYS, numbered; returns the count. */

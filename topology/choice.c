@@ -167,6 +167,48 @@ size_t topo_fused_crossover_bytes(int n, symmem_link_t link)
     return (size_t)(un * latency_bandwidth_bytes(link) / ((un - 1) * (un - 2)));
 }
 
+/* ---- the copy-engine two-shot ----------------------------------------------------------------------------------- */
+static int figure_ok(double v) { return v > 0.0 && v <= 1e300; }
+
+size_t topo_copy_engine_above_bytes(int n, int kind, double sm_gbs, double ce_gbs)
+{
+    if (n < 2 || !figure_ok(sm_gbs) || !figure_ok(ce_gbs) || !(sm_gbs < TOPO_PREFER_MARGIN * ce_gbs)) return SIZE_MAX;
+    const double copies = kind == SYMMEM_COLL_ALL_REDUCE ? 2.0 * (n - 1) : (double)(n - 1);
+    const double wire = copies / n;                       /* bytes through each GPU per byte of the message */
+    const double saved_ns = wire * (1.0 / sm_gbs - 1.0 / ce_gbs); /* per byte (1 GB/s = 1 byte/ns) */
+    const double cost_ns = copies * TOPO_CE_COPY_NS + 2.0 * TOPO_CE_SYNC_NS;
+    const double s = cost_ns / saved_ns;
+    size_t b = MIB;
+    while ((double)b < s && b < ((size_t)1 << 40)) b *= 2;
+    return b;
+}
+
+/* Messages of `kind` larger than `above` run `algo`; the table's rules up to `above` stand. */
+static void table_above(topo_table_t *t, int kind, size_t above, symmem_algo_t algo)
+{
+    const symmem_algo_t below = topo_table_lookup(t, (symmem_coll_kind_t)kind, above);
+    int w = 0;
+    for (int i = 0; i < t->nrules; i++)
+        if (t->rules[i].kind != kind || t->rules[i].max_bytes < above) t->rules[w++] = t->rules[i];
+    t->nrules = w;
+    topo_table_add(t, kind, above, below);
+    topo_table_add(t, kind, SIZE_MAX, algo);
+}
+
+/* The copy-engine two-shot where the probe measured it faster (choice.h); c->copy_engine_above says from where. */
+static void topo_copy_engine_rule(const topo_choice_facts_t *f, topo_choice_t *c)
+{
+    c->copy_engine_above = SIZE_MAX;
+    if (f->link != SYMMEM_LINK_PCIE || !c->measured) return;
+    const double sm = c->direction == SYMMEM_TOPO_PULL ? f->read_gbs : f->write_gbs;
+    for (int k = SYMMEM_COLL_ALL_REDUCE; k <= SYMMEM_COLL_ALL_GATHER; k++) {
+        const size_t above = topo_copy_engine_above_bytes(f->nranks, k, sm, f->ce_gbs);
+        if (above == SIZE_MAX) continue;
+        table_above(&c->table, k, above, SYMMEM_ALGO_COPY_ENGINE);
+        if (k == SYMMEM_COLL_ALL_REDUCE) c->copy_engine_above = above;
+    }
+}
+
 void topo_choose(const topo_choice_facts_t *f, topo_choice_t *c)
 {
     memset(c, 0, sizeof *c);
@@ -180,4 +222,6 @@ void topo_choose(const topo_choice_facts_t *f, topo_choice_t *c)
     if (c->direction == SYMMEM_TOPO_PULL) rules_to_pull(&c->table);
     c->staged = topo_table_lookup(&c->table, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX) == SYMMEM_ALGO_STAGED;
     c->fused_oneshot_max = topo_fused_crossover_bytes(f->nranks, f->link);
+    /* the copy-engine two-shot: above the SM schedule chosen so far (staged says what runs below it) */
+    topo_copy_engine_rule(f, c);
 }

@@ -67,6 +67,11 @@ typedef struct topo_choice_facts {
     symmem_link_t link;         /* the worst link between two ranks (topo_link_class) */
     double read_gbs, write_gbs; /* SM peer loads / stores, every rank at once with its successor, the minimum
                                    over ranks (the init probe; symmem-topo's ring figures); <= 0: none */
+    /* The copy-engine two-shot's fact (topo_copy_engine_rule): copy-engine peer copies (cudaMemcpyAsync from local
+     * into the successor's memory), every rank at once, the minimum over ranks; measured by the init probe
+     * beside the SM figures, not by symmem-topo (its copy-engine figures are one pair at a time); <= 0:
+     * none, and the copy-engine two-shot is never chosen. */
+    double ce_gbs;
 } topo_choice_facts_t;
 
 typedef struct topo_choice {
@@ -77,6 +82,7 @@ typedef struct topo_choice {
     symmem_placement_t placement;      /* HOST_NUMA when some pair has no P2P (link HOST), else DEVICE */
     topo_table_t table;                /* the built-in table */
     size_t fused_oneshot_max;          /* all_reduce_add_rmsnorm: one-shot up to here (SIZE_MAX: always) */
+    size_t copy_engine_above;            /* collectives larger than this run the copy-engine two-shot (SIZE_MAX: none) */
 } topo_choice_t;
 
 void topo_choose(const topo_choice_facts_t *facts, topo_choice_t *out);
@@ -88,6 +94,20 @@ symmem_placement_t topo_choose_placement(symmem_link_t link);
  * after two, so two-shot pays from S* = n*L*B / ((n-1)(n-2)) bytes (L one-way latency, B bandwidth per GPU
  * of the link class); never at n <= 2 (SIZE_MAX). */
 size_t topo_fused_crossover_bytes(int nranks, symmem_link_t link);
+
+/* ---- the copy-engine two-shot (SYMMEM_ALGO_COPY_ENGINE) -------------------------------------------------------
+ * Chosen only on PCIe, only where the init probe measured copy-engine copies faster than the SM transfer
+ * the table's large messages use (peer stores when it pushes, loads when it pulls) by the push/pull margin:
+ * sm < TOPO_PREFER_MARGIN * ce; then for every collective larger than topo_copy_engine_above_bytes. */
+/* The size above which the copy-engine two-shot beats the SM schedule, from the floors (docs/collectives.md,
+ * "Copy-engine two-shot"): both move 2(n-1)/n of an all-reduce's bytes through each GPU ((n-1)/n for
+ * reduce-scatter and all-gather), the copy engines at ce_gbs, the SM schedule at sm_gbs; the copy engines pay per round
+ * 2(n-1) copies of TOPO_CE_COPY_NS fixed cost each (n-1 for reduce-scatter, all-gather) and two more syncs
+ * of TOPO_CE_SYNC_NS (the start and the end). Rounded up to a power of two, at least 1 MiB; SIZE_MAX when
+ * the copy engines are not faster (or figures are missing). */
+#define TOPO_CE_COPY_NS 2000.0
+#define TOPO_CE_SYNC_NS 1000.0
+size_t topo_copy_engine_above_bytes(int nranks, int kind, double sm_gbs, double ce_gbs);
 
 #ifdef __cplusplus
 }

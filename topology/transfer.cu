@@ -39,6 +39,18 @@ extern "C" cudaError_t topo_copy_runs(void *dst, const void *src, size_t bytes, 
     return e;
 }
 
+extern "C" cudaError_t topo_ce_runs(void *dst, const void *src, size_t bytes, cudaStream_t stream, int warm, int runs,
+                                    cudaEvent_t *ev)
+{
+    cudaError_t e = cudaSuccess;
+    for (int k = 0; k < warm && e == cudaSuccess; k++) e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream);
+    for (int k = 0; k <= runs && e == cudaSuccess; k++) {
+        e = cudaEventRecord(ev[k], stream);
+        if (e == cudaSuccess && k < runs) e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream);
+    }
+    return e;
+}
+
 extern "C" cudaError_t topo_copy_gbs(size_t bytes, const cudaEvent_t *ev, int runs, double *gbs)
 {
     float ms[64];

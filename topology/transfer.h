@@ -21,6 +21,11 @@ cudaError_t topo_copy_launch(void *dst, const void *src, size_t bytes, int grid,
  * topo_copy_gbs. */
 cudaError_t topo_copy_runs(void *dst, const void *src, size_t bytes, int grid, int threads, cudaStream_t stream,
                            int warm, int runs, cudaEvent_t *ev);
+/* The same with the copy engine: `warm` untimed cudaMemcpyAsync of `bytes` from src to dst, then `runs`
+ * timed ones between the events (peer copies: the copy-engine figure of the init probe and of the copy
+ * ring's choice, topology/choice.h). */
+cudaError_t topo_ce_runs(void *dst, const void *src, size_t bytes, cudaStream_t stream, int warm, int runs,
+                         cudaEvent_t *ev);
 /* The median GB/s (1e9 bytes per second) of the runs of topo_copy_runs, once ev[runs] has completed. */
 cudaError_t topo_copy_gbs(size_t bytes, const cudaEvent_t *ev, int runs, double *gbs);
 /* Load the copy kernel into the current device's context now (CUDA loads kernels lazily, and a load can wait

@@ -58,6 +58,7 @@ int main(int argc, char **argv)
         op_t *o = &ops[j];
         o->kind = j % K_KINDS;
         o->algo = (symmem_algo_t)((j / K_KINDS) % SYMMEM_ALGO_COUNT);
+        if (!cc_algo_known(o->algo)) o->algo = SYMMEM_ALGO_AUTO;
         o->dt = (symmem_dtype_t)((j / 3) % SYMMEM_DTYPE_COUNT);
         o->op = (symmem_redop_t)((j / 2) % SYMMEM_REDOP_COUNT);
         o->count = sizes[(size_t)(j * 7 / 5) % nsizes];

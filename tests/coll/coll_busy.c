@@ -55,10 +55,12 @@ int main(int argc, char **argv)
         if (j < nar) {
             o->kind = K_AR;
             o->algo = (symmem_algo_t)(j % SYMMEM_ALGO_COUNT);
+            if (!cc_algo_known(o->algo)) o->algo = SYMMEM_ALGO_AUTO;
             o->count = ar_counts[(size_t)(j / SYMMEM_ALGO_COUNT) % (sizeof ar_counts / sizeof *ar_counts)];
         } else {
             o->kind = (j - nar) % 2 ? K_AG : K_RS;
             o->algo = (symmem_algo_t)((j - nar) / 2 % SYMMEM_ALGO_COUNT);
+            if (!cc_algo_known(o->algo)) o->algo = SYMMEM_ALGO_AUTO;
             o->count = ((size_t)1 << (10 + 3 * ((j - nar) / 2 % 4))) + (size_t)(j % 3); /* 1K..2M elements per rank */
         }
         o->seed = cc_mix64(0xb5e7ull + (uint64_t)j);

@@ -234,9 +234,11 @@ int main(int argc, char **argv)
     unsigned char *hhist = malloc(max_bytes * (size_t)replays);
     if (!hhist) return 1;
     cc_case_t cases[SYMMEM_ALGO_COUNT];
-    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) cases[a] = (cc_case_t){symmem_algo_name((symmem_algo_t)a), case_algo, a};
+    int ncases = 0;
+    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++)
+        if (cc_algo_known(a)) cases[ncases++] = (cc_case_t){symmem_algo_name((symmem_algo_t)a), case_algo, a};
     graph_run_t run = {S, replays, hhist};
-    rc = cc_run_cases(&ctx, cases, SYMMEM_ALGO_COUNT, &run);
+    rc = cc_run_cases(&ctx, cases, ncases, &run);
     free(hhist);
     for (int i = 0; i < ctx.nlocal; i++) {
         cudaSetDevice(ctx.r[i].device);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/comm_state.h"
+#include "base/kinds.h"
 #include "base/param.h"
 #include "collectives/coll_internal.h"
 #include "collectives/tune.h"
@@ -19,7 +20,7 @@
 /* The built-in table for a rank count and link class, with or without the probe's figures. */
 static void defaults_for(int nranks, symmem_link_t link, double rd, double wr, topo_table_t *t)
 {
-    const topo_choice_facts_t f = {nranks, link, rd, wr};
+    const topo_choice_facts_t f = {.nranks = nranks, .link = link, .read_gbs = rd, .write_gbs = wr};
     topo_choice_t c;
     topo_choose(&f, &c);
     *t = c.table;
@@ -82,7 +83,8 @@ static void pull_rewrites_pcie_defaults(void)
         CHECK(topo_table_lookup(&t, SYMMEM_COLL_ALL_GATHER, 4 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
         /* what the communicator does with the probe's figures: the same table, the changed rules counted */
         symmem_coll_tuning_t tu;
-        const topo_choice_facts_t none = {n, SYMMEM_LINK_PCIE, 0.0, 0.0}, pull = {n, SYMMEM_LINK_PCIE, 52.0, 2.6};
+        const topo_choice_facts_t none = {.nranks = n, .link = SYMMEM_LINK_PCIE},
+                                  pull = {.nranks = n, .link = SYMMEM_LINK_PCIE, .read_gbs = 52.0, .write_gbs = 2.6};
         symmem_coll_tune_init(&tu, "fp", &none);
         CHECK(topo_table_hash(&tu.defaults) == topo_table_hash(&base));
         CHECK(symmem_coll_tune_measured(&tu, &pull) == base.nrules);
@@ -167,6 +169,7 @@ static void probe_parameter(void)
     /* no figures without a communicator that ran the probe */
     double r = -1.0, w = -1.0;
     CHECK(symmem_coll_probe_figures(NULL, &r, &w) == 0 && r == -1.0 && w == -1.0);
+    CHECK(symmem_coll_probe_ce_figure(NULL, &r) == 0 && r == -1.0);
 }
 
 /* Lamport buffers: a power of two (plus the rounding slack), at most an eighth of the workspace and more
@@ -205,6 +208,7 @@ static uint64_t kernel_units(symmem_coll_kind_t kind, symmem_algo_t algo, int n,
         if (!ar) return un;                                                 /* Lamport RS: slots[src][segp] */
         return algo == SYMMEM_ALGO_ONESHOT_PUSH ? un * un : 2 * un;         /* slots[src][n*segp] / + gather */
     case SYMMEM_ALGO_STAGED: return ar ? 2 * un : un;                      /* slots + gather (AR) */
+    case SYMMEM_ALGO_COPY_ENGINE: return ar ? 2 * un : un;                   /* copy_engine_plan.c: slots + gather */
     default: return ar ? (zo ? un : 2 * un) : un;                           /* twoshot_push */
     }
 }
@@ -218,6 +222,9 @@ static uint64_t kernel_epochs(symmem_coll_kind_t kind, symmem_algo_t algo, uint6
     const int lamport = !ag && (algo == SYMMEM_ALGO_ONESHOT_PUSH || algo == SYMMEM_ALGO_TWOSHOT_LAMPORT);
     const int pull = algo == SYMMEM_ALGO_ONESHOT_PULL || algo == SYMMEM_ALGO_TWOSHOT_PULL;
     if (lamport) return 0;
+    /* copy-engine two-shot: two per step kernel, two kernels a round for all-reduce (the start sync's two are the
+     * plan's, symmem_cr_epochs: tests/unit/test_copy_engine.c) */
+    if (algo == SYMMEM_ALGO_COPY_ENGINE) return (ar ? 4 : 2) * rounds;
     return 2 * rounds + (pull && zc && !(ar && algo == SYMMEM_ALGO_TWOSHOT_PULL) ? 2 : 0);
 }
 
@@ -241,7 +248,7 @@ static void geometry_invariants(void)
             for (int k = 0; k < SYMMEM_COLL_KIND_COUNT; k++) {
                 if (k >= SYMMEM_COLL_BARRIER) continue; /* no table, no geometry */
                 for (int a = SYMMEM_ALGO_AUTO + 1; a < SYMMEM_ALGO_COUNT; a++)
-                    for (size_t es = 2; es <= 4; es += 2)
+                    for (size_t es = 2; es <= 4 && symmem_algo_listed(a); es += 2)
                         for (int zo = 0; zo <= 3; zo++)
                             for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
                                 const symmem_coll_kind_t kind = (symmem_coll_kind_t)k;

@@ -105,7 +105,7 @@ typedef struct symmem_coll_algo_op {
      SYMMEM_COLL_OP_(PUSH, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0)}
 /* copy-engine two-shot (copy_engine.h): all-reduce slots[src][segp] + gather[s][segp]; reduce-scatter the slots,
  * all-gather the gather slots; two epochs per kernel (two kernels a round for all-reduce, one for the
- * others; the start sync's two more are the plan's: symmem_cr_epochs) */
+ * others; the start sync's two more are the plan's: symmem_ce_epochs) */
 #define SYMMEM_COLL_DESC_COPY_ENGINE                                                                         \
     {SYMMEM_COLL_OP_(COPY, 0, 2, 0, 2, 0, NO, NO, 4, 0, 0), SYMMEM_COLL_OP_(COPY, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0), \
      SYMMEM_COLL_OP_(COPY, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0)}

@@ -140,7 +140,7 @@ static symmem_status_t run_collective(symmem_comm_t comm, const symmem_coll_call
                  geo.grid, geo.threads, p.rounds, p.segp, p.zc_on, p.zo_on);
     symmem_coll_check_stream(comm, c->stream, c->name);
     if (geo.fam == SYMMEM_COLL_FAM_COPY) { /* copies and step kernels, not one kernel (copy_engine.h) */
-        SYMMEM_CHECK(symmem_cr_run(comm, c, &p, &geo));
+        SYMMEM_CHECK(symmem_ce_run(comm, c, &p, &geo));
         symmem_coll_record_launch(co, p.tag, c->kind, algo, c->dtype, c->count);
         return SYMMEM_OK;
     }

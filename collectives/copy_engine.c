@@ -14,31 +14,31 @@
 #include "collectives/coll_internal.h"
 #include "collectives/copy_engine.h"
 
-typedef struct cr_bufs {
+typedef struct ce_bufs {
     const char *send;
     char *recv;
     char *const *ws; /* every rank's workspace, mapped here */
-} cr_bufs_t;
+} ce_bufs_t;
 
-static char *resolve(const cr_bufs_t *b, const symmem_cr_ref_t *r)
+static char *resolve(const ce_bufs_t *b, const symmem_ce_ref_t *r)
 {
     switch (r->buf) {
-    case SYMMEM_CR_SEND: return (char *)b->send + r->off;
-    case SYMMEM_CR_RECV: return b->recv + r->off;
+    case SYMMEM_CE_SEND: return (char *)b->send + r->off;
+    case SYMMEM_CE_RECV: return b->recv + r->off;
     default: return b->ws[r->rank] + r->off;
     }
 }
 
-static void kernel_params(const cr_bufs_t *b, const symmem_coll_params_t *p, const symmem_cr_step_t *s,
-                          symmem_cr_kparams_t *k)
+static void kernel_params(const ce_bufs_t *b, const symmem_coll_params_t *p, const symmem_ce_step_t *s,
+                          symmem_ce_kparams_t *k)
 {
     memset(k, 0, sizeof *k);
     k->p = *p;
     k->njobs = s->njobs;
     k->end_sync = s->end_sync;
     for (int j = 0; j < s->njobs; j++) {
-        const symmem_cr_job_t *sj = &s->jobs[j];
-        symmem_cr_kjob_t *kj = &k->jobs[j];
+        const symmem_ce_job_t *sj = &s->jobs[j];
+        symmem_ce_kjob_t *kj = &k->jobs[j];
         kj->dst = resolve(b, &sj->dst);
         kj->elems = sj->elems;
         kj->nsrc = sj->nsrc;
@@ -52,23 +52,23 @@ static void kernel_params(const cr_bufs_t *b, const symmem_coll_params_t *p, con
 }
 
 /* One step; the cudaError_t, *what names it. */
-static cudaError_t run_step(const cr_bufs_t *b, const symmem_coll_params_t *p, const symmem_coll_geom_t *g,
-                            const symmem_cr_step_t *s, cudaStream_t stream, symmem_cr_kparams_t *k, const char **what)
+static cudaError_t run_step(const ce_bufs_t *b, const symmem_coll_params_t *p, const symmem_coll_geom_t *g,
+                            const symmem_ce_step_t *s, cudaStream_t stream, symmem_ce_kparams_t *k, const char **what)
 {
-    if (s->type == SYMMEM_CR_COPY) {
+    if (s->type == SYMMEM_CE_COPY) {
         *what = "peer copy (cudaMemcpyAsync)";
         return cudaMemcpyAsync(resolve(b, &s->dst), resolve(b, &s->src), (size_t)s->bytes, cudaMemcpyDefault, stream);
     }
     *what = "step kernel launch";
     kernel_params(b, p, s, k);
-    return (cudaError_t)symmem_cr_launch_kernel(k, g->grid, g->threads, stream);
+    return (cudaError_t)symmem_ce_launch_kernel(k, g->grid, g->threads, stream);
 }
 
-symmem_status_t symmem_cr_run(symmem_comm_t comm, const symmem_coll_call_t *c, const symmem_coll_params_t *p,
+symmem_status_t symmem_ce_run(symmem_comm_t comm, const symmem_coll_call_t *c, const symmem_coll_params_t *p,
                               const symmem_coll_geom_t *g)
 {
     const struct symmem_coll *co = comm->coll;
-    const symmem_cr_call_t call = {.kind = c->kind,
+    const symmem_ce_call_t call = {.kind = c->kind,
                                    .n = comm->nranks,
                                    .rank = comm->rank,
                                    .stride = g->stride,
@@ -79,11 +79,11 @@ symmem_status_t symmem_cr_run(symmem_comm_t comm, const symmem_coll_call_t *c, c
                                    .data_off = co->layout.data_off,
                                    .half_bytes = co->layout.half_bytes,
                                    .in_place = p->in_place};
-    const cr_bufs_t b = {(const char *)c->send, (char *)c->recv, co->ws_peers};
+    const ce_bufs_t b = {(const char *)c->send, (char *)c->recv, co->ws_peers};
     const cudaStream_t stream = (cudaStream_t)c->stream;
     /* a round's steps and one kernel's parameters: a few hundred KiB, for calls of several MiB */
-    symmem_cr_step_t *steps = malloc(SYMMEM_CR_MAX_STEPS * sizeof *steps);
-    symmem_cr_kparams_t *k = malloc(sizeof *k);
+    symmem_ce_step_t *steps = malloc(SYMMEM_CE_MAX_STEPS * sizeof *steps);
+    symmem_ce_kparams_t *k = malloc(sizeof *k);
     if (!steps || !k) {
         free(steps);
         free(k);
@@ -92,10 +92,10 @@ symmem_status_t symmem_cr_run(symmem_comm_t comm, const symmem_coll_call_t *c, c
     const char *what = "";
     uint64_t round = 0;
     int step = 0;
-    symmem_cr_plan_start(&steps[0]);
+    symmem_ce_plan_start(&steps[0]);
     cudaError_t e = run_step(&b, p, g, &steps[0], stream, k, &what);
     for (; e == cudaSuccess && round < g->rounds; round++) {
-        const int ns = symmem_cr_plan_round(&call, round, steps);
+        const int ns = symmem_ce_plan_round(&call, round, steps);
         for (step = 0; step < ns && e == cudaSuccess; step++) e = run_step(&b, p, g, &steps[step], stream, k, &what);
         if (e != cudaSuccess) break;
     }

@@ -12,7 +12,7 @@ namespace symmem_k {
  * keep NaN payloads and -0.0). Block b takes packs b*threads + t, grid-stride, of every job in turn; jobs
  * of one step never overlap one another (the CPU test checks the plan), and a destination equals a source
  * only where it is the same range (in place: the thread loads every source of a pack before it stores). */
-template <typename T, int OP> __device__ __forceinline__ void run_job(const symmem_cr_kjob_t &j, uint64_t t0, uint64_t nt)
+template <typename T, int OP> __device__ __forceinline__ void run_job(const symmem_ce_kjob_t &j, uint64_t t0, uint64_t nt)
 {
     constexpr int V = Pack<T>::V;
     const bool al = j.aligned != 0;
@@ -28,7 +28,7 @@ template <typename T, int OP> __device__ __forceinline__ void run_job(const symm
 }
 
 template <typename T, int OP>
-__global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) copy_engine_kernel(const __grid_constant__ symmem_cr_kparams_t k)
+__global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) copy_engine_kernel(const __grid_constant__ symmem_ce_kparams_t k)
 {
     const P &p = k.p;
     Ctx c;
@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) copy_engine_kernel(con
     block_end(p, c);
 }
 
-template <typename T> const void *cr_kernel_for_op(int op)
+template <typename T> const void *ce_kernel_for_op(int op)
 {
     switch (op) {
 #define SYMMEM_K_CR_OP_(name, value)                                                                       \
@@ -55,11 +55,11 @@ template <typename T> const void *cr_kernel_for_op(int op)
     }
 }
 
-const void *cr_kernel_for(int dtype, int op)
+const void *ce_kernel_for(int dtype, int op)
 {
     switch (dtype) {
 #define SYMMEM_K_CR_DTYPE_(name, value, ctype, bytes)                                                      \
-    case value: return cr_kernel_for_op<ctype>(op);
+    case value: return ce_kernel_for_op<ctype>(op);
         SYMMEM_DTYPE_LIST(SYMMEM_K_CR_DTYPE_)
 #undef SYMMEM_K_CR_DTYPE_
     default: return nullptr;
@@ -73,7 +73,7 @@ const void *cr_kernel_for(int dtype, int op)
 extern "C" const void *symmem_coll_copy_engine_kernel(int dtype, int op, int checked)
 {
     (void)checked;
-    return symmem_k::cr_kernel_for(dtype, op);
+    return symmem_k::ce_kernel_for(dtype, op);
 }
 
 extern "C" int symmem_coll_copy_engine_preload(symmem_coll_preload_info_t *info)
@@ -81,18 +81,18 @@ extern "C" int symmem_coll_copy_engine_preload(symmem_coll_preload_info_t *info)
     int e = 0;
     for (int dt = 0; dt < SYMMEM_DTYPE_COUNT && e == 0; dt++)
         for (int op = 0; op < SYMMEM_REDOP_COUNT && e == 0; op++)
-            e = symmem_coll_preload_one(symmem_k::cr_kernel_for(dt, op), SYMMEM_COLL_THREADS, info);
+            e = symmem_coll_preload_one(symmem_k::ce_kernel_for(dt, op), SYMMEM_COLL_THREADS, info);
     return e;
 }
 
-extern "C" int symmem_cr_launch_kernel(const symmem_cr_kparams_t *k, int grid, int threads, void *stream)
+extern "C" int symmem_ce_launch_kernel(const symmem_ce_kparams_t *k, int grid, int threads, void *stream)
 {
     /* all-gather moves bytes: the SUM instantiation of its dtype (its jobs have one source) */
     const int op = k->p.kind == SYMMEM_COLL_ALL_GATHER ? (int)SYMMEM_OP_SUM : k->p.op;
-    const void *fn = symmem_k::cr_kernel_for(k->p.dtype, op);
+    const void *fn = symmem_k::ce_kernel_for(k->p.dtype, op);
     if (!fn || grid < 1 || grid > SYMMEM_COLL_MAX_GRID || threads < 32 || threads > SYMMEM_COLL_THREADS || threads % 32)
         return (int)cudaErrorInvalidValue;
-    void *args[] = {const_cast<symmem_cr_kparams_t *>(k)};
+    void *args[] = {const_cast<symmem_ce_kparams_t *>(k)};
     /* no programmatic dependent launch: copies stand between these kernels, and a sync must signal only
      * once everything before it on the stream has completed */
     return (int)cudaLaunchKernel(fn, dim3((unsigned)grid), dim3((unsigned)threads), args, 0,

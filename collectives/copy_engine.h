@@ -40,37 +40,37 @@ extern "C" {
 /* ---- the description ---------------------------------------------------------------------------------- */
 /* A byte range's start: the executing rank's send or receive buffer, or a rank's workspace (offset from its
  * start, as mapped on every rank). */
-enum { SYMMEM_CR_SEND = 0, SYMMEM_CR_RECV = 1, SYMMEM_CR_WS = 2 };
-typedef struct symmem_cr_ref {
-    int32_t buf;  /* SYMMEM_CR_* */
-    int32_t rank; /* SYMMEM_CR_WS: whose workspace; SEND/RECV: always the executing rank */
+enum { SYMMEM_CE_SEND = 0, SYMMEM_CE_RECV = 1, SYMMEM_CE_WS = 2 };
+typedef struct symmem_ce_ref {
+    int32_t buf;  /* SYMMEM_CE_* */
+    int32_t rank; /* SYMMEM_CE_WS: whose workspace; SEND/RECV: always the executing rank */
     uint64_t off; /* bytes */
-} symmem_cr_ref_t;
+} symmem_ce_ref_t;
 
 /* One job of a kernel step: dst[i] = src[0][i] op src[1][i] op ... (fp32, in this order: the rank order)
  * for i < elems; one source is a plain copy of the bytes. */
-typedef struct symmem_cr_job {
-    symmem_cr_ref_t dst;
+typedef struct symmem_ce_job {
+    symmem_ce_ref_t dst;
     uint64_t elems;
     int32_t nsrc;
-    symmem_cr_ref_t src[SYMMEM_MAX_RANKS];
-} symmem_cr_job_t;
+    symmem_ce_ref_t src[SYMMEM_MAX_RANKS];
+} symmem_ce_job_t;
 
-enum { SYMMEM_CR_COPY = 0, SYMMEM_CR_KERNEL = 1 };
+enum { SYMMEM_CE_COPY = 0, SYMMEM_CE_KERNEL = 1 };
 /* A step of one rank. COPY: `bytes` from src to dst by the copy engine, in stream order. KERNEL: sync with
  * every rank (epoch: the kernel's first epoch + 1; all its blocks), then its jobs, then, with end_sync,
  * another sync (epoch + 2). Every kernel consumes two epochs, so the state stays even. */
-typedef struct symmem_cr_step {
+typedef struct symmem_ce_step {
     int32_t type;
     int32_t end_sync;
-    symmem_cr_ref_t dst, src; /* COPY */
+    symmem_ce_ref_t dst, src; /* COPY */
     uint64_t bytes;           /* COPY */
     int32_t njobs;            /* KERNEL */
-    symmem_cr_job_t jobs[SYMMEM_MAX_RANKS];
-} symmem_cr_step_t;
+    symmem_ce_job_t jobs[SYMMEM_MAX_RANKS];
+} symmem_ce_step_t;
 
 /* What every rank plans a call with (the same values on every rank). */
-typedef struct symmem_cr_call {
+typedef struct symmem_ce_call {
     int kind;          /* symmem_coll_kind_t: all_reduce, reduce_scatter, all_gather */
     int n, rank;
     uint64_t stride;   /* elements between shards (the geometry's) */
@@ -81,46 +81,46 @@ typedef struct symmem_cr_call {
     uint64_t data_off; /* workspace offset of the two data halves, and one half's bytes */
     uint64_t half_bytes;
     int in_place;      /* all-gather: my input is my part of the output (no copy of it) */
-} symmem_cr_call_t;
+} symmem_ce_call_t;
 
 /* The most steps of one round: n-1 copies, a kernel, n-1 copies, a kernel. */
-#define SYMMEM_CR_MAX_STEPS (2 * SYMMEM_MAX_RANKS)
-/* The steps of rank c->rank in round `round` (0..rounds-1) into out (SYMMEM_CR_MAX_STEPS); the start sync
- * is symmem_cr_plan_start. Returns the count. Copies of zero bytes are left out; kernels never are (every
+#define SYMMEM_CE_MAX_STEPS (2 * SYMMEM_MAX_RANKS)
+/* The steps of rank c->rank in round `round` (0..rounds-1) into out (SYMMEM_CE_MAX_STEPS); the start sync
+ * is symmem_ce_plan_start. Returns the count. Copies of zero bytes are left out; kernels never are (every
  * rank must run the same kernels, their syncs pair up across ranks). Pure. */
-int symmem_cr_plan_round(const symmem_cr_call_t *c, uint64_t round, symmem_cr_step_t *out);
+int symmem_ce_plan_round(const symmem_ce_call_t *c, uint64_t round, symmem_ce_step_t *out);
 /* The call's first step: a kernel with no jobs (the start sync). */
-void symmem_cr_plan_start(symmem_cr_step_t *out);
+void symmem_ce_plan_start(symmem_ce_step_t *out);
 /* Kernels per round (1 for reduce-scatter and all-gather, 2 for all-reduce) and the epochs a call of
  * `rounds` rounds consumes (2 per kernel, the start sync's included). */
-int symmem_cr_kernels_per_round(int kind);
-uint64_t symmem_cr_epochs(int kind, uint64_t rounds);
+int symmem_ce_kernels_per_round(int kind);
+uint64_t symmem_ce_epochs(int kind, uint64_t rounds);
 
 /* ---- the step kernel's parameters (copy_engine.cu) ------------------------------------------------------ */
-typedef struct symmem_cr_kjob {
+typedef struct symmem_ce_kjob {
     void *dst;
     const void *src[SYMMEM_MAX_RANKS];
     uint64_t elems;
     int32_t nsrc;
     int32_t aligned; /* dst and every src 16-byte aligned: vector access */
-} symmem_cr_kjob_t;
-typedef struct symmem_cr_kparams {
+} symmem_ce_kjob_t;
+typedef struct symmem_ce_kparams {
     symmem_coll_params_t p; /* the protocol's fields (workspaces, state, error record, rank, tag, timeout) and
                                the call's (kind, recv, stride, total: the NaN output after an error) */
     int32_t njobs;
     int32_t end_sync;
-    symmem_cr_kjob_t jobs[SYMMEM_MAX_RANKS];
-} symmem_cr_kparams_t;
-SYMMEM_STATIC_ASSERT(sizeof(symmem_cr_kparams_t) <= 4096, "the step kernel's parameters fit a launch");
+    symmem_ce_kjob_t jobs[SYMMEM_MAX_RANKS];
+} symmem_ce_kparams_t;
+SYMMEM_STATIC_ASSERT(sizeof(symmem_ce_kparams_t) <= 4096, "the step kernel's parameters fit a launch");
 
 /* Launch the step kernel for dtype x op (all-gather: SUM) with `grid` blocks of `threads`; the cudaError_t. */
-int symmem_cr_launch_kernel(const symmem_cr_kparams_t *k, int grid, int threads, void *stream);
+int symmem_ce_launch_kernel(const symmem_ce_kparams_t *k, int grid, int threads, void *stream);
 
 /* ---- the host launcher (copy_engine.c) -------------------------------------------------------------------- */
 struct symmem_coll_call;
 /* Run a planned call (p: its parameters, g: its geometry) as the description says, on the call's stream.
  * SYMMEM_OK, or SYMMEM_CUDA_ERROR naming the step that failed to enqueue. */
-symmem_status_t symmem_cr_run(symmem_comm_t comm, const struct symmem_coll_call *c, const symmem_coll_params_t *p,
+symmem_status_t symmem_ce_run(symmem_comm_t comm, const struct symmem_coll_call *c, const symmem_coll_params_t *p,
                               const symmem_coll_geom_t *g);
 
 #ifdef __cplusplus

@@ -223,7 +223,7 @@ static uint64_t kernel_epochs(symmem_coll_kind_t kind, symmem_algo_t algo, uint6
     const int pull = algo == SYMMEM_ALGO_ONESHOT_PULL || algo == SYMMEM_ALGO_TWOSHOT_PULL;
     if (lamport) return 0;
     /* copy-engine two-shot: two per step kernel, two kernels a round for all-reduce (the start sync's two are the
-     * plan's, symmem_cr_epochs: tests/unit/test_copy_engine.c) */
+     * plan's, symmem_ce_epochs: tests/unit/test_copy_engine.c) */
     if (algo == SYMMEM_ALGO_COPY_ENGINE) return (ar ? 4 : 2) * rounds;
     return 2 * rounds + (pull && zc && !(ar && algo == SYMMEM_ALGO_TWOSHOT_PULL) ? 2 : 0);
 }

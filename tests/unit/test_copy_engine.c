@@ -88,22 +88,22 @@ typedef struct world {
     int phase, last_phase;
 } world_t;
 
-static unsigned char *at(world_t *w, int rank, const symmem_cr_ref_t *r, size_t bytes, int exec)
+static unsigned char *at(world_t *w, int rank, const symmem_ce_ref_t *r, size_t bytes, int exec)
 {
-    if (r->buf == SYMMEM_CR_WS) {
+    if (r->buf == SYMMEM_CE_WS) {
         EXPECT(r->rank >= 0 && r->rank < w->n && r->off + bytes <= w->ws_bytes, "workspace ref rank %d off %llu + %zu",
                r->rank, (unsigned long long)r->off, bytes);
         return w->ws[r->rank] + r->off;
     }
     EXPECT(r->rank == exec, "rank %d's step names rank %d's user buffer", exec, r->rank);
-    const size_t lim = r->buf == SYMMEM_CR_SEND ? w->send_bytes : w->recv_bytes;
+    const size_t lim = r->buf == SYMMEM_CE_SEND ? w->send_bytes : w->recv_bytes;
     EXPECT(r->off + bytes <= lim, "user buffer ref off %llu + %zu > %zu", (unsigned long long)r->off, bytes, lim);
-    return (r->buf == SYMMEM_CR_SEND ? w->send : w->recv)[rank] + r->off;
+    return (r->buf == SYMMEM_CE_SEND ? w->send : w->recv)[rank] + r->off;
 }
 
-static void ws_read(world_t *w, int exec, const symmem_cr_ref_t *r, size_t bytes)
+static void ws_read(world_t *w, int exec, const symmem_ce_ref_t *r, size_t bytes)
 {
-    if (r->buf != SYMMEM_CR_WS) return;
+    if (r->buf != SYMMEM_CE_WS) return;
     EXPECT(w->phase > 0 && w->phase < w->last_phase, "rank %d reads a workspace outside the call's syncs (phase %d)",
            exec, w->phase);
     for (size_t b = 0; b < bytes; b++) {
@@ -120,9 +120,9 @@ static void ws_read(world_t *w, int exec, const symmem_cr_ref_t *r, size_t bytes
     }
 }
 
-static void ws_write(world_t *w, int exec, const symmem_cr_ref_t *r, size_t bytes)
+static void ws_write(world_t *w, int exec, const symmem_ce_ref_t *r, size_t bytes)
 {
-    if (r->buf != SYMMEM_CR_WS) return;
+    if (r->buf != SYMMEM_CE_WS) return;
     EXPECT(w->phase > 0 && w->phase < w->last_phase, "rank %d writes a workspace outside the call's syncs (phase %d)",
            exec, w->phase);
     for (size_t b = 0; b < bytes; b++) {
@@ -139,7 +139,7 @@ static void ws_write(world_t *w, int exec, const symmem_cr_ref_t *r, size_t byte
     }
 }
 
-static int same_mem(world_t *w, int exec, const symmem_cr_ref_t *a, const symmem_cr_ref_t *b, size_t na, size_t nb,
+static int same_mem(world_t *w, int exec, const symmem_ce_ref_t *a, const symmem_ce_ref_t *b, size_t na, size_t nb,
                     int *identical)
 {
     const unsigned char *pa = at(w, exec, a, na, exec), *pb = at(w, exec, b, nb, exec);
@@ -147,7 +147,7 @@ static int same_mem(world_t *w, int exec, const symmem_cr_ref_t *a, const symmem
     return pa < pb + nb && pb < pa + na;
 }
 
-static void run_copy(world_t *w, int exec, const symmem_cr_step_t *s)
+static void run_copy(world_t *w, int exec, const symmem_ce_step_t *s)
 {
     int ident;
     EXPECT(!same_mem(w, exec, &s->dst, &s->src, s->bytes, s->bytes, &ident), "rank %d copies onto its own source", exec);
@@ -156,16 +156,16 @@ static void run_copy(world_t *w, int exec, const symmem_cr_step_t *s)
     memmove(at(w, exec, &s->dst, s->bytes, exec), at(w, exec, &s->src, s->bytes, exec), s->bytes);
 }
 
-static void run_jobs(world_t *w, int exec, const symmem_cr_step_t *s)
+static void run_jobs(world_t *w, int exec, const symmem_ce_step_t *s)
 {
     const size_t es = w->es;
     /* one kernel's jobs run at the same time: no job's destination may meet another's sources or
      * destination, and a source meets its own destination only as the same range */
     for (int a = 0; a < s->njobs; a++) {
-        const symmem_cr_job_t *ja = &s->jobs[a];
+        const symmem_ce_job_t *ja = &s->jobs[a];
         EXPECT(ja->nsrc >= 1 && ja->nsrc <= w->n, "job of %d sources", ja->nsrc);
         for (int b = 0; b < s->njobs; b++) {
-            const symmem_cr_job_t *jb = &s->jobs[b];
+            const symmem_ce_job_t *jb = &s->jobs[b];
             int ident;
             if (b != a) EXPECT(!same_mem(w, exec, &ja->dst, &jb->dst, ja->elems * es, jb->elems * es, &ident), "jobs %d, %d: destinations overlap", a, b);
             for (int q = 0; q < jb->nsrc; q++)
@@ -174,7 +174,7 @@ static void run_jobs(world_t *w, int exec, const symmem_cr_step_t *s)
         }
     }
     for (int a = 0; a < s->njobs; a++) {
-        const symmem_cr_job_t *j = &s->jobs[a];
+        const symmem_ce_job_t *j = &s->jobs[a];
         for (int q = 0; q < j->nsrc; q++) ws_read(w, exec, &j->src[q], j->elems * es);
         ws_write(w, exec, &j->dst, j->elems * es);
         unsigned char *dst = at(w, exec, &j->dst, j->elems * es, exec);
@@ -195,18 +195,18 @@ static void run_jobs(world_t *w, int exec, const symmem_cr_step_t *s)
 /* One rank's whole call as the host launcher enqueues it: the start kernel, then every round's steps. */
 typedef struct rank_plan {
     int nsteps;
-    symmem_cr_step_t *steps;
+    symmem_ce_step_t *steps;
 } rank_plan_t;
 
-static void plan_rank(const symmem_cr_call_t *c, rank_plan_t *rp)
+static void plan_rank(const symmem_ce_call_t *c, rank_plan_t *rp)
 {
-    static symmem_cr_step_t round[SYMMEM_CR_MAX_STEPS];
+    static symmem_ce_step_t round[SYMMEM_CE_MAX_STEPS];
     size_t cap = 64;
     rp->steps = malloc(cap * sizeof *rp->steps);
-    symmem_cr_plan_start(&rp->steps[0]);
+    symmem_ce_plan_start(&rp->steps[0]);
     rp->nsteps = 1;
     for (uint64_t k = 0; k < c->rounds; k++) {
-        const int ns = symmem_cr_plan_round(c, k, round);
+        const int ns = symmem_ce_plan_round(c, k, round);
         EXPECT(ns >= 1 && ns <= 2 * c->n, "round %llu: %d steps", (unsigned long long)k, ns);
         if ((size_t)(rp->nsteps + ns) > cap) {
             cap = 2 * cap + (size_t)ns;
@@ -222,7 +222,7 @@ static int syncs_of(const rank_plan_t *rp, uint32_t *pattern, int maxk)
 {
     int syncs = 0, k = 0;
     for (int i = 0; i < rp->nsteps; i++)
-        if (rp->steps[i].type == SYMMEM_CR_KERNEL) {
+        if (rp->steps[i].type == SYMMEM_CE_KERNEL) {
             syncs += 1 + (rp->steps[i].end_sync != 0);
             if (k < maxk) pattern[k] = (uint32_t)rp->steps[i].end_sync;
             k++;
@@ -262,7 +262,7 @@ static void run_case(const cfg_t *cf)
     EXPECT(g.fam == SYMMEM_COLL_FAM_COPY, "family %d", g.fam);
     EXPECT(g.units == (uint64_t)(ar ? 2 * n : n) && g.units * g.segp * 16 <= lay.half_bytes, "units %llu segp %llu",
            (unsigned long long)g.units, (unsigned long long)g.segp);
-    EXPECT(g.epochs + 2 == symmem_cr_epochs(cf->kind, g.rounds), "epochs %llu", (unsigned long long)g.epochs);
+    EXPECT(g.epochs + 2 == symmem_ce_epochs(cf->kind, g.rounds), "epochs %llu", (unsigned long long)g.epochs);
 
     world_t w;
     memset(&w, 0, sizeof w);
@@ -301,7 +301,7 @@ static void run_case(const cfg_t *cf)
     uint32_t pat0[4096], pat[4096];
     int syncs = 0;
     for (int r = 0; r < n; r++) {
-        const symmem_cr_call_t c = {.kind = cf->kind,
+        const symmem_ce_call_t c = {.kind = cf->kind,
                                     .n = n,
                                     .rank = r,
                                     .stride = g.stride,
@@ -318,8 +318,8 @@ static void run_case(const cfg_t *cf)
         EXPECT(sy == syncs && (r == 0 || memcmp(pat, pat0, sizeof(uint32_t) * (size_t)(sy < 4096 ? sy : 4096)) == 0),
                "rank %d's kernels differ from rank 0's", r);
         int kernels = 0;
-        for (int i = 0; i < rp[r].nsteps; i++) kernels += rp[r].steps[i].type == SYMMEM_CR_KERNEL;
-        EXPECT(2 * (uint64_t)kernels == symmem_cr_epochs(cf->kind, g.rounds), "rank %d: %d kernels", r, kernels);
+        for (int i = 0; i < rp[r].nsteps; i++) kernels += rp[r].steps[i].type == SYMMEM_CE_KERNEL;
+        EXPECT(2 * (uint64_t)kernels == symmem_ce_epochs(cf->kind, g.rounds), "rank %d: %d kernels", r, kernels);
     }
     /* phase by phase; ranks in a shuffled order each phase */
     w.last_phase = syncs;
@@ -335,8 +335,8 @@ static void run_case(const cfg_t *cf)
             const int r = order[oi];
             for (;;) { /* until this rank reaches its next sync */
                 if (pos[r] >= rp[r].nsteps) break;
-                const symmem_cr_step_t *s = &rp[r].steps[pos[r]];
-                if (s->type == SYMMEM_CR_COPY) {
+                const symmem_ce_step_t *s = &rp[r].steps[pos[r]];
+                if (s->type == SYMMEM_CE_COPY) {
                     run_copy(&w, r, s);
                     pos[r]++;
                     continue;

@@ -26,7 +26,8 @@ extern "C" {
 #define SYMMEM_COLL_FAMILY_LIST(X)                                                                         \
     X(PULL, 0, pull)                                                                                       \
     X(PUSH, 1, push)                                                                                       \
-    X(LAMPORT, 2, lamport)
+    X(LAMPORT, 2, lamport)                                                                                 \
+    X(ISLAND, 3, island)
 
 typedef enum symmem_coll_family {
     SYMMEM_COLL_FAM_NONE = -1, /* the row serves no such operation (AUTO) */
@@ -101,6 +102,13 @@ typedef struct symmem_coll_algo_op {
 #define SYMMEM_COLL_DESC_TWOSHOT_LAMPORT                                                                   \
     {SYMMEM_COLL_OP_(LAMPORT, 0, 2, 0, 2, 0, NO, NO, 0, 0, 0), SYMMEM_COLL_OP_(LAMPORT, 0, 1, 0, 1, 0, NO, NO, 0, 0, 0), \
      SYMMEM_COLL_OP_(PUSH, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0)}
+
+/* island: every operation runs the schedule of collectives/island.h, in SYMMEM_ISLAND_SLOTS_PER_RANK * n
+ * slots per shard position (G, A and X slots: island.c), three sync slots per round
+ * (SYMMEM_ISLAND_EPOCHS_PER_ROUND); its kernels take the schedule (symmem_coll_island_launch) */
+#define SYMMEM_COLL_DESC_ISLAND                                                                            \
+    {SYMMEM_COLL_OP_(ISLAND, 0, 4, 0, 4, 0, NO, NO, 6, 0, 0), SYMMEM_COLL_OP_(ISLAND, 0, 4, 0, 4, 0, NO, NO, 6, 0, 0), \
+     SYMMEM_COLL_OP_(ISLAND, 0, 4, 0, 4, 0, NO, NO, 6, 0, 0)}
 
 /* The row of `algo` for `kind` (all_reduce, reduce_scatter, all_gather); NULL outside the table. */
 const symmem_coll_algo_op_t *symmem_coll_algo(symmem_coll_kind_t kind, symmem_algo_t algo);

@@ -120,6 +120,16 @@ static symmem_status_t plan_call(symmem_comm_t comm, const symmem_coll_call_t *c
     return SYMMEM_OK;
 }
 
+/* The island family's kernels take this rank's schedule of the operation beside the parameters. */
+static int launch_island(const struct symmem_coll *co, const symmem_coll_params_t *p, const symmem_coll_geom_t *geo,
+                         symmem_stream_t stream)
+{
+    symmem_coll_island_params_t ip;
+    ip.c = *p;
+    ip.s = co->island_sched[p->kind];
+    return symmem_coll_island_launch(&ip, geo->grid, geo->threads, stream, co->pdl);
+}
+
 static symmem_status_t run_collective(symmem_comm_t comm, const symmem_coll_call_t *c)
 {
     struct symmem_coll *co = comm->coll;
@@ -133,12 +143,19 @@ static symmem_status_t run_collective(symmem_comm_t comm, const symmem_coll_call
     uint32_t hz;
     call_params(comm, c, algo, &p);
     SYMMEM_CHECK(plan_call(comm, c, in_bytes, out_bytes, &p, &geo, &hz));
+    if (geo.fam == SYMMEM_COLL_FAM_ISLAND) {
+        if (co->island_error[0])
+            return symmem_set_error(SYMMEM_UNSUPPORTED, "%s (island): %s", c->name, co->island_error);
+        hz = symmem_fnv32_u64(hz, co->islands_hash); /* ranks that split differently: a mismatch, not a hang */
+    }
     p.tag = symmem_coll_tag(c, &p, geo.grid, geo.threads, hz);
     SYMMEM_TRACE(SYMMEM_SUBSYS_COLL, "%s count %zu %s %s algo %s grid %dx%d rounds %u segp %" PRIu64 " zc %d zo %d",
                  c->name, c->count, symmem_dtype_name(c->dtype), symmem_redop_name(p.op), symmem_algo_name(algo),
                  geo.grid, geo.threads, p.rounds, p.segp, p.zc_on, p.zo_on);
     symmem_coll_check_stream(comm, c->stream, c->name);
-    const cudaError_t e = (cudaError_t)symmem_coll_launch(&p, geo.fam, geo.grid, geo.threads, c->stream, co->pdl);
+    const cudaError_t e = (cudaError_t)(geo.fam == SYMMEM_COLL_FAM_ISLAND ? launch_island(co, &p, &geo, c->stream)
+                                                                         : symmem_coll_launch(&p, geo.fam, geo.grid,
+                                                                                              geo.threads, c->stream, co->pdl));
     if (e != cudaSuccess)
         return symmem_set_error(SYMMEM_CUDA_ERROR, "%s (%s): kernel launch failed: %s (%s)", c->name,
                                 symmem_algo_name(algo), cudaGetErrorName(e), cudaGetErrorString(e));

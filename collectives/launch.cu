@@ -105,8 +105,10 @@ extern "C" int symmem_coll_launch(const symmem_coll_params_t *p, int family, int
 {
     /* all-gather moves bytes: it runs in the SUM instantiation of its dtype */
     const int op = p->kind == SYMMEM_COLL_ALL_GATHER ? (int)SYMMEM_OP_SUM : p->op;
-    const void *fn = family >= 0 && family < SYMMEM_COLL_FAM_COUNT ? family_kernel[family](p->dtype, op, p->lam_check)
-                                                                   : nullptr;
+    /* the island family's kernels take their schedule too: symmem_coll_island_launch */
+    const void *fn = family >= 0 && family < SYMMEM_COLL_FAM_COUNT && family != SYMMEM_COLL_FAM_ISLAND
+                         ? family_kernel[family](p->dtype, op, p->lam_check)
+                         : nullptr;
     if (!fn || threads < 32 || threads > SYMMEM_COLL_THREADS || threads % 32) return (int)cudaErrorInvalidValue;
     return (int)launch(fn, p, grid, threads, stream, pdl);
 }

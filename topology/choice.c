@@ -167,6 +167,98 @@ size_t topo_fused_crossover_bytes(int n, symmem_link_t link)
     return (size_t)(un * latency_bandwidth_bytes(link) / ((un - 1) * (un - 2)));
 }
 
+/* ---- the island rule ------------------------------------------------------------------------------------------ */
+void topo_island_facts(int n, const int *key, topo_choice_facts_t *f)
+{
+    int first[SYMMEM_MAX_RANKS];
+    f->islands = 0;
+    memset(f->island_size, 0, sizeof f->island_size);
+    for (int q = 0; q < n && q < SYMMEM_MAX_RANKS; q++) {
+        int i = 0;
+        while (i < f->islands && key[first[i]] != key[q]) i++;
+        if (i == f->islands) first[f->islands++] = q;
+        f->island_size[i]++;
+    }
+}
+
+/* The floors' figures (ANCHORS.md, PCIe Gen5 boxes of the user story): a one-way trip across the CPU
+ * sockets 1.3 us (flag latency across NUMA 1.27-1.36 us; every sync of ours waits for every rank, so for
+ * the farthest one); SM stores into one GPU with several peers driven at once 25 GB/s (25.4 measured); the
+ * link between two islands 40 GB/s per direction for all the pairs that cross it (P2P across NUMA 39-51 GB/s
+ * for one pair: the link is taken as no wider than one pair). */
+#define ISL_TRIP_US 1.3
+#define ISL_GPU_BYTES_PER_US 25e3
+#define ISL_LINK_BYTES_PER_US 40e3
+
+static double max2(double a, double b) { return a > b ? a : b; }
+
+/* Per all-reduce of S bytes over n ranks in islands of sizes m_i (bench/NOTES.md, "Island schedule"):
+ *  - one-shot push: one trip; each GPU receives (n-1)S; the link into island i carries m_i(n-m_i)S;
+ *  - staged: two syncs; per phase each GPU receives (n-1)S/n, the link into island i m_i(n-m_i)S/n;
+ *  - island: three syncs (two with one island); the island phases each bring (1-1/m)S into a GPU of the
+ *    smallest island (its owners own the most shards), the exchange (k-1)S/m into each of them and (k-1)S
+ *    over the link into each island. */
+double topo_island_floor_us(const topo_choice_facts_t *f, symmem_algo_t algo, size_t bytes)
+{
+    const double S = (double)bytes, n = f->nranks, B = ISL_GPU_BYTES_PER_US, X = ISL_LINK_BYTES_PER_US;
+    const int k = f->islands > 1 ? f->islands : 1;
+    double cross = 0, mmin = n;
+    for (int i = 0; i < k && f->islands > 1; i++) {
+        const double m = f->island_size[i];
+        cross = max2(cross, m * (n - m));
+        if (m < mmin) mmin = m;
+    }
+    switch (algo) {
+    case SYMMEM_ALGO_ONESHOT_PUSH: return ISL_TRIP_US + max2((n - 1) * S / B, cross * S / X);
+    case SYMMEM_ALGO_STAGED: return 2 * ISL_TRIP_US + 2 * max2((n - 1) * S / (n * B), cross * S / (n * X));
+    case SYMMEM_ALGO_ISLAND:
+        if (k == 1) return 2 * ISL_TRIP_US + 2 * (1 - 1 / n) * S / B;
+        return 3 * ISL_TRIP_US + 2 * (1 - 1 / mmin) * S / B + max2((k - 1) * S / (mmin * B), (k - 1) * S / X);
+    default: return -1;
+    }
+}
+
+static symmem_algo_t island_best(const topo_choice_facts_t *f, size_t bytes)
+{
+    static const symmem_algo_t cand[3] = {SYMMEM_ALGO_ONESHOT_PUSH, SYMMEM_ALGO_STAGED, SYMMEM_ALGO_ISLAND};
+    symmem_algo_t best = cand[0];
+    for (int i = 1; i < 3; i++)
+        if (topo_island_floor_us(f, cand[i], bytes) < topo_island_floor_us(f, best, bytes)) best = cand[i];
+    return best;
+}
+
+/* PCIe with two or more islands, pushing: the all-reduce rules become the least floor of one-shot push,
+ * staged and island at every size, the bounds at the crossovers (KiB-rounded; the floors are piecewise
+ * linear, so one crossover per doubling at most is found by bisection). Reduce-scatter and all-gather keep
+ * their rules: symmem-bench --tune measures their island schedules. */
+static void rules_islands(topo_table_t *t, const topo_choice_facts_t *f)
+{
+    if (f->link != SYMMEM_LINK_PCIE || f->islands < 2 || f->nranks < 3 || f->nranks > SYMMEM_MAX_RANKS) return;
+    int w = 0;
+    for (int i = 0; i < t->nrules; i++)
+        if (t->rules[i].kind != SYMMEM_COLL_ALL_REDUCE) t->rules[w++] = t->rules[i];
+    t->nrules = w;
+    size_t lo = KIB;
+    symmem_algo_t cur = island_best(f, lo);
+    for (size_t hi = 2 * KIB; hi <= ((size_t)1 << 30); hi *= 2) {
+        if (island_best(f, hi) == cur) {
+            lo = hi;
+            continue;
+        }
+        size_t a = lo, b = hi; /* best(a) == cur, best(b) != cur */
+        while (b - a > 1) {
+            const size_t mid = a + (b - a) / 2;
+            if (island_best(f, mid) == cur) a = mid;
+            else b = mid;
+        }
+        const size_t bound = a / KIB * KIB;
+        if (bound > 0) topo_table_add(t, SYMMEM_COLL_ALL_REDUCE, bound, cur);
+        cur = island_best(f, hi);
+        lo = hi;
+    }
+    topo_table_add(t, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, cur);
+}
+
 void topo_choose(const topo_choice_facts_t *f, topo_choice_t *c)
 {
     memset(c, 0, sizeof *c);
@@ -178,6 +270,7 @@ void topo_choose(const topo_choice_facts_t *f, topo_choice_t *c)
     else if (f->link == SYMMEM_LINK_PCIE) rules_pcie(&c->table, f->nranks);
     else rules_nvlink(&c->table, f->nranks);
     if (c->direction == SYMMEM_TOPO_PULL) rules_to_pull(&c->table);
+    else rules_islands(&c->table, f); /* the island schedule pushes */
     c->staged = topo_table_lookup(&c->table, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX) == SYMMEM_ALGO_STAGED;
     c->fused_oneshot_max = topo_fused_crossover_bytes(f->nranks, f->link);
 }

@@ -67,6 +67,10 @@ typedef struct topo_choice_facts {
     symmem_link_t link;         /* the worst link between two ranks (topo_link_class) */
     double read_gbs, write_gbs; /* SM peer loads / stores, every rank at once with its successor, the minimum
                                    over ranks (the init probe; symmem-topo's ring figures); <= 0: none */
+    /* The island schedule (SYMMEM_ALGO_ISLAND, collectives/island.h): the ranks' islands (CPU sockets: NUMA
+     * nodes, or SYMMEM_ISLANDS) and each island's size; islands <= 1: none, or no schedule for the split. */
+    int islands;
+    uint8_t island_size[SYMMEM_MAX_RANKS];
 } topo_choice_facts_t;
 
 typedef struct topo_choice {
@@ -83,6 +87,16 @@ void topo_choose(const topo_choice_facts_t *facts, topo_choice_t *out);
 
 /* The placement the choice makes for a link class (SYMMEM_PLACEMENT=auto). */
 symmem_placement_t topo_choose_placement(symmem_link_t link);
+
+/* Fill facts->islands and island_size from one key per rank (ranks with equal keys share an island: the
+ * communicator passes its split, symmem-topo each GPU's NUMA node, -1 unknown counting as one node). */
+void topo_island_facts(int nranks, const int *key, topo_choice_facts_t *facts);
+
+/* The floors of the island rule (choice.c, topo_island_rule; bench/NOTES.md, "Island schedule"): the least
+ * time in microseconds an all-reduce of `bytes` can take with `algo` (ONESHOT_PUSH, STAGED or ISLAND) on a
+ * PCIe machine of the facts' islands, from the bytes into each GPU, the bytes over the link into each
+ * island, and the syncs; a negative value for other algorithms. */
+double topo_island_floor_us(const topo_choice_facts_t *facts, symmem_algo_t algo, size_t bytes);
 
 /* all_reduce_add_rmsnorm: one-shot moves (n-1)*S into each GPU after one one-way trip, two-shot 2(n-1)/n*S
  * after two, so two-shot pays from S* = n*L*B / ((n-1)(n-2)) bytes (L one-way latency, B bandwidth per GPU

@@ -325,7 +325,8 @@ typedef enum symmem_redop {
     X(TWOSHOT_PULL, 3, "twoshot_pull")                                                                     \
     X(TWOSHOT_PUSH, 4, "twoshot_push")                                                                     \
     X(STAGED, 5, "staged")                                                                                 \
-    X(TWOSHOT_LAMPORT, 6, "twoshot_lamport")
+    X(TWOSHOT_LAMPORT, 6, "twoshot_lamport")                                                               \
+    X(ISLAND, 7, "island")
 
 typedef enum symmem_algo {
 #define SYMMEM_ALGO_ENUM_(name, value, text) SYMMEM_ALGO_##name = value,

@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     static symmem_coll_tuning_t t; /* static: 4 KiB, and no allocation per input */
-    const topo_choice_facts_t facts = {4, SYMMEM_LINK_PCIE, 0.0, 0.0};
+    const topo_choice_facts_t facts = {.nranks = 4, .link = SYMMEM_LINK_PCIE, .read_gbs = 0.0, .write_gbs = 0.0};
     symmem_coll_tune_init(&t, "fpA", &facts);
     symmem_coll_tuning_t *c = &t;
     if (symmem_coll_tune_load(c, path) == SYMMEM_OK) {

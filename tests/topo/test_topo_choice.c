@@ -26,7 +26,7 @@ static void communicator_choice(symmem_topo_t t, symmem_coll_tuning_t *tu, symme
 {
     const int n = symmem_topo_gpu_count(t);
     int32_t links[SYMMEM_TOPO_MAX_GPUS * SYMMEM_TOPO_MAX_GPUS];
-    int all_p2p = 1;
+    int all_p2p = 1, numa[SYMMEM_TOPO_MAX_GPUS];
     double rd = -1, wr = -1;
     for (int i = 0; i < n; i++) {
         for (int j = 0; j < n; j++) {
@@ -39,14 +39,17 @@ static void communicator_choice(symmem_topo_t t, symmem_coll_tuning_t *tu, symme
         CHECK(symmem_topo_gpu_info(t, i, &g) == SYMMEM_OK);
         if (i == 0 || g.ring_read_gbs < rd) rd = g.ring_read_gbs;
         if (i == 0 || g.ring_write_gbs < wr) wr = g.ring_write_gbs;
+        numa[i] = g.numa_node < 0 ? -1 : g.numa_node; /* the islands: comm/facts.c's peers[].numa_node */
     }
     const symmem_link_t cls = topo_link_class(n, links, SYMMEM_TOPO_MAX_GPUS, all_p2p);
     *placement = topo_choose_placement(cls);
-    const topo_choice_facts_t facts = {n, cls, 0.0, 0.0};
+    topo_choice_facts_t facts = {.nranks = n, .link = cls, .read_gbs = 0.0, .write_gbs = 0.0};
+    topo_island_facts(n, numa, &facts);
     symmem_coll_tune_init(tu, "fixture", &facts);
     *probed = topo_probe_useful(cls) && n >= 2 && rd > 0 && wr > 0;
     if (*probed) {
-        const topo_choice_facts_t measured = {n, cls, rd, wr};
+        topo_choice_facts_t measured = {.nranks = n, .link = cls, .read_gbs = rd, .write_gbs = wr};
+        topo_island_facts(n, numa, &measured);
         symmem_coll_tune_measured(tu, &measured);
     }
 }

@@ -19,7 +19,7 @@
 /* The built-in table for a rank count and link class, with or without the probe's figures. */
 static void defaults_for(int nranks, symmem_link_t link, double rd, double wr, topo_table_t *t)
 {
-    const topo_choice_facts_t f = {nranks, link, rd, wr};
+    const topo_choice_facts_t f = {.nranks = nranks, .link = link, .read_gbs = rd, .write_gbs = wr};
     topo_choice_t c;
     topo_choose(&f, &c);
     *t = c.table;
@@ -82,7 +82,8 @@ static void pull_rewrites_pcie_defaults(void)
         CHECK(topo_table_lookup(&t, SYMMEM_COLL_ALL_GATHER, 4 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
         /* what the communicator does with the probe's figures: the same table, the changed rules counted */
         symmem_coll_tuning_t tu;
-        const topo_choice_facts_t none = {n, SYMMEM_LINK_PCIE, 0.0, 0.0}, pull = {n, SYMMEM_LINK_PCIE, 52.0, 2.6};
+        const topo_choice_facts_t none = {.nranks = n, .link = SYMMEM_LINK_PCIE, .read_gbs = 0.0, .write_gbs = 0.0};
+        const topo_choice_facts_t pull = {.nranks = n, .link = SYMMEM_LINK_PCIE, .read_gbs = 52.0, .write_gbs = 2.6};
         symmem_coll_tune_init(&tu, "fp", &none);
         CHECK(topo_table_hash(&tu.defaults) == topo_table_hash(&base));
         CHECK(symmem_coll_tune_measured(&tu, &pull) == base.nrules);
@@ -205,6 +206,7 @@ static uint64_t kernel_units(symmem_coll_kind_t kind, symmem_algo_t algo, int n,
         if (!ar) return un;                                                 /* Lamport RS: slots[src][segp] */
         return algo == SYMMEM_ALGO_ONESHOT_PUSH ? un * un : 2 * un;         /* slots[src][n*segp] / + gather */
     case SYMMEM_ALGO_STAGED: return ar ? 2 * un : un;                      /* slots + gather (AR) */
+    case SYMMEM_ALGO_ISLAND: return 4 * un;                                 /* G, A, X slots (island.c): at most 4n */
     default: return ar ? (zo ? un : 2 * un) : un;                           /* twoshot_push */
     }
 }
@@ -218,6 +220,7 @@ static uint64_t kernel_epochs(symmem_coll_kind_t kind, symmem_algo_t algo, uint6
     const int lamport = !ag && (algo == SYMMEM_ALGO_ONESHOT_PUSH || algo == SYMMEM_ALGO_TWOSHOT_LAMPORT);
     const int pull = algo == SYMMEM_ALGO_ONESHOT_PULL || algo == SYMMEM_ALGO_TWOSHOT_PULL;
     if (lamport) return 0;
+    if (algo == SYMMEM_ALGO_ISLAND) return 6 * rounds; /* three sync slots per round (island.cu) */
     return 2 * rounds + (pull && zc && !(ar && algo == SYMMEM_ALGO_TWOSHOT_PULL) ? 2 : 0);
 }
 

@@ -15,7 +15,7 @@ static symmem_coll_tuning_t *table_of(int nranks, symmem_link_t link, const char
 {
     symmem_coll_tuning_t *t = calloc(1, sizeof *t);
     CHECK(t);
-    const topo_choice_facts_t f = {nranks, link, 0.0, 0.0};
+    const topo_choice_facts_t f = {.nranks = nranks, .link = link, .read_gbs = 0.0, .write_gbs = 0.0};
     symmem_coll_tune_init(t, fingerprint, &f);
     return t;
 }

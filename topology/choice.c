@@ -192,71 +192,94 @@ void topo_island_facts(int n, const int *key, topo_choice_facts_t *f)
 
 static double max2(double a, double b) { return a > b ? a : b; }
 
-/* Per all-reduce of S bytes over n ranks in islands of sizes m_i (bench/NOTES.md, "Island schedule"):
- *  - one-shot push: one trip; each GPU receives (n-1)S; the link into island i carries m_i(n-m_i)S;
- *  - staged: two syncs; per phase each GPU receives (n-1)S/n, the link into island i m_i(n-m_i)S/n;
- *  - island: three syncs (two with one island); the island phases each bring (1-1/m)S into a GPU of the
- *    smallest island (its owners own the most shards), the exchange (k-1)S/m into each of them and (k-1)S
- *    over the link into each island. */
-double topo_island_floor_us(const topo_choice_facts_t *f, symmem_algo_t algo, size_t bytes)
+/* Per operation of S bytes (as the table counts them: all-reduce the message, reduce-scatter and all-gather
+ * the whole n-shard buffer) over n ranks in k islands of sizes m_i; m is the smallest island (its owners own
+ * the most shards, its ranks receive the most foreign data), c = max m_i(n - m_i) (bench/NOTES.md, "Island
+ * schedule: floors"):
+ *  all-reduce      one-shot push: 1 trip, (n-1)S into each GPU, cS over the link into an island;
+ *                  staged: 2 syncs, per phase (n-1)S/n and cS/n;
+ *                  island: 3 syncs (2 with one island), 2(1-1/m)S and (k-1)S/m into a GPU, (k-1)S over the link;
+ *  reduce-scatter  one-shot push and staged: 1 trip or sync, (n-1)S/n and cS/n;
+ *                  island: 2 syncs, (1-1/m)S + (k-1)S/n into a GPU, (k-1)m_max S/n over the link;
+ *  all-gather      one-shot push and staged (both the flag push): 1 sync, (n-1)S/n and cS/n;
+ *                  island: 2 syncs, (n-1)S/n into a GPU, (n-m)S/n over the link (each shard crosses once). */
+double topo_island_floor_us(const topo_choice_facts_t *f, symmem_coll_kind_t kind, symmem_algo_t algo, size_t bytes)
 {
     const double S = (double)bytes, n = f->nranks, B = ISL_GPU_BYTES_PER_US, X = ISL_LINK_BYTES_PER_US;
+    const double L = ISL_TRIP_US;
     const int k = f->islands > 1 ? f->islands : 1;
-    double cross = 0, mmin = n;
-    for (int i = 0; i < k && f->islands > 1; i++) {
-        const double m = f->island_size[i];
-        cross = max2(cross, m * (n - m));
-        if (m < mmin) mmin = m;
+    double c = 0, m = n, mmax = n;
+    if (k > 1) {
+        mmax = 0;
+        for (int i = 0; i < k; i++) {
+            const double mi = f->island_size[i];
+            c = max2(c, mi * (n - mi));
+            if (mi < m) m = mi;
+            mmax = max2(mmax, mi);
+        }
     }
-    switch (algo) {
-    case SYMMEM_ALGO_ONESHOT_PUSH: return ISL_TRIP_US + max2((n - 1) * S / B, cross * S / X);
-    case SYMMEM_ALGO_STAGED: return 2 * ISL_TRIP_US + 2 * max2((n - 1) * S / (n * B), cross * S / (n * X));
-    case SYMMEM_ALGO_ISLAND:
-        if (k == 1) return 2 * ISL_TRIP_US + 2 * (1 - 1 / n) * S / B;
-        return 3 * ISL_TRIP_US + 2 * (1 - 1 / mmin) * S / B + max2((k - 1) * S / (mmin * B), (k - 1) * S / X);
+    const double per_gpu = (n - 1) * S / (n * B), link = c * S / (n * X); /* one all-to-all phase */
+    if (algo != SYMMEM_ALGO_ONESHOT_PUSH && algo != SYMMEM_ALGO_STAGED && algo != SYMMEM_ALGO_ISLAND) return -1;
+    switch (kind) {
+    case SYMMEM_COLL_ALL_REDUCE:
+        if (algo == SYMMEM_ALGO_ONESHOT_PUSH) return L + max2((n - 1) * S / B, c * S / X);
+        if (algo == SYMMEM_ALGO_STAGED) return 2 * L + 2 * max2(per_gpu, link);
+        if (k == 1) return 2 * L + 2 * (1 - 1 / n) * S / B;
+        return 3 * L + 2 * (1 - 1 / m) * S / B + max2((k - 1) * S / (m * B), (k - 1) * S / X);
+    case SYMMEM_COLL_REDUCE_SCATTER:
+        if (algo != SYMMEM_ALGO_ISLAND) return L + max2(per_gpu, link);
+        if (k == 1) return L + (1 - 1 / n) * S / B;
+        return 2 * L + (1 - 1 / m) * S / B + max2((k - 1) * S / (n * B), (k - 1) * mmax * S / (n * X));
+    case SYMMEM_COLL_ALL_GATHER:
+        if (algo != SYMMEM_ALGO_ISLAND) return L + max2(per_gpu, link);
+        if (k == 1) return L + per_gpu;
+        return 2 * L + max2(per_gpu, (n - m) * S / (n * X));
     default: return -1;
     }
 }
 
-static symmem_algo_t island_best(const topo_choice_facts_t *f, size_t bytes)
+/* The least floor at `bytes`; a tie keeps what the rules before (`base`) say: the floors see bytes and
+ * syncs, not what the PCIe rules weighed beyond them (root complexes under all-to-all traffic). */
+static symmem_algo_t floor_best(const topo_choice_facts_t *f, const topo_table_t *base, symmem_coll_kind_t kind,
+                                size_t bytes)
 {
     static const symmem_algo_t cand[3] = {SYMMEM_ALGO_ONESHOT_PUSH, SYMMEM_ALGO_STAGED, SYMMEM_ALGO_ISLAND};
-    symmem_algo_t best = cand[0];
-    for (int i = 1; i < 3; i++)
-        if (topo_island_floor_us(f, cand[i], bytes) < topo_island_floor_us(f, best, bytes)) best = cand[i];
+    symmem_algo_t best = topo_table_lookup(base, kind, bytes);
+    double least = topo_island_floor_us(f, kind, best, bytes);
+    if (least < 0) best = cand[0], least = topo_island_floor_us(f, kind, best, bytes);
+    for (int i = 0; i < 3; i++) {
+        const double v = topo_island_floor_us(f, kind, cand[i], bytes);
+        if (v < least) best = cand[i], least = v;
+    }
     return best;
 }
 
-/* PCIe with two or more islands, pushing: the all-reduce rules become the least floor of one-shot push,
- * staged and island at every size, the bounds at the crossovers (KiB-rounded; the floors are piecewise
- * linear, so one crossover per doubling at most is found by bisection). Reduce-scatter and all-gather keep
- * their rules: symmem-bench --tune measures their island schedules. */
+/* PCIe with two or more islands, pushing: each operation's rules become the least floor of one-shot push,
+ * staged and island at every size from 1 KiB to 1 GiB, the bounds at the changes (found by bisection inside
+ * steps of 1/16, rounded down to a KiB), the last rule for every larger size. */
 static void rules_islands(topo_table_t *t, const topo_choice_facts_t *f)
 {
     if (f->link != SYMMEM_LINK_PCIE || f->islands < 2 || f->nranks < 3 || f->nranks > SYMMEM_MAX_RANKS) return;
-    int w = 0;
-    for (int i = 0; i < t->nrules; i++)
-        if (t->rules[i].kind != SYMMEM_COLL_ALL_REDUCE) t->rules[w++] = t->rules[i];
-    t->nrules = w;
-    size_t lo = KIB;
-    symmem_algo_t cur = island_best(f, lo);
-    for (size_t hi = 2 * KIB; hi <= ((size_t)1 << 30); hi *= 2) {
-        if (island_best(f, hi) == cur) {
-            lo = hi;
-            continue;
+    const topo_table_t base = *t;
+    t->nrules = 0;
+    for (int kind = 0; kind <= SYMMEM_COLL_ALL_GATHER; kind++) {
+        const symmem_coll_kind_t kd = (symmem_coll_kind_t)kind;
+        size_t lo = KIB;
+        symmem_algo_t cur = floor_best(f, &base, kd, lo);
+        for (size_t hi = lo + lo / 16; lo < ((size_t)1 << 30); lo = hi, hi += hi / 16) {
+            const symmem_algo_t next = floor_best(f, &base, kd, hi);
+            if (next == cur) continue;
+            size_t a = lo, b = hi; /* best(a) == cur, best(b) != cur */
+            while (b - a > 1) {
+                const size_t mid = a + (b - a) / 2;
+                if (floor_best(f, &base, kd, mid) == cur) a = mid;
+                else b = mid;
+            }
+            if (a / KIB * KIB > 0) topo_table_add(t, kind, a / KIB * KIB, cur);
+            cur = next;
         }
-        size_t a = lo, b = hi; /* best(a) == cur, best(b) != cur */
-        while (b - a > 1) {
-            const size_t mid = a + (b - a) / 2;
-            if (island_best(f, mid) == cur) a = mid;
-            else b = mid;
-        }
-        const size_t bound = a / KIB * KIB;
-        if (bound > 0) topo_table_add(t, SYMMEM_COLL_ALL_REDUCE, bound, cur);
-        cur = island_best(f, hi);
-        lo = hi;
+        topo_table_add(t, kind, SIZE_MAX, cur);
     }
-    topo_table_add(t, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, cur);
 }
 
 void topo_choose(const topo_choice_facts_t *f, topo_choice_t *c)

@@ -92,11 +92,12 @@ symmem_placement_t topo_choose_placement(symmem_link_t link);
  * communicator passes its split, symmem-topo each GPU's NUMA node, -1 unknown counting as one node). */
 void topo_island_facts(int nranks, const int *key, topo_choice_facts_t *facts);
 
-/* The floors of the island rule (choice.c, topo_island_rule; bench/NOTES.md, "Island schedule"): the least
- * time in microseconds an all-reduce of `bytes` can take with `algo` (ONESHOT_PUSH, STAGED or ISLAND) on a
- * PCIe machine of the facts' islands, from the bytes into each GPU, the bytes over the link into each
- * island, and the syncs; a negative value for other algorithms. */
-double topo_island_floor_us(const topo_choice_facts_t *facts, symmem_algo_t algo, size_t bytes);
+/* The floors of the island rule (choice.c, rules_islands; bench/NOTES.md, "Island schedule: floors"): the
+ * least time in microseconds an operation of `kind` on `bytes` (as the table counts them) can take with
+ * `algo` (ONESHOT_PUSH, STAGED or ISLAND) on a PCIe machine of the facts' islands, from the bytes into each
+ * GPU, the bytes over the link into each island, and the syncs; negative for other algorithms. */
+double topo_island_floor_us(const topo_choice_facts_t *facts, symmem_coll_kind_t kind, symmem_algo_t algo,
+                            size_t bytes);
 
 /* all_reduce_add_rmsnorm: one-shot moves (n-1)*S into each GPU after one one-way trip, two-shot 2(n-1)/n*S
  * after two, so two-shot pays from S* = n*L*B / ((n-1)(n-2)) bytes (L one-way latency, B bandwidth per GPU

@@ -96,18 +96,45 @@ static void compare(const char *name, symmem_topo_t t)
 #define KIB_ ((size_t)1 << 10)
 #define MIB_ ((size_t)1 << 20)
 
-static symmem_algo_t least_floor(const topo_choice_facts_t *f, size_t bytes)
+/* The least floor of one-shot push, staged and island; a tie keeps `keep` (what the rules before said). */
+static symmem_algo_t least_floor(const topo_choice_facts_t *f, symmem_coll_kind_t kind, size_t bytes, symmem_algo_t keep)
 {
     const symmem_algo_t cand[3] = {SYMMEM_ALGO_ONESHOT_PUSH, SYMMEM_ALGO_STAGED, SYMMEM_ALGO_ISLAND};
-    symmem_algo_t best = cand[0];
-    for (int i = 1; i < 3; i++)
-        if (topo_island_floor_us(f, cand[i], bytes) < topo_island_floor_us(f, best, bytes)) best = cand[i];
+    symmem_algo_t best = keep;
+    double least = topo_island_floor_us(f, kind, keep, bytes);
+    if (least < 0) best = cand[0], least = topo_island_floor_us(f, kind, best, bytes);
+    for (int i = 0; i < 3; i++)
+        if (topo_island_floor_us(f, kind, cand[i], bytes) < least)
+            best = cand[i], least = topo_island_floor_us(f, kind, cand[i], bytes);
     return best;
 }
 
-/* The two-socket 8-GPU fixture as a communicator sees it (NUMA nodes 0-3 | 4-7): the all-reduce at the
- * user story's sizes runs what the floors of bench/NOTES.md ("Island schedule") make least, and the floors
- * are the ones written there (one-shot push, staged, island in microseconds). */
+/* The PCIe rules without islands (what a tie keeps). */
+static symmem_algo_t pcie_rule(int n, symmem_coll_kind_t kind, size_t bytes)
+{
+    topo_choice_t c;
+    const topo_choice_facts_t f = {.nranks = n, .link = SYMMEM_LINK_PCIE};
+    topo_choose(&f, &c);
+    return topo_table_lookup(&c.table, kind, bytes);
+}
+
+/* The table follows the least floor at every size from 1 KiB to 1 GiB, up to the KiB rounding of bounds. */
+static void follows_floors(const topo_choice_facts_t *f, const topo_table_t *t)
+{
+    for (int k = 0; k <= SYMMEM_COLL_ALL_GATHER; k++)
+        for (size_t b = KIB_; b <= ((size_t)1 << 30); b = b * 9 / 8 + 1) {
+            const symmem_coll_kind_t kind = (symmem_coll_kind_t)k;
+            const symmem_algo_t got = topo_table_lookup(t, kind, b);
+            const size_t lo = b / KIB_ * KIB_, hi = lo + KIB_;
+            CHECK(got == least_floor(f, kind, b, pcie_rule(f->nranks, kind, b)) ||
+                  got == least_floor(f, kind, lo, pcie_rule(f->nranks, kind, lo)) ||
+                  got == least_floor(f, kind, hi, pcie_rule(f->nranks, kind, hi)));
+        }
+}
+
+/* The two-socket 8-GPU fixture as a communicator sees it (NUMA nodes 0-3 | 4-7): at the user story's sizes
+ * the all-reduce runs what the floors of bench/NOTES.md ("Island schedule: floors") make least, and the
+ * floors are the ones written there (one-shot push, staged, island in microseconds). */
 static void island_choice_two_sockets(const char *fixtures)
 {
     char root[4096];
@@ -125,41 +152,38 @@ static void island_choice_two_sockets(const char *fixtures)
     topo_choice_facts_t f = {.nranks = 8, .link = SYMMEM_LINK_PCIE};
     topo_island_facts(8, numa, &f);
     CHECK(f.islands == 2 && f.island_size[0] == 4 && f.island_size[1] == 4);
-    /* the floors as bench/NOTES.md writes them, to 0.05 us */
     static const struct {
+        symmem_coll_kind_t kind;
         size_t bytes;
         double oneshot, staged, island;
         symmem_algo_t want;
     } rows[] = {
-        {12 * KIB_, 6.22, 3.83, 4.94, SYMMEM_ALGO_STAGED},
-        {96 * KIB_, 40.62, 12.43, 12.26, SYMMEM_ALGO_ISLAND},
-        {1 * MIB_, 420.73, 107.46, 93.03, SYMMEM_ALGO_ISLAND},
-        {64 * MIB_, 26844.85, 6713.49, 5708.15, SYMMEM_ALGO_ISLAND},
+        {SYMMEM_COLL_ALL_REDUCE, 12 * KIB_, 6.22, 3.83, 4.94, SYMMEM_ALGO_STAGED},
+        {SYMMEM_COLL_ALL_REDUCE, 96 * KIB_, 40.62, 12.43, 12.26, SYMMEM_ALGO_ISLAND},
+        {SYMMEM_COLL_ALL_REDUCE, 1 * MIB_, 420.73, 107.46, 93.03, SYMMEM_ALGO_ISLAND},
+        {SYMMEM_COLL_ALL_REDUCE, 64 * MIB_, 26844.85, 6713.49, 5708.15, SYMMEM_ALGO_ISLAND},
+        {SYMMEM_COLL_REDUCE_SCATTER, 1 * MIB_, 53.73, 53.73, 47.16, SYMMEM_ALGO_ISLAND},
+        {SYMMEM_COLL_ALL_GATHER, 1 * MIB_, 53.73, 53.73, 39.30, SYMMEM_ALGO_ISLAND},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        const double o1 = topo_island_floor_us(&f, SYMMEM_ALGO_ONESHOT_PUSH, rows[i].bytes);
-        const double st = topo_island_floor_us(&f, SYMMEM_ALGO_STAGED, rows[i].bytes);
-        const double is = topo_island_floor_us(&f, SYMMEM_ALGO_ISLAND, rows[i].bytes);
-        printf("island floors at %zu B: oneshot_push %.2f us, staged %.2f us, island %.2f us\n", rows[i].bytes, o1, st,
-               is);
+        const symmem_coll_kind_t kind = rows[i].kind;
+        const double o1 = topo_island_floor_us(&f, kind, SYMMEM_ALGO_ONESHOT_PUSH, rows[i].bytes);
+        const double st = topo_island_floor_us(&f, kind, SYMMEM_ALGO_STAGED, rows[i].bytes);
+        const double is = topo_island_floor_us(&f, kind, SYMMEM_ALGO_ISLAND, rows[i].bytes);
+        printf("island floors, %s of %zu B: oneshot_push %.2f us, staged %.2f us, island %.2f us\n",
+               symmem_coll_kind_name(kind), rows[i].bytes, o1, st, is);
         CHECK(fabs(o1 - rows[i].oneshot) < 0.05 && fabs(st - rows[i].staged) < 0.05 && fabs(is - rows[i].island) < 0.05);
-        CHECK(least_floor(&f, rows[i].bytes) == rows[i].want);
         /* the communicator's table and symmem-topo's agree with the floors */
-        CHECK(symmem_coll_choose(&tu, SYMMEM_COLL_ALL_REDUCE, rows[i].bytes) == rows[i].want);
-        CHECK(topo_table_lookup(&t->model.table, SYMMEM_COLL_ALL_REDUCE, rows[i].bytes) == rows[i].want);
+        CHECK(symmem_coll_choose(&tu, kind, rows[i].bytes) == rows[i].want);
+        CHECK(topo_table_lookup(&t->model.table, kind, rows[i].bytes) == rows[i].want);
     }
-    /* at every size from 1 KiB to 1 GiB (and at the bounds) the table follows the least floor, to the KiB */
-    for (size_t b = KIB_; b <= ((size_t)1 << 30); b = b * 5 / 4 + 1) {
-        const symmem_algo_t got = symmem_coll_choose(&tu, SYMMEM_COLL_ALL_REDUCE, b);
-        CHECK(got == least_floor(&f, b) || got == least_floor(&f, b / KIB_ * KIB_) ||
-              got == least_floor(&f, b / KIB_ * KIB_ + KIB_));
-    }
+    follows_floors(&f, &tu.defaults);
     CHECK_CONTAINS(symmem_topo_recommendation(t), "above island");
     symmem_topo_destroy(t);
 }
 
-/* Where the island rule does not apply: one island, NVLink, pull preferred, no island split; and unequal
- * islands (3+5) still choose by the floors. */
+/* Where the island rule does not apply: one island, NVLink, pull preferred; and unequal islands (3+5) still
+ * choose by the floors. */
 static void island_choice_elsewhere(void)
 {
     const int two[8] = {0, 0, 0, 0, 1, 1, 1, 1}, one[8] = {0}, unequal[8] = {0, 0, 0, 1, 1, 1, 1, 1};
@@ -181,12 +205,8 @@ static void island_choice_elsewhere(void)
     topo_island_facts(8, unequal, &f);
     topo_choose(&f, &c);
     CHECK(f.islands == 2 && f.island_size[0] == 3 && f.island_size[1] == 5);
-    for (size_t b = KIB_; b <= 64 * MIB_; b *= 4)
-        CHECK(topo_table_lookup(&c.table, SYMMEM_COLL_ALL_REDUCE, b) == least_floor(&f, b) ||
-              topo_table_lookup(&c.table, SYMMEM_COLL_ALL_REDUCE, b - KIB_) == least_floor(&f, b - KIB_));
+    follows_floors(&f, &c.table);
     CHECK(topo_table_lookup(&c.table, SYMMEM_COLL_ALL_REDUCE, 64 * MIB_) == SYMMEM_ALGO_ISLAND);
-    /* reduce-scatter and all-gather keep the PCIe rules */
-    CHECK(topo_table_lookup(&c.table, SYMMEM_COLL_ALL_GATHER, 64 * MIB_) == SYMMEM_ALGO_STAGED);
 }
 
 int main(int argc, char **argv)

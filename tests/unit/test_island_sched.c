@@ -548,6 +548,65 @@ static void parse_errors(void)
     CHECK(strstr(err, "0,1,2,3,4,5,6,7") && strstr(err, "fewer, larger islands"));
 }
 
+/* Random strings over the list's alphabet: the parser either returns a split in which every rank has exactly
+ * one island numbered by lowest rank, or an error with a message; the format of a parsed split parses back
+ * to the same split. */
+static void parse_random(void)
+{
+    static const char alphabet[] = "0123456789-+,,--++ x";
+    int parsed = 0;
+    for (int t = 0; t < 200000; t++) {
+        char text[24], err[512] = "";
+        const int len = (int)(rnd() % 16);
+        for (int i = 0; i < len; i++) text[i] = alphabet[rnd() % (sizeof alphabet - 1)];
+        text[len] = '\0';
+        const int n = 1 + (int)(rnd() % SYMMEM_MAX_RANKS);
+        symmem_island_split_t s;
+        if (symmem_island_split_parse(text, n, &s, err, sizeof err) != 0) {
+            CHECK(err[0] != '\0' && strstr(err, text) != NULL);
+            continue;
+        }
+        parsed++;
+        CHECK(s.nranks == n && s.count >= 1 && s.count <= n);
+        int seen_max = -1;
+        for (int q = 0; q < n; q++) {
+            CHECK(s.of[q] < s.count && s.of[q] <= seen_max + 1); /* numbered by lowest rank */
+            if (s.of[q] > seen_max) seen_max = s.of[q];
+        }
+        char list[128];
+        symmem_island_split_t back;
+        symmem_island_split_format(&s, list, sizeof list);
+        CHECK(symmem_island_split_parse(list, n, &back, err, sizeof err) == 0);
+        CHECK(back.count == s.count && memcmp(back.of, s.of, sizeof s.of) == 0);
+    }
+    printf("parser: 200000 random lists, %d parsed\n", parsed);
+    CHECK(parsed > 0);
+    /* valid lists written any way: islands in any order, each as single ranks joined by '+' in any order */
+    for (int t = 0; t < 20000; t++) {
+        const int n = 1 + (int)(rnd() % SYMMEM_MAX_RANKS), k = 1 + (int)(rnd() % (unsigned)n);
+        int key[SYMMEM_MAX_RANKS], perm[SYMMEM_MAX_RANKS];
+        for (int q = 0; q < n; q++) key[q] = (int)(rnd() % (unsigned)k), perm[q] = q;
+        for (int q = n - 1; q > 0; q--) {
+            const int j = (int)(rnd() % (unsigned)(q + 1)), x = perm[q];
+            perm[q] = perm[j], perm[j] = x;
+        }
+        char text[256] = "", err[512];
+        size_t used = 0;
+        for (int i = 0; i < k; i++) {
+            int first = 1;
+            for (int j = 0; j < n; j++)
+                if (key[perm[j]] == i) {
+                    used += (size_t)snprintf(text + used, sizeof text - used, "%s%d", first ? (used ? "," : "") : "+", perm[j]);
+                    first = 0;
+                }
+        }
+        symmem_island_split_t s, want;
+        symmem_island_split_from_numa(n, key, &want); /* unused keys leave no island */
+        CHECK(symmem_island_split_parse(text, n, &s, err, sizeof err) == 0);
+        CHECK(s.count == want.count && memcmp(s.of, want.of, sizeof s.of) == 0);
+    }
+}
+
 /* What each byte does on the 4+4 split: the all-reduce's steps per rank move exactly one partial per owned
  * shard across the socket link, so the bytes crossing it per direction are the message once. */
 static void crossings(void)
@@ -573,6 +632,7 @@ static void crossings(void)
 int main(void)
 {
     parse_errors();
+    parse_random();
     crossings();
     splits_required();
     splits_small();

@@ -137,7 +137,10 @@ static symmem_status_t run_collective(symmem_comm_t comm, const symmem_coll_call
     SYMMEM_CHECK(check_args(comm, c, &in_bytes, &out_bytes));
     if (c->count == 0) return SYMMEM_OK;
     const size_t bytes = symmem_coll_message_bytes(comm->nranks, c->kind, c->count, c->dtype);
-    const symmem_algo_t algo = c->algo != SYMMEM_ALGO_AUTO ? c->algo : symmem_coll_choose(&co->tuning, c->kind, bytes);
+    symmem_algo_t algo = c->algo != SYMMEM_ALGO_AUTO ? c->algo : symmem_coll_choose(&co->tuning, c->kind, bytes);
+    /* a table (tuning file, SYMMEM_ALGO) naming the island algorithm where it is unavailable (warned at init):
+     * AUTO runs the staged permutation instead; an explicit request fails below with the reason */
+    if (c->algo == SYMMEM_ALGO_AUTO && algo == SYMMEM_ALGO_ISLAND && co->island_error[0]) algo = SYMMEM_ALGO_STAGED;
     symmem_coll_params_t p;
     symmem_coll_geom_t geo;
     uint32_t hz;

@@ -484,7 +484,7 @@ static void splits_contiguous(void)
             }
             symmem_island_split_t s;
             split_from_keys(n, key, &s);
-            const int ok = run_split(&s, 1);
+            const int ok = run_split(&s, 3);
             run += ok;
             refused += !ok;
         }
@@ -494,7 +494,7 @@ static void splits_contiguous(void)
             for (int q = 0; q < n; q++) key[q] = (int)(rnd() % (unsigned)k);
             symmem_island_split_t s;
             split_from_keys(n, key, &s);
-            const int ok = run_split(&s, 1);
+            const int ok = run_split(&s, 3);
             run += ok;
             refused += !ok;
         }
@@ -516,7 +516,7 @@ static void splits_required(void)
         symmem_island_split_t s;
         char err[512];
         CHECK(symmem_island_split_parse(req[i].list, req[i].n, &s, err, sizeof err) == 0);
-        if (run_split(&s, 4) != 1) {
+        if (run_split(&s, 12) != 1) {
             fprintf(stderr, "split %s of %d ranks was refused\n", req[i].list, req[i].n);
             exit(1);
         }

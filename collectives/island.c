@@ -128,12 +128,6 @@ void symmem_island_split_format(const symmem_island_split_t *s, char *out, size_
     }
 }
 
-void symmem_island_sizes(const symmem_island_split_t *s, int *size)
-{
-    for (int i = 0; i < s->count; i++) size[i] = 0;
-    for (int q = 0; q < s->nranks; q++) size[s->of[q]]++;
-}
-
 uint64_t symmem_island_hash(const symmem_island_split_t *s)
 {
     uint64_t h = symmem_fnv64_u64(SYMMEM_FNV64_INIT, (uint64_t)s->nranks);

@@ -40,8 +40,6 @@ void symmem_island_split_from_numa(int nranks, const int *numa, symmem_island_sp
 int symmem_island_split_parse(const char *text, int nranks, symmem_island_split_t *s, char *err, size_t errlen);
 /* "0-3,4-7" style, the inverse of the parser (ranks of an island in order, runs as ranges). */
 void symmem_island_split_format(const symmem_island_split_t *s, char *out, size_t len);
-/* Islands' sizes: size[i] for i < count. */
-void symmem_island_sizes(const symmem_island_split_t *s, int *size);
 
 /* ---- the schedule --------------------------------------------------------------------------------------- */
 #define SYMMEM_ISLAND_MAX_STEPS 40 /* 2n + 3 at most (island.c), n <= SYMMEM_MAX_RANKS */

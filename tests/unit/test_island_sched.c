@@ -627,6 +627,11 @@ static void crossings(void)
     }
     /* 8 shards, each partial crosses once each way: 16 shard transfers = 2 messages (one per direction) */
     CHECK(cross_shards == 16);
+    /* owners: every rank its own shard in its island, and the 4 foreign shards spread one per rank */
+    for (int x = 0; x < 8; x++) {
+        CHECK(symmem_island_owner(&s, s.of[x], x) == x);
+        CHECK(symmem_island_owner(&s, 1 - s.of[x], x) == (x + 4) % 8);
+    }
 }
 
 int main(void)

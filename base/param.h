@@ -36,7 +36,8 @@ extern "C" {
     X(TUNE_FILE, STR, "", "algorithm table (written by symmem-bench --tune); empty: <cache dir>/tune.txt if present")   \
     X(SYSFS_ROOT, STR, "", "read sysfs and procfs under this root instead of / (captured trees)")         \
     X(TOPO_CACHE_DIR, STR, "", "cache folder (topology figures, algorithm table); empty: $XDG_CACHE_HOME/symmem")       \
-    X(TOPO_DUMP_FILE, STR, "", "write the topology model as JSON to this file at communicator init")
+    X(TOPO_DUMP_FILE, STR, "", "write the topology model as JSON to this file at communicator init")   \
+    X(ISLANDS, STR, "", "the island algorithm's islands, e.g. 0-3,4-7 (ranges joined by +); empty: by each GPU's NUMA node")
 
 typedef enum symmem_param_id {
 #define SYMMEM_PARAM_ENUM_(name, type, def, doc) SYMMEM_PARAM_##name,

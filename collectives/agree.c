@@ -94,7 +94,8 @@ static int probe_wanted(symmem_comm_t comm)
  * folder's tune.txt when it exists. A table that does not parse is ignored with a warning. */
 static void table_wishes(symmem_comm_t comm, struct symmem_coll *co)
 {
-    const topo_choice_facts_t facts = {.nranks = comm->nranks, .link = comm->link_class};
+    topo_choice_facts_t facts;
+    symmem_coll_choice_facts(comm, co, 0.0, 0.0, 0.0, &facts);
     symmem_coll_tune_init(&co->tuning, comm->fingerprint, &facts);
     const char *env = symmem_param_str(SYMMEM_PARAM_ALGO);
     const int env_algo = env[0] ? symmem_algo_lookup(env) : SYMMEM_ALGO_AUTO;

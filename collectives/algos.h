@@ -28,7 +28,8 @@ extern "C" {
     X(PULL, 0, pull)                                                                                       \
     X(PUSH, 1, push)                                                                                       \
     X(LAMPORT, 2, lamport)                                                                                 \
-    X(COPY, 3, copy_engine)
+    X(ISLAND, 3, island)                                                                                   \
+    X(COPY, 4, copy_engine)
 
 typedef enum symmem_coll_family {
     SYMMEM_COLL_FAM_NONE = -1, /* the row serves no such operation (AUTO) */
@@ -109,6 +110,13 @@ typedef struct symmem_coll_algo_op {
 #define SYMMEM_COLL_DESC_COPY_ENGINE                                                                         \
     {SYMMEM_COLL_OP_(COPY, 0, 2, 0, 2, 0, NO, NO, 4, 0, 0), SYMMEM_COLL_OP_(COPY, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0), \
      SYMMEM_COLL_OP_(COPY, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0)}
+
+/* island: every operation runs the schedule of collectives/island.h, in SYMMEM_ISLAND_SLOTS_PER_RANK * n
+ * slots per shard position (G, A and X slots: island.c), three sync slots per round
+ * (SYMMEM_ISLAND_EPOCHS_PER_ROUND); its kernels take the schedule (symmem_coll_island_launch) */
+#define SYMMEM_COLL_DESC_ISLAND                                                                            \
+    {SYMMEM_COLL_OP_(ISLAND, 0, 4, 0, 4, 0, NO, NO, 6, 0, 0), SYMMEM_COLL_OP_(ISLAND, 0, 4, 0, 4, 0, NO, NO, 6, 0, 0), \
+     SYMMEM_COLL_OP_(ISLAND, 0, 4, 0, 4, 0, NO, NO, 6, 0, 0)}
 
 /* The row of `algo` for `kind` (all_reduce, reduce_scatter, all_gather); NULL outside the table. */
 const symmem_coll_algo_op_t *symmem_coll_algo(symmem_coll_kind_t kind, symmem_algo_t algo);

@@ -121,6 +121,16 @@ static symmem_status_t plan_call(symmem_comm_t comm, const symmem_coll_call_t *c
     return SYMMEM_OK;
 }
 
+/* The island family's kernels take this rank's schedule of the operation beside the parameters. */
+static int launch_island(const struct symmem_coll *co, const symmem_coll_params_t *p, const symmem_coll_geom_t *geo,
+                         symmem_stream_t stream)
+{
+    symmem_coll_island_params_t ip;
+    ip.c = *p;
+    ip.s = co->island_sched[p->kind];
+    return symmem_coll_island_launch(&ip, geo->grid, geo->threads, stream, co->pdl);
+}
+
 static symmem_status_t run_collective(symmem_comm_t comm, const symmem_coll_call_t *c)
 {
     struct symmem_coll *co = comm->coll;
@@ -128,12 +138,20 @@ static symmem_status_t run_collective(symmem_comm_t comm, const symmem_coll_call
     SYMMEM_CHECK(check_args(comm, c, &in_bytes, &out_bytes));
     if (c->count == 0) return SYMMEM_OK;
     const size_t bytes = symmem_coll_message_bytes(comm->nranks, c->kind, c->count, c->dtype);
-    const symmem_algo_t algo = c->algo != SYMMEM_ALGO_AUTO ? c->algo : symmem_coll_choose(&co->tuning, c->kind, bytes);
+    symmem_algo_t algo = c->algo != SYMMEM_ALGO_AUTO ? c->algo : symmem_coll_choose(&co->tuning, c->kind, bytes);
+    /* a table (tuning file, SYMMEM_ALGO) naming the island algorithm where it is unavailable (warned at init):
+     * AUTO runs the staged permutation instead; an explicit request fails below with the reason */
+    if (c->algo == SYMMEM_ALGO_AUTO && algo == SYMMEM_ALGO_ISLAND && co->island_error[0]) algo = SYMMEM_ALGO_STAGED;
     symmem_coll_params_t p;
     symmem_coll_geom_t geo;
     uint32_t hz;
     call_params(comm, c, algo, &p);
     SYMMEM_CHECK(plan_call(comm, c, in_bytes, out_bytes, &p, &geo, &hz));
+    if (geo.fam == SYMMEM_COLL_FAM_ISLAND) {
+        if (co->island_error[0])
+            return symmem_set_error(SYMMEM_UNSUPPORTED, "%s (island): %s", c->name, co->island_error);
+        hz = symmem_fnv32_u64(hz, co->islands_hash); /* ranks that split differently: a mismatch, not a hang */
+    }
     p.tag = symmem_coll_tag(c, &p, geo.grid, geo.threads, hz);
     SYMMEM_TRACE(SYMMEM_SUBSYS_COLL, "%s count %zu %s %s algo %s grid %dx%d rounds %u segp %" PRIu64 " zc %d zo %d",
                  c->name, c->count, symmem_dtype_name(c->dtype), symmem_redop_name(p.op), symmem_algo_name(algo),
@@ -144,7 +162,9 @@ static symmem_status_t run_collective(symmem_comm_t comm, const symmem_coll_call
         symmem_coll_record_launch(co, p.tag, c->kind, algo, c->dtype, c->count);
         return SYMMEM_OK;
     }
-    const cudaError_t e = (cudaError_t)symmem_coll_launch(&p, geo.fam, geo.grid, geo.threads, c->stream, co->pdl);
+    const cudaError_t e = (cudaError_t)(geo.fam == SYMMEM_COLL_FAM_ISLAND ? launch_island(co, &p, &geo, c->stream)
+                                                                         : symmem_coll_launch(&p, geo.fam, geo.grid,
+                                                                                              geo.threads, c->stream, co->pdl));
     if (e != cudaSuccess)
         return symmem_set_error(SYMMEM_CUDA_ERROR, "%s (%s): kernel launch failed: %s (%s)", c->name,
                                 symmem_algo_name(algo), cudaGetErrorName(e), cudaGetErrorString(e));

@@ -9,9 +9,11 @@
 #include <stdint.h>
 
 #include "collectives/coll.h"
+#include "collectives/island.h"
 #include "collectives/kernel_abi.h"
 #include "collectives/plan.h"
 #include "collectives/tune.h"
+#include "topology/choice.h"
 #include "symmem/symmem.h"
 
 #ifdef __cplusplus
@@ -52,6 +54,13 @@ struct symmem_coll {
     int probed;                             /* the figures below were measured */
     double probe_read_gbs, probe_write_gbs; /* SM peer load / store GB/s, all ranks at once, min over ranks */
     double probe_ce_gbs;                    /* copy-engine peer copies, the same way (the copy-engine two-shot's choice) */
+    /* The island algorithm (island.h): the split (SYMMEM_ISLANDS, else NUMA nodes: the same facts on every
+     * rank; the tag covers its hash), this rank's schedules of all_reduce, reduce_scatter, all_gather, or
+     * why there are none (island_error non-empty: its calls fail with that). */
+    symmem_island_split_t islands;
+    uint64_t islands_hash;
+    symmem_island_sched_t island_sched[3];
+    char island_error[384];
 };
 
 /* ---- a call (coll.c, plan.c) --------------------------------------------------------------------------------- */
@@ -103,6 +112,16 @@ void symmem_coll_record_launch(struct symmem_coll *co, uint32_t tag, symmem_coll
 /* The parameters every kernel of the communicator shares: workspaces, state, error record, rank, layout,
  * timeout, Lamport check; the call's fields zero. */
 void symmem_coll_params_base(symmem_comm_t comm, symmem_coll_params_t *p);
+
+/* ---- the island algorithm's split and schedules (init.c) ------------------------------------------------ */
+/* Local, from facts every rank shares: the islands (SYMMEM_ISLANDS or the ranks' NUMA nodes) and this rank's
+ * schedules into co; a split that cannot be scheduled (or a malformed SYMMEM_ISLANDS) leaves island_error
+ * set and warns. */
+void symmem_coll_island_init(symmem_comm_t comm, struct symmem_coll *co);
+/* The facts of the choice (topology/choice.h) for this communicator: ranks, link class, the figures given (SM read,
+ * write, copy engine), its islands (one when the island algorithm is unavailable). */
+void symmem_coll_choice_facts(symmem_comm_t comm, const struct symmem_coll *co, double rd, double wr, double ce,
+                              topo_choice_facts_t *f);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 
 #include "base/comm_state.h"
 #include "base/log.h"
+#include "base/param.h"
 #include "base/status.h"
 #include "collectives/coll_internal.h"
 #include "collectives/fused.h"
@@ -48,8 +49,8 @@ static symmem_status_t probe_links(symmem_comm_t comm, struct symmem_coll *co)
     co->probe_read_gbs = rd;
     co->probe_write_gbs = wr;
     co->probe_ce_gbs = ce;
-    const topo_choice_facts_t f = {.nranks = comm->nranks, .link = comm->link_class, .read_gbs = rd, .write_gbs = wr,
-                                   .ce_gbs = ce};
+    topo_choice_facts_t f;
+    symmem_coll_choice_facts(comm, co, rd, wr, ce, &f);
     const int changed = symmem_coll_tune_measured(&co->tuning, &f);
     topo_choice_t ch;
     topo_choose(&f, &ch);
@@ -61,6 +62,52 @@ static symmem_status_t probe_links(symmem_comm_t comm, struct symmem_coll *co)
                 rd, wr, ce, co->tuning.prefer == TOPO_PREFER_KEEP ? "no clear winner, keeping " : "preferring ",
                 topo_prefer_name(co->tuning.prefer), ring, changed, bytes, PROBE_RUNS + 1, now_ms() - t0);
     return SYMMEM_OK;
+}
+
+/* ---- the island algorithm ------------------------------------------------------------------------------------ */
+void symmem_coll_island_init(symmem_comm_t comm, struct symmem_coll *co)
+{
+    const char *env = symmem_param_str(SYMMEM_PARAM_ISLANDS);
+    char err[sizeof co->island_error - 64];
+    co->island_error[0] = '\0';
+    if (env[0]) {
+        if (symmem_island_split_parse(env, comm->nranks, &co->islands, err, sizeof err) != 0) {
+            snprintf(co->island_error, sizeof co->island_error, "SYMMEM_ISLANDS=%s", err);
+            SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "%s; the island algorithm is unavailable", co->island_error);
+            symmem_island_split_from_numa(comm->nranks, (const int[SYMMEM_MAX_RANKS]){0}, &co->islands);
+            co->islands_hash = symmem_island_hash(&co->islands);
+            return;
+        }
+    } else {
+        int numa[SYMMEM_MAX_RANKS];
+        for (int q = 0; q < comm->nranks; q++) numa[q] = comm->peers[q].numa_node;
+        symmem_island_split_from_numa(comm->nranks, numa, &co->islands);
+    }
+    co->islands_hash = symmem_island_hash(&co->islands);
+    for (int k = 0; k < 3; k++)
+        if (symmem_island_schedule(&co->islands, (symmem_coll_kind_t)k, comm->rank, &co->island_sched[k], err,
+                                   sizeof err) != 0) {
+            snprintf(co->island_error, sizeof co->island_error, "%s", err);
+            SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "%s; the island algorithm is unavailable", err);
+            return;
+        }
+    char list[128];
+    symmem_island_split_format(&co->islands, list, sizeof list);
+    SYMMEM_DEBUG(SYMMEM_SUBSYS_COLL, "islands %s (%s)", list, env[0] ? "SYMMEM_ISLANDS" : "NUMA nodes");
+}
+
+void symmem_coll_choice_facts(symmem_comm_t comm, const struct symmem_coll *co, double rd, double wr, double ce,
+                              topo_choice_facts_t *f)
+{
+    memset(f, 0, sizeof *f);
+    f->nranks = comm->nranks;
+    f->link = comm->link_class;
+    f->read_gbs = rd;
+    f->write_gbs = wr;
+    f->ce_gbs = ce;
+    int key[SYMMEM_MAX_RANKS];
+    for (int q = 0; q < comm->nranks; q++) key[q] = co->island_error[0] ? 0 : co->islands.of[q];
+    topo_island_facts(comm->nranks, key, f);
 }
 
 /* Load every kernel now (this thread has the communicator's device current): a kernel loaded lazily at its
@@ -119,6 +166,7 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
     int blocks_per_sm = 0;
     symmem_status_t st;
     SYMMEM_CHECK_GOTO(load_kernels(&blocks_per_sm), st, fail);
+    symmem_coll_island_init(comm, co); /* before the table: its facts include the islands */
     SYMMEM_CHECK_GOTO(symmem_coll_agree(comm, co, blocks_per_sm), st, fail);
     find_colocated(comm, co);
     SYMMEM_CHECK_GOTO(symmem_coll_workspace_init(comm, co), st, fail);

@@ -11,8 +11,9 @@
  *  - epochs are 64-bit and monotonic: the device state holds the last one used, every block reads it at
  *    kernel start, the last block to read it writes the value the kernel will end at (the state protocol
  *    below). Each round of any algorithm consumes two
- *    epochs (sync A = e+1, optional sync B = e+2), so the state stays even and round k of a call uses data
- *    half ((e_k / 2) & 1): consecutive rounds, also across calls, alternate halves.
+ *    epochs (sync A = e+1, optional sync B = e+2; the island schedule six: syncs e+1, e+3, e+5), an odd
+ *    number of pairs, so the state stays even and round k of a call uses data half ((e_k / 2) & 1):
+ *    consecutive rounds, also across calls, alternate halves.
  *  - reuse argument (why a fast rank never overwrites data a slow rank still reads): in every algorithm a
  *    round's data is written either before the round's first sync (into half h) or after a sync the
  *    readers have passed, and read before the readers' next sync signal. A rank writes half h again only

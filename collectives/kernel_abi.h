@@ -43,7 +43,7 @@ extern "C" {
  * behind (all known at start: see the state protocol in protocol.cuh), so the values advance on the device and
  * CUDA-graph replays stay correct. */
 typedef struct symmem_coll_dev_state {
-    uint64_t epoch;   /* sync epochs used so far (always even: every round consumes two) */
+    uint64_t epoch;   /* sync epochs used so far (always even: every round consumes two, an island round six) */
     uint64_t calls;   /* kernels started on this communicator (the "sequence number" in error messages) */
     uint64_t lseq;    /* Lamport rounds so far: round j uses Lamport buffer j % 3 */
     uint64_t blocks;  /* blocks of all those kernels */

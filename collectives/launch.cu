@@ -105,8 +105,10 @@ extern "C" int symmem_coll_launch(const symmem_coll_params_t *p, int family, int
 {
     /* all-gather moves bytes: it runs in the SUM instantiation of its dtype */
     const int op = p->kind == SYMMEM_COLL_ALL_GATHER ? (int)SYMMEM_OP_SUM : p->op;
-    /* the copy-engine family's kernels take a step's parameters (copy_engine.cu): never launched from here */
-    const void *fn = family >= 0 && family < SYMMEM_COLL_FAM_COUNT && family != SYMMEM_COLL_FAM_COPY
+    /* the island and copy-engine families' kernels take more than these parameters (their schedule, a step):
+     * symmem_coll_island_launch, symmem_ce_launch_kernel */
+    const void *fn = family >= 0 && family < SYMMEM_COLL_FAM_COUNT && family != SYMMEM_COLL_FAM_ISLAND &&
+                             family != SYMMEM_COLL_FAM_COPY
                          ? family_kernel[family](p->dtype, op, p->lam_check)
                          : nullptr;
     if (!fn || threads < 32 || threads > SYMMEM_COLL_THREADS || threads % 32) return (int)cudaErrorInvalidValue;

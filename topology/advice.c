@@ -54,7 +54,11 @@ static void comm_facts(const topo_model_t *m, const advice_stats_t *s, topo_choi
     const int probed = topo_probe_useful(f->link) && s->ring_read > 0;
     f->read_gbs = probed ? s->ring_read : 0.0;
     f->write_gbs = probed ? s->ring_write : 0.0;
-    f->ce_gbs = 0.0; /* no copy-engine two-shot figure: the communicator's probe decides the copy-engine two-shot */
+    f->ce_gbs = 0.0; /* symmem-topo's copy-engine figures are one pair at a time: the communicator's probe decides */
+    /* the islands a communicator finds without SYMMEM_ISLANDS: each GPU's NUMA node */
+    int numa[TOPO_MAX_GPUS];
+    for (int i = 0; i < m->ngpus; i++) numa[i] = m->gpus[i].numa_node < 0 ? -1 : m->gpus[i].numa_node;
+    topo_island_facts(m->ngpus, numa, f);
 }
 
 /* Islands: GPUs joined by any path better than SYS, numbered; returns the count. */
@@ -113,6 +117,10 @@ static void why_staged(const topo_choice_facts_t *f, const topo_choice_t *c, cha
         topo_fmt(why, len, "%d GPUs on PCIe: all-to-all traffic contends at the root complex, so large all-reduces "
                            "push as a permutation, every GPU one inbound and one outbound peer per pass",
                  f->nranks);
+    else if (topo_table_lookup(&c->table, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX) == SYMMEM_ALGO_ISLAND)
+        topo_fmt(why, len, "%d NUMA islands: large all-reduces run the island schedule (reduce inside each island, "
+                           "each partial over the socket link once), by the floors of bench/NOTES.md",
+                 f->islands);
     else if (c->direction == SYMMEM_TOPO_PULL)
         topo_fmt(why, len, "pulls: every GPU loads what it needs itself");
     else if (f->link == SYMMEM_LINK_HOST)

@@ -200,12 +200,131 @@ static void topo_copy_engine_rule(const topo_choice_facts_t *f, topo_choice_t *c
 {
     c->copy_engine_above = SIZE_MAX;
     if (f->link != SYMMEM_LINK_PCIE || !c->measured) return;
+    /* Across islands its all-to-all passes carry up to max m_i(n - m_i)/n of the message over the link
+     * between them, where the island schedule carries each byte once; the probe's figures (successor
+     * copies) do not see that link's share, so the island schedule's rules stand. */
+    if (f->islands > 1) return;
     const double sm = c->direction == SYMMEM_TOPO_PULL ? f->read_gbs : f->write_gbs;
     for (int k = SYMMEM_COLL_ALL_REDUCE; k <= SYMMEM_COLL_ALL_GATHER; k++) {
         const size_t above = topo_copy_engine_above_bytes(f->nranks, k, sm, f->ce_gbs);
         if (above == SIZE_MAX) continue;
         table_above(&c->table, k, above, SYMMEM_ALGO_COPY_ENGINE);
         if (k == SYMMEM_COLL_ALL_REDUCE) c->copy_engine_above = above;
+    }
+}
+
+/* ---- the island rule ------------------------------------------------------------------------------------------ */
+void topo_island_facts(int n, const int *key, topo_choice_facts_t *f)
+{
+    int first[SYMMEM_MAX_RANKS];
+    f->islands = 0;
+    memset(f->island_size, 0, sizeof f->island_size);
+    for (int q = 0; q < n && q < SYMMEM_MAX_RANKS; q++) {
+        int i = 0;
+        while (i < f->islands && key[first[i]] != key[q]) i++;
+        if (i == f->islands) first[f->islands++] = q;
+        f->island_size[i]++;
+    }
+}
+
+/* The floors' figures (ANCHORS.md, PCIe Gen5 boxes of the user story): a one-way trip across the CPU
+ * sockets 1.3 us (flag latency across NUMA 1.27-1.36 us; every sync of ours waits for every rank, so for
+ * the farthest one); SM stores into one GPU with several peers driven at once 25 GB/s (25.4 measured); the
+ * link between two islands 40 GB/s per direction for all the pairs that cross it (P2P across NUMA 39-51 GB/s
+ * for one pair: the link is taken as no wider than one pair). */
+#define ISL_TRIP_US 1.3
+#define ISL_GPU_BYTES_PER_US 25e3
+#define ISL_LINK_BYTES_PER_US 40e3
+
+static double max2(double a, double b) { return a > b ? a : b; }
+
+/* Per operation of S bytes (as the table counts them: all-reduce the message, reduce-scatter and all-gather
+ * the whole n-shard buffer) over n ranks in k islands of sizes m_i; m is the smallest island (its owners own
+ * the most shards, its ranks receive the most foreign data), c = max m_i(n - m_i) (bench/NOTES.md, "Island
+ * schedule: floors"):
+ *  all-reduce      one-shot push: 1 trip, (n-1)S into each GPU, cS over the link into an island;
+ *                  staged: 2 syncs, per phase (n-1)S/n and cS/n;
+ *                  island: 3 syncs (2 with one island), 2(1-1/m)S and (k-1)S/m into a GPU, (k-1)S over the link;
+ *  reduce-scatter  one-shot push and staged: 1 trip or sync, (n-1)S/n and cS/n;
+ *                  island: 2 syncs, (1-1/m)S + (k-1)S/n into a GPU, (k-1)m_max S/n over the link;
+ *  all-gather      one-shot push and staged (both the flag push): 1 sync, (n-1)S/n and cS/n;
+ *                  island: 2 syncs, (n-1)S/n into a GPU, (n-m)S/n over the link (each shard crosses once). */
+double topo_island_floor_us(const topo_choice_facts_t *f, symmem_coll_kind_t kind, symmem_algo_t algo, size_t bytes)
+{
+    const double S = (double)bytes, n = f->nranks, B = ISL_GPU_BYTES_PER_US, X = ISL_LINK_BYTES_PER_US;
+    const double L = ISL_TRIP_US;
+    const int k = f->islands > 1 ? f->islands : 1;
+    double c = 0, m = n, mmax = n;
+    if (k > 1) {
+        mmax = 0;
+        for (int i = 0; i < k; i++) {
+            const double mi = f->island_size[i];
+            c = max2(c, mi * (n - mi));
+            if (mi < m) m = mi;
+            mmax = max2(mmax, mi);
+        }
+    }
+    const double per_gpu = (n - 1) * S / (n * B), link = c * S / (n * X); /* one all-to-all phase */
+    if (algo != SYMMEM_ALGO_ONESHOT_PUSH && algo != SYMMEM_ALGO_STAGED && algo != SYMMEM_ALGO_ISLAND) return -1;
+    switch (kind) {
+    case SYMMEM_COLL_ALL_REDUCE:
+        if (algo == SYMMEM_ALGO_ONESHOT_PUSH) return L + max2((n - 1) * S / B, c * S / X);
+        if (algo == SYMMEM_ALGO_STAGED) return 2 * L + 2 * max2(per_gpu, link);
+        if (k == 1) return 2 * L + 2 * (1 - 1 / n) * S / B;
+        return 3 * L + 2 * (1 - 1 / m) * S / B + max2((k - 1) * S / (m * B), (k - 1) * S / X);
+    case SYMMEM_COLL_REDUCE_SCATTER:
+        if (algo != SYMMEM_ALGO_ISLAND) return L + max2(per_gpu, link);
+        if (k == 1) return L + (1 - 1 / n) * S / B;
+        return 2 * L + (1 - 1 / m) * S / B + max2((k - 1) * S / (n * B), (k - 1) * mmax * S / (n * X));
+    case SYMMEM_COLL_ALL_GATHER:
+        if (algo != SYMMEM_ALGO_ISLAND) return L + max2(per_gpu, link);
+        if (k == 1) return L + per_gpu;
+        return 2 * L + max2(per_gpu, (n - m) * S / (n * X));
+    default: return -1;
+    }
+}
+
+/* The least floor at `bytes`; a tie keeps what the rules before (`base`) say: the floors see bytes and
+ * syncs, not what the PCIe rules weighed beyond them (root complexes under all-to-all traffic). */
+static symmem_algo_t floor_best(const topo_choice_facts_t *f, const topo_table_t *base, symmem_coll_kind_t kind,
+                                size_t bytes)
+{
+    static const symmem_algo_t cand[3] = {SYMMEM_ALGO_ONESHOT_PUSH, SYMMEM_ALGO_STAGED, SYMMEM_ALGO_ISLAND};
+    symmem_algo_t best = topo_table_lookup(base, kind, bytes);
+    double least = topo_island_floor_us(f, kind, best, bytes);
+    if (least < 0) best = cand[0], least = topo_island_floor_us(f, kind, best, bytes);
+    for (int i = 0; i < 3; i++) {
+        const double v = topo_island_floor_us(f, kind, cand[i], bytes);
+        if (v < least) best = cand[i], least = v;
+    }
+    return best;
+}
+
+/* PCIe with two or more islands, pushing: each operation's rules become the least floor of one-shot push,
+ * staged and island at every size from 1 KiB to 1 GiB, the bounds at the changes (found by bisection inside
+ * steps of 1/16, rounded down to a KiB), the last rule for every larger size. */
+static void rules_islands(topo_table_t *t, const topo_choice_facts_t *f)
+{
+    if (f->link != SYMMEM_LINK_PCIE || f->islands < 2 || f->nranks < 3 || f->nranks > SYMMEM_MAX_RANKS) return;
+    const topo_table_t base = *t;
+    t->nrules = 0;
+    for (int kind = 0; kind <= SYMMEM_COLL_ALL_GATHER; kind++) {
+        const symmem_coll_kind_t kd = (symmem_coll_kind_t)kind;
+        size_t lo = KIB;
+        symmem_algo_t cur = floor_best(f, &base, kd, lo);
+        for (size_t hi = lo + lo / 16; lo < ((size_t)1 << 30); lo = hi, hi += hi / 16) {
+            const symmem_algo_t next = floor_best(f, &base, kd, hi);
+            if (next == cur) continue;
+            size_t a = lo, b = hi; /* best(a) == cur, best(b) != cur */
+            while (b - a > 1) {
+                const size_t mid = a + (b - a) / 2;
+                if (floor_best(f, &base, kd, mid) == cur) a = mid;
+                else b = mid;
+            }
+            if (a / KIB * KIB > 0) topo_table_add(t, kind, a / KIB * KIB, cur);
+            cur = next;
+        }
+        topo_table_add(t, kind, SIZE_MAX, cur);
     }
 }
 
@@ -220,6 +339,7 @@ void topo_choose(const topo_choice_facts_t *f, topo_choice_t *c)
     else if (f->link == SYMMEM_LINK_PCIE) rules_pcie(&c->table, f->nranks);
     else rules_nvlink(&c->table, f->nranks);
     if (c->direction == SYMMEM_TOPO_PULL) rules_to_pull(&c->table);
+    else rules_islands(&c->table, f); /* the island schedule pushes */
     c->staged = topo_table_lookup(&c->table, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX) == SYMMEM_ALGO_STAGED;
     c->fused_oneshot_max = topo_fused_crossover_bytes(f->nranks, f->link);
     /* the copy-engine two-shot: above the SM schedule chosen so far (staged says what runs below it) */

@@ -72,6 +72,10 @@ typedef struct topo_choice_facts {
      * beside the SM figures, not by symmem-topo (its copy-engine figures are one pair at a time); <= 0:
      * none, and the copy-engine two-shot is never chosen. */
     double ce_gbs;
+    /* The island schedule (SYMMEM_ALGO_ISLAND, collectives/island.h): the ranks' islands (CPU sockets: NUMA
+     * nodes, or SYMMEM_ISLANDS) and each island's size; islands <= 1: none, or no schedule for the split. */
+    int islands;
+    uint8_t island_size[SYMMEM_MAX_RANKS];
 } topo_choice_facts_t;
 
 typedef struct topo_choice {
@@ -89,6 +93,17 @@ void topo_choose(const topo_choice_facts_t *facts, topo_choice_t *out);
 
 /* The placement the choice makes for a link class (SYMMEM_PLACEMENT=auto). */
 symmem_placement_t topo_choose_placement(symmem_link_t link);
+
+/* Fill facts->islands and island_size from one key per rank (ranks with equal keys share an island: the
+ * communicator passes its split, symmem-topo each GPU's NUMA node, -1 unknown counting as one node). */
+void topo_island_facts(int nranks, const int *key, topo_choice_facts_t *facts);
+
+/* The floors of the island rule (choice.c, rules_islands; bench/NOTES.md, "Island schedule: floors"): the
+ * least time in microseconds an operation of `kind` on `bytes` (as the table counts them) can take with
+ * `algo` (ONESHOT_PUSH, STAGED or ISLAND) on a PCIe machine of the facts' islands, from the bytes into each
+ * GPU, the bytes over the link into each island, and the syncs; negative for other algorithms. */
+double topo_island_floor_us(const topo_choice_facts_t *facts, symmem_coll_kind_t kind, symmem_algo_t algo,
+                            size_t bytes);
 
 /* all_reduce_add_rmsnorm: one-shot moves (n-1)*S into each GPU after one one-way trip, two-shot 2(n-1)/n*S
  * after two, so two-shot pays from S* = n*L*B / ((n-1)(n-2)) bytes (L one-way latency, B bandwidth per GPU

@@ -326,6 +326,7 @@ typedef enum symmem_redop {
     X(TWOSHOT_PUSH, 4, "twoshot_push")                                                                     \
     X(STAGED, 5, "staged")                                                                                 \
     X(TWOSHOT_LAMPORT, 6, "twoshot_lamport")                                                               \
+    X(ISLAND, 7, "island")                                                                     \
     X(COPY_ENGINE, 8, "copy_engine")
 
 typedef enum symmem_algo {

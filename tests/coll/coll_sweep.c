@@ -6,7 +6,7 @@
  *  - bitwise equality of the output across ranks (all-reduce, all-gather);
  *  - sizes around the workspace limit (symmem_comm_max_message_bytes: chunked path), and one 256 MiB
  *    all-reduce per dtype (multi-process mode).
- * Usage: coll_sweep [--mp N | --inproc N] [--quick]
+ * Usage: coll_sweep [--mp N | --inproc N] [--quick] [--algo NAME]   (--algo: only that algorithm's cases)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -333,7 +333,16 @@ int main(int argc, char **argv)
     symmem_options_t opts = SYMMEM_OPTIONS_INIT;
     opts.timeout_ms = 15000; /* a hang fails the case within 15 s instead of the default 30 */
     if (!cc_start(&argc, argv, "coll_sweep", 2, 290, &opts, NULL, &ctx, &rc)) return rc;
-    int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    int quick = 0;
+    symmem_algo_t only = SYMMEM_ALGO_COUNT; /* every algorithm */
+    for (int a = 1; a < argc; a++) {
+        if (!strcmp(argv[a], "--quick")) quick = 1;
+        if (!strcmp(argv[a], "--algo") && (a + 1 >= argc || symmem_algo_from_name(argv[a + 1], &only) != SYMMEM_OK)) {
+            cc_log(&ctx, "FAIL: --algo needs an algorithm name");
+            cc_finish(&ctx);
+            return 1;
+        }
+    }
 
     size_t max_msg = symmem_comm_max_message_bytes(ctx.r[0].comm);
     caselist_t cases = {0, 0, 0};
@@ -343,6 +352,12 @@ int main(int argc, char **argv)
         build_cases(&cases, counts_mp, sizeof counts_mp / sizeof *counts_mp, max_msg, 1, ctx.nranks);
     else
         build_cases(&cases, counts_inproc, sizeof counts_inproc / sizeof *counts_inproc, max_msg, 0, ctx.nranks);
+    if (only != SYMMEM_ALGO_COUNT) {
+        size_t w = 0;
+        for (size_t k = 0; k < cases.n; k++)
+            if (cases.v[k].algo == only) cases.v[w++] = cases.v[k];
+        cases.n = w;
+    }
 
     bufs_t b;
     memset(&b, 0, sizeof b);

@@ -27,7 +27,7 @@ static void communicator_choice(symmem_topo_t t, symmem_coll_tuning_t *tu, symme
 {
     const int n = symmem_topo_gpu_count(t);
     int32_t links[SYMMEM_TOPO_MAX_GPUS * SYMMEM_TOPO_MAX_GPUS];
-    int all_p2p = 1;
+    int all_p2p = 1, numa[SYMMEM_TOPO_MAX_GPUS];
     double rd = -1, wr = -1;
     for (int i = 0; i < n; i++) {
         for (int j = 0; j < n; j++) {
@@ -40,14 +40,17 @@ static void communicator_choice(symmem_topo_t t, symmem_coll_tuning_t *tu, symme
         CHECK(symmem_topo_gpu_info(t, i, &g) == SYMMEM_OK);
         if (i == 0 || g.ring_read_gbs < rd) rd = g.ring_read_gbs;
         if (i == 0 || g.ring_write_gbs < wr) wr = g.ring_write_gbs;
+        numa[i] = g.numa_node < 0 ? -1 : g.numa_node; /* the islands: comm/facts.c's peers[].numa_node */
     }
     const symmem_link_t cls = topo_link_class(n, links, SYMMEM_TOPO_MAX_GPUS, all_p2p);
     *placement = topo_choose_placement(cls);
-    const topo_choice_facts_t facts = {.nranks = n, .link = cls};
+    topo_choice_facts_t facts = {.nranks = n, .link = cls, .read_gbs = 0.0, .write_gbs = 0.0};
+    topo_island_facts(n, numa, &facts);
     symmem_coll_tune_init(tu, "fixture", &facts);
     *probed = topo_probe_useful(cls) && n >= 2 && rd > 0 && wr > 0;
     if (*probed) {
-        const topo_choice_facts_t measured = {.nranks = n, .link = cls, .read_gbs = rd, .write_gbs = wr};
+        topo_choice_facts_t measured = {.nranks = n, .link = cls, .read_gbs = rd, .write_gbs = wr};
+        topo_island_facts(n, numa, &measured);
         symmem_coll_tune_measured(tu, &measured);
     }
 }
@@ -171,6 +174,20 @@ static void copy_engine_rule(void)
     copy_engine_against_sm_table(8, SYMMEM_LINK_NVLINK, 300.0, 340.0, 1000.0, SIZE_MAX);
     copy_engine_against_sm_table(8, SYMMEM_LINK_HOST, 10.0, 10.0, 50.0, SIZE_MAX);
     copy_engine_against_sm_table(1, SYMMEM_LINK_PCIE, 20.0, 25.0, 50.0, SIZE_MAX);
+    /* never across islands (two sockets): the island schedule's rules stand, with or without the figure */
+    {
+        const int numa[8] = {0, 0, 0, 0, 1, 1, 1, 1};
+        topo_choice_facts_t with = {.nranks = 8, .link = SYMMEM_LINK_PCIE, .read_gbs = 20.0, .write_gbs = 25.0,
+                                    .ce_gbs = 50.0};
+        topo_island_facts(8, numa, &with);
+        topo_choice_facts_t without = with;
+        without.ce_gbs = 0.0;
+        topo_choice_t a, b;
+        topo_choose(&with, &a);
+        topo_choose(&without, &b);
+        CHECK(a.copy_engine_above == SIZE_MAX && topo_table_hash(&a.table) == topo_table_hash(&b.table));
+        CHECK(!has_algo(&a.table, SYMMEM_ALGO_COPY_ENGINE) && has_algo(&a.table, SYMMEM_ALGO_ISLAND));
+    }
     /* the communicator's path: the probe's figures through symmem_coll_tune_measured, AUTO resolving */
     symmem_coll_tuning_t tu;
     const topo_choice_facts_t none = {.nranks = 8, .link = SYMMEM_LINK_PCIE},
@@ -184,6 +201,121 @@ static void copy_engine_rule(void)
     CHECK(symmem_coll_choose(&tu, SYMMEM_COLL_ALL_GATHER, 16 * MIB_) == SYMMEM_ALGO_COPY_ENGINE);
     CHECK(symmem_coll_choose(&tu, SYMMEM_COLL_REDUCE_SCATTER, 12 * KIB_) == SYMMEM_ALGO_ONESHOT_PUSH);
     printf("%s copy-engine two-shot rule\n", test_failures ? "FAIL" : "ok  ");
+}
+
+/* ---- the island rule ----------------------------------------------------------------------- */
+
+/* The least floor of one-shot push, staged and island; a tie keeps `keep` (what the rules before said). */
+static symmem_algo_t least_floor(const topo_choice_facts_t *f, symmem_coll_kind_t kind, size_t bytes, symmem_algo_t keep)
+{
+    const symmem_algo_t cand[3] = {SYMMEM_ALGO_ONESHOT_PUSH, SYMMEM_ALGO_STAGED, SYMMEM_ALGO_ISLAND};
+    symmem_algo_t best = keep;
+    double least = topo_island_floor_us(f, kind, keep, bytes);
+    if (least < 0) best = cand[0], least = topo_island_floor_us(f, kind, best, bytes);
+    for (int i = 0; i < 3; i++)
+        if (topo_island_floor_us(f, kind, cand[i], bytes) < least)
+            best = cand[i], least = topo_island_floor_us(f, kind, cand[i], bytes);
+    return best;
+}
+
+/* The PCIe rules without islands (what a tie keeps). */
+static symmem_algo_t pcie_rule(int n, symmem_coll_kind_t kind, size_t bytes)
+{
+    topo_choice_t c;
+    const topo_choice_facts_t f = {.nranks = n, .link = SYMMEM_LINK_PCIE};
+    topo_choose(&f, &c);
+    return topo_table_lookup(&c.table, kind, bytes);
+}
+
+/* The table follows the least floor at every size from 1 KiB to 1 GiB, up to the KiB rounding of bounds. */
+static void follows_floors(const topo_choice_facts_t *f, const topo_table_t *t)
+{
+    for (int k = 0; k <= SYMMEM_COLL_ALL_GATHER; k++)
+        for (size_t b = KIB_; b <= ((size_t)1 << 30); b = b * 9 / 8 + 1) {
+            const symmem_coll_kind_t kind = (symmem_coll_kind_t)k;
+            const symmem_algo_t got = topo_table_lookup(t, kind, b);
+            const size_t lo = b / KIB_ * KIB_, hi = lo + KIB_;
+            CHECK(got == least_floor(f, kind, b, pcie_rule(f->nranks, kind, b)) ||
+                  got == least_floor(f, kind, lo, pcie_rule(f->nranks, kind, lo)) ||
+                  got == least_floor(f, kind, hi, pcie_rule(f->nranks, kind, hi)));
+        }
+}
+
+/* The two-socket 8-GPU fixture as a communicator sees it (NUMA nodes 0-3 | 4-7): at the user story's sizes
+ * the all-reduce runs what the floors of bench/NOTES.md ("Island schedule: floors") make least, and the
+ * floors are the ones written there (one-shot push, staged, island in microseconds). */
+static void island_choice_two_sockets(const char *fixtures)
+{
+    char root[4096];
+    snprintf(root, sizeof root, "%s/pcie-2socket-8gpu", fixtures);
+    symmem_topo_options_t o = SYMMEM_TOPO_OPTIONS_INIT;
+    o.sysfs_root = root;
+    symmem_topo_t t = NULL;
+    CHECK(symmem_topo_discover(&o, &t) == SYMMEM_OK);
+    if (!t) return;
+    symmem_coll_tuning_t tu;
+    symmem_placement_t placement;
+    int probed = 0;
+    communicator_choice(t, &tu, &placement, &probed);
+    const int numa[8] = {0, 0, 0, 0, 1, 1, 1, 1};
+    topo_choice_facts_t f = {.nranks = 8, .link = SYMMEM_LINK_PCIE};
+    topo_island_facts(8, numa, &f);
+    CHECK(f.islands == 2 && f.island_size[0] == 4 && f.island_size[1] == 4);
+    static const struct {
+        symmem_coll_kind_t kind;
+        size_t bytes;
+        double oneshot, staged, island;
+        symmem_algo_t want;
+    } rows[] = {
+        {SYMMEM_COLL_ALL_REDUCE, 12 * KIB_, 6.22, 3.83, 4.94, SYMMEM_ALGO_STAGED},
+        {SYMMEM_COLL_ALL_REDUCE, 96 * KIB_, 40.62, 12.43, 12.26, SYMMEM_ALGO_ISLAND},
+        {SYMMEM_COLL_ALL_REDUCE, 1 * MIB_, 420.73, 107.46, 93.03, SYMMEM_ALGO_ISLAND},
+        {SYMMEM_COLL_ALL_REDUCE, 64 * MIB_, 26844.85, 6713.49, 5708.15, SYMMEM_ALGO_ISLAND},
+        {SYMMEM_COLL_REDUCE_SCATTER, 1 * MIB_, 53.73, 53.73, 47.16, SYMMEM_ALGO_ISLAND},
+        {SYMMEM_COLL_ALL_GATHER, 1 * MIB_, 53.73, 53.73, 39.30, SYMMEM_ALGO_ISLAND},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const symmem_coll_kind_t kind = rows[i].kind;
+        const double o1 = topo_island_floor_us(&f, kind, SYMMEM_ALGO_ONESHOT_PUSH, rows[i].bytes);
+        const double st = topo_island_floor_us(&f, kind, SYMMEM_ALGO_STAGED, rows[i].bytes);
+        const double is = topo_island_floor_us(&f, kind, SYMMEM_ALGO_ISLAND, rows[i].bytes);
+        printf("island floors, %s of %zu B: oneshot_push %.2f us, staged %.2f us, island %.2f us\n",
+               symmem_coll_kind_name(kind), rows[i].bytes, o1, st, is);
+        CHECK(fabs(o1 - rows[i].oneshot) < 0.05 && fabs(st - rows[i].staged) < 0.05 && fabs(is - rows[i].island) < 0.05);
+        /* the communicator's table and symmem-topo's agree with the floors */
+        CHECK(symmem_coll_choose(&tu, kind, rows[i].bytes) == rows[i].want);
+        CHECK(topo_table_lookup(&t->model.table, kind, rows[i].bytes) == rows[i].want);
+    }
+    follows_floors(&f, &tu.defaults);
+    CHECK_CONTAINS(symmem_topo_recommendation(t), "above island");
+    symmem_topo_destroy(t);
+}
+
+/* Where the island rule does not apply: one island, NVLink, pull preferred; and unequal islands (3+5) still
+ * choose by the floors. */
+static void island_choice_elsewhere(void)
+{
+    const int two[8] = {0, 0, 0, 0, 1, 1, 1, 1}, one[8] = {0}, unequal[8] = {0, 0, 0, 1, 1, 1, 1, 1};
+    topo_choice_t c;
+    topo_choice_facts_t f = {.nranks = 8, .link = SYMMEM_LINK_PCIE};
+    topo_island_facts(8, one, &f);
+    topo_choose(&f, &c);
+    CHECK(topo_table_lookup(&c.table, SYMMEM_COLL_ALL_REDUCE, 64 * MIB_) == SYMMEM_ALGO_STAGED);
+    f = (topo_choice_facts_t){.nranks = 8, .link = SYMMEM_LINK_NVLINK};
+    topo_island_facts(8, two, &f);
+    topo_choose(&f, &c);
+    CHECK(topo_table_lookup(&c.table, SYMMEM_COLL_ALL_REDUCE, 64 * MIB_) == SYMMEM_ALGO_TWOSHOT_PUSH);
+    f = (topo_choice_facts_t){.nranks = 8, .link = SYMMEM_LINK_PCIE, .read_gbs = 52.0, .write_gbs = 2.6};
+    topo_island_facts(8, two, &f);
+    topo_choose(&f, &c);
+    CHECK(c.direction == SYMMEM_TOPO_PULL);
+    for (int i = 0; i < c.table.nrules; i++) CHECK(c.table.rules[i].algo != SYMMEM_ALGO_ISLAND);
+    f = (topo_choice_facts_t){.nranks = 8, .link = SYMMEM_LINK_PCIE};
+    topo_island_facts(8, unequal, &f);
+    topo_choose(&f, &c);
+    CHECK(f.islands == 2 && f.island_size[0] == 3 && f.island_size[1] == 5);
+    follows_floors(&f, &c.table);
+    CHECK(topo_table_lookup(&c.table, SYMMEM_COLL_ALL_REDUCE, 64 * MIB_) == SYMMEM_ALGO_ISLAND);
 }
 
 int main(int argc, char **argv)
@@ -216,6 +348,8 @@ int main(int argc, char **argv)
     closedir(d);
     copy_engine_rule();
     CHECK(machines >= 8 && measured >= 2); /* every fixture; NVLink and PCIe ones with figures */
+    island_choice_two_sockets(argv[1]);
+    island_choice_elsewhere();
     printf("%s: %d machines (%d measured), %d failures\n", argv[0], machines, measured, test_failures);
     return test_failures ? 1 : 0;
 }

@@ -209,6 +209,7 @@ static uint64_t kernel_units(symmem_coll_kind_t kind, symmem_algo_t algo, int n,
         return algo == SYMMEM_ALGO_ONESHOT_PUSH ? un * un : 2 * un;         /* slots[src][n*segp] / + gather */
     case SYMMEM_ALGO_STAGED: return ar ? 2 * un : un;                      /* slots + gather (AR) */
     case SYMMEM_ALGO_COPY_ENGINE: return ar ? 2 * un : un;                   /* copy_engine_plan.c: slots + gather */
+    case SYMMEM_ALGO_ISLAND: return 4 * un;                                 /* G, A, X slots (island.c): at most 4n */
     default: return ar ? (zo ? un : 2 * un) : un;                           /* twoshot_push */
     }
 }
@@ -225,6 +226,7 @@ static uint64_t kernel_epochs(symmem_coll_kind_t kind, symmem_algo_t algo, uint6
     /* copy-engine two-shot: two per step kernel, two kernels a round for all-reduce (the start sync's two are the
      * plan's, symmem_ce_epochs: tests/unit/test_copy_engine.c) */
     if (algo == SYMMEM_ALGO_COPY_ENGINE) return (ar ? 4 : 2) * rounds;
+    if (algo == SYMMEM_ALGO_ISLAND) return 6 * rounds; /* three sync slots per round (island.cu) */
     return 2 * rounds + (pull && zc && !(ar && algo == SYMMEM_ALGO_TWOSHOT_PULL) ? 2 : 0);
 }
 

@@ -276,15 +276,5 @@ extern "C" int symmem_fused_launch(const symmem_fused_params_t *p, int grid, int
     const void *fn = symmem_k::fused_kernel_for(p->c.dtype, two, p->c.lam_check != 0);
     if (!fn || grid < 1 || threads < 32 || threads > SYMMEM_COLL_THREADS || threads % 32)
         return (int)cudaErrorInvalidValue;
-    void *args[] = {const_cast<symmem_fused_params_t *>(p)};
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)grid);
-    cfg.blockDim = dim3((unsigned)threads);
-    cfg.stream = static_cast<cudaStream_t>(stream);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl ? 1 : 0;
-    return (int)cudaLaunchKernelExC(&cfg, fn, args);
+    return symmem_coll_launch_fn(fn, const_cast<symmem_fused_params_t *>(p), grid, threads, stream, pdl);
 }

@@ -130,15 +130,5 @@ extern "C" int symmem_coll_island_launch(const symmem_coll_island_params_t *p, i
     const int op = p->c.kind == SYMMEM_COLL_ALL_GATHER ? (int)SYMMEM_OP_SUM : p->c.op;
     const void *fn = symmem_k::island_for(p->c.dtype, op);
     if (!fn || threads < 32 || threads > SYMMEM_COLL_THREADS || threads % 32) return (int)cudaErrorInvalidValue;
-    void *args[] = {const_cast<symmem_coll_island_params_t *>(p)};
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)grid);
-    cfg.blockDim = dim3((unsigned)threads);
-    cfg.stream = static_cast<cudaStream_t>(stream);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl ? 1 : 0;
-    return (int)cudaLaunchKernelExC(&cfg, fn, args);
+    return symmem_coll_launch_fn(fn, const_cast<symmem_coll_island_params_t *>(p), grid, threads, stream, pdl);
 }

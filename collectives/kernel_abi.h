@@ -134,6 +134,9 @@ SYMMEM_COLL_FAMILY_LIST(SYMMEM_COLL_FAMILY_DECL_)
  * Only when no other rank shares the GPU: an early-launched kernel holds SM resources while it waits,
  * which a co-located rank's spinning kernel could need. */
 int symmem_coll_launch(const symmem_coll_params_t *p, int family, int grid, int threads, void *stream, int pdl);
+/* Launch kernel `fn` whose one argument is the struct at `params` (a family's parameters: the kernels take
+ * them as a __grid_constant__ struct), with programmatic stream serialization when pdl; the cudaError_t. */
+int symmem_coll_launch_fn(const void *fn, void *params, int grid, int threads, void *stream, int pdl);
 /* The barrier kernel: one block, one sync. */
 int symmem_coll_launch_barrier(const symmem_coll_params_t *p, void *stream, int pdl);
 /* Fill `bytes` at `ptr` (16-byte multiple, aligned) with the Lamport empty word, on `stream`. */

@@ -73,9 +73,9 @@ extern "C" int symmem_coll_preload(symmem_coll_preload_info_t *info)
     return e;
 }
 
-static cudaError_t launch(const void *fn, const symmem_coll_params_t *p, int grid, int threads, void *stream, int pdl)
+extern "C" int symmem_coll_launch_fn(const void *fn, void *params, int grid, int threads, void *stream, int pdl)
 {
-    void *args[] = {const_cast<symmem_coll_params_t *>(p)};
+    void *args[] = {params};
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)grid);
     cfg.blockDim = dim3((unsigned)threads);
@@ -85,7 +85,12 @@ static cudaError_t launch(const void *fn, const symmem_coll_params_t *p, int gri
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = pdl ? 1 : 0;
-    return cudaLaunchKernelExC(&cfg, fn, args);
+    return (int)cudaLaunchKernelExC(&cfg, fn, args);
+}
+
+static cudaError_t launch(const void *fn, const symmem_coll_params_t *p, int grid, int threads, void *stream, int pdl)
+{
+    return (cudaError_t)symmem_coll_launch_fn(fn, const_cast<symmem_coll_params_t *>(p), grid, threads, stream, pdl);
 }
 
 /* The kernel entry of each family (the descriptor's `fam`: algos.h), generated from the family list, whose

@@ -71,12 +71,14 @@ static void warn_unknown(void)
             size_t d = edit_distance(buf, params[i].name);
             if (d < best_d) best_d = d, best = i;
         }
-        /* Variables used by the tools, the tests, the scripts (SYMMEM_BUILD_DIR, SYMMEM_CUDA_ARCHS), the
-         * Python package (SYMMEM_LIBRARY: which libsymmem to load; SYMMEM_TORCH_*) and its framework
-         * integrations (SYMMEM_SGLANG_*, SYMMEM_VLLM_*), not the library. */
-        static const char *const others[] = {"TEST_", "BENCH_", "TORCH_", "SGLANG_", "VLLM_"};
-        int other = strcmp(buf, "UNIQUE_ID") == 0 || strcmp(buf, "LIBRARY") == 0 || strcmp(buf, "BUILD_DIR") == 0 ||
-                    strcmp(buf, "CUDA_ARCHS") == 0 || strcmp(buf, "SKIP_SANITIZE") == 0 || strcmp(buf, "SAN_BUILD_DIR") == 0;
+        /* Variables used by the tools, the tests, the scripts and the package build (SYMMEM_BUILD_DIR,
+         * SYMMEM_BUILD_TORCH, SYMMEM_CUDA_ARCHS, SYMMEM_WERROR, SYMMEM_GPU_MPS), the Python package
+         * (SYMMEM_LIBRARY: which libsymmem to load; SYMMEM_TORCH_*) and its framework integrations
+         * (SYMMEM_SGLANG_*, SYMMEM_VLLM_*), not the library. */
+        static const char *const others[] = {"TEST_", "BENCH_", "BUILD_", "TORCH_", "SGLANG_", "VLLM_"};
+        int other = strcmp(buf, "UNIQUE_ID") == 0 || strcmp(buf, "LIBRARY") == 0 || strcmp(buf, "WERROR") == 0 ||
+                    strcmp(buf, "CUDA_ARCHS") == 0 || strcmp(buf, "SKIP_SANITIZE") == 0 ||
+                    strcmp(buf, "SAN_BUILD_DIR") == 0 || strcmp(buf, "GPU_MPS") == 0;
         for (size_t k = 0; k < sizeof others / sizeof *others && !other; k++)
             other = strncmp(buf, others[k], strlen(others[k])) == 0;
         if (known || other) continue;

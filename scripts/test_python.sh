@@ -101,7 +101,7 @@ plain="$work/venv-plain"
 "$plain/bin/python" -m pip install -q --upgrade pip
 "$plain/bin/python" -m pip install -q pytest
 step "pip install . (no torch, build isolation)"
-"$plain/bin/python" -m pip install -q -C build-dir="$work/wheel-plain" "${launcher[@]}" "$repo"
+SYMMEM_WERROR=ON "$plain/bin/python" -m pip install -q -C build-dir="$work/wheel-plain" "${launcher[@]}" "$repo"
 "$plain/bin/python" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is not None)" ||
   { echo "error: torch leaked into the plain venv"; exit 1; }
 run_pytest "$plain" -q -rs "$repo/python/tests/test_package.py" "$repo/python/tests/test_host.py"
@@ -115,7 +115,7 @@ if ! "$venv/bin/python" -c "import torch, numpy, pytest, scikit_build_core" 2>/d
   "$venv/bin/python" -m pip install -q torch numpy pytest scikit-build-core
 fi
 step "pip install --no-build-isolation . (torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)'))"
-SYMMEM_BUILD_TORCH=ON "$venv/bin/python" -m pip install -q --no-build-isolation --no-deps \
+SYMMEM_WERROR=ON SYMMEM_BUILD_TORCH=ON "$venv/bin/python" -m pip install -q --no-build-isolation --no-deps \
   -C build-dir="$work/wheel-torch" "${launcher[@]}" "$repo"
 step "pytest"
 SYMMEM_EXPECT_OP_LIBRARY=1 run_pytest "$venv" -q -rs "$repo/python/tests"

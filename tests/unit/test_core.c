@@ -175,6 +175,10 @@ static void unknown_variable_warns_with_suggestion(void)
     close(fd);
     setenv("SYMMEM_LOG_FILE", path, 1);
     setenv("SYMMEM_TIMEOUT_SM", "5", 1);
+    /* the build's and the scripts' own variables are not the library's to warn about */
+    setenv("SYMMEM_WERROR", "ON", 1);
+    setenv("SYMMEM_BUILD_TORCH", "ON", 1);
+    setenv("SYMMEM_GPU_MPS", "1", 1);
     /* First use of parameters and logging in this process: each case is a fresh fork of a parent that has
      * used neither, so the environment set above is what they read. */
     SYMMEM_WARN(SYMMEM_SUBSYS_CORE, "hello %d", 42);
@@ -187,6 +191,7 @@ static void unknown_variable_warns_with_suggestion(void)
     unlink(path);
     CHECK(strstr(buf, "SYMMEM_TIMEOUT_SM") && strstr(buf, "did you mean SYMMEM_TIMEOUT_MS"));
     CHECK(strstr(buf, "WARN CORE") && strstr(buf, "hello 42"));
+    CHECK(!strstr(buf, "SYMMEM_WERROR") && !strstr(buf, "SYMMEM_BUILD_TORCH") && !strstr(buf, "SYMMEM_GPU_MPS"));
 }
 
 static void unique_id_round_trip(void)

@@ -174,6 +174,25 @@ if [ -n "$gpu_wheels" ]; then
   exit 0
 fi
 
+# Free space of the file system holding $1, in GiB.
+free_gib() { df -Pk "$1" | awk 'NR == 2 {print int($4 / 1048576)}'; }
+# A framework's venv is ~11 GB and pip needs a few more GB for the downloads while it installs. The
+# venvs here and the torch venv of test_python.sh are caches (rebuilt when missing), so when the disk is
+# short the ones this step does not need are removed first, with a message, instead of failing midway.
+NEED_GIB=${SYMMEM_TEST_INTEG_NEED_GIB:-16}
+make_room() {
+  local keep=$1 victim
+  for victim in "$dir"/venv-* "$root/${SYMMEM_PY_DIR:-build-python}/venv-torch"; do
+    [ "$(free_gib "$dir")" -ge "$NEED_GIB" ] && return 0
+    [ -d "$victim" ] && [ "$victim" != "$keep" ] || continue
+    echo "disk: $(free_gib "$dir") GiB free < $NEED_GIB GiB needed: removing the cached venv $victim ($(du -sh "$victim" | cut -f1))"
+    rm -rf "$victim"
+  done
+  local left; left=$(free_gib "$dir")
+  [ "$left" -ge "$NEED_GIB" ] ||
+    echo "warning: only $left GiB free on $(df -P "$dir" | awk 'NR == 2 {print $6}') for a ~$NEED_GIB GiB install; it may fail (SYMMEM_TEST_SKIP_INTEGRATIONS=1 skips this step)" >&2
+}
+
 status=0
 for fw in $frameworks; do
   pin=${PIN[$fw]:?"unknown framework $fw"}
@@ -181,9 +200,15 @@ for fw in $frameworks; do
   t0=$SECONDS
   if [ "$(cat "$venv/.symmem-pin" 2>/dev/null)" != "$pin" ]; then
     rm -rf "$venv"
+    make_room "$venv"
     python3 -m venv "$venv"
-    echo "installing $pin into $venv (several GB from PyPI)"
-    "$venv/bin/pip" install -q --disable-pip-version-check "$pin"
+    echo "installing $pin into $venv (several GB from PyPI; $(free_gib "$dir") GiB free)"
+    # No pip cache: the pinned venv is the cache, and a second copy of the wheels (GBs) can fill the disk.
+    if ! "$venv/bin/pip" install -q --no-cache-dir --disable-pip-version-check "$pin"; then
+      echo "error: installing $pin failed ($(free_gib "$dir") GiB free now)" >&2
+      rm -rf "$venv"
+      exit 1
+    fi
     echo "$pin" > "$venv/.symmem-pin"
   fi
   link_package "$venv/bin/python"

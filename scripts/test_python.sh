@@ -112,7 +112,8 @@ venv="$work/venv-torch"
 "$venv/bin/python" -m pip install -q --upgrade pip
 if ! "$venv/bin/python" -c "import torch, numpy, pytest, scikit_build_core" 2>/dev/null; then
   step "pip install torch numpy pytest scikit-build-core (PyPI)"
-  "$venv/bin/python" -m pip install -q torch numpy pytest scikit-build-core
+  # No pip cache: the venv is the cache, and a second copy of torch's wheels (GBs) only fills the disk.
+  "$venv/bin/python" -m pip install -q --no-cache-dir torch numpy pytest scikit-build-core
 fi
 step "pip install --no-build-isolation . (torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)'))"
 SYMMEM_WERROR=ON SYMMEM_BUILD_TORCH=ON "$venv/bin/python" -m pip install -q --no-build-isolation --no-deps \

@@ -55,6 +55,17 @@ def env_mode(name, default="fallback"):
     return default
 
 
+def env_flag(name, what):
+    """A 0/1 switch from the environment (default off); a value that is neither warns and stays off."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value not in ("1", "true", "yes", "on"):
+        logging.getLogger("symmem.integrations").warning("%s=%r is not 0 or 1; %s stays off", name, value, what)
+        return False
+    return True
+
+
 def parse_bytes(text):
     """'512K', '4M', '1G', '65536' -> bytes; ValueError otherwise."""
     t = text.strip().upper().removesuffix("B").removesuffix("I")

@@ -36,8 +36,8 @@ source is changed.
 """
 import functools
 import logging
-import os
 
+from . import _common
 from . import sglang as _integ  # a cycle sglang.py closes: only attributes used at call time
 
 log = logging.getLogger("symmem.integrations.sglang")
@@ -50,13 +50,7 @@ _MARK = "_symmem_fusion"
 
 
 def enabled():
-    value = os.environ.get(ENV, "").strip().lower()
-    if value in ("", "0", "false", "no", "off"):
-        return False
-    if value not in ("1", "true", "yes", "on"):
-        log.warning("%s=%r is not 0 or 1; the fusion stays off", ENV, value)
-        return False
-    return True
+    return _common.env_flag(ENV, "the fusion")
 
 
 def _symmem_comm(coordinator):

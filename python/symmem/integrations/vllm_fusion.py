@@ -23,7 +23,8 @@ writes with an fp32 weight; both keep vLLM's unfused path.
 """
 import functools
 import logging
-import os
+
+from . import _common
 
 # A child of vLLM's "vllm" logger, as vllm.py's.
 log = logging.getLogger("vllm.plugins.symmem")
@@ -36,13 +37,7 @@ CANONICALISING = ("NoOpEliminationPass", "AddRMSNormFusionPass", "RocmAiterTrito
 
 
 def enabled():
-    value = os.environ.get(ENV, "").strip().lower()
-    if value in ("", "0", "false", "no", "off"):
-        return False
-    if value not in ("1", "true", "yes", "on"):
-        log.warning("%s=%r is not 0 or 1; the fusion stays off", ENV, value)
-        return False
-    return True
+    return _common.env_flag(ENV, "the fusion")
 
 
 def served_tp_group():

@@ -91,18 +91,16 @@ def main():
     ap.add_argument("-w", type=int, default=5)
     ap.add_argument("-R", type=int, default=15)
     args = ap.parse_args()
+    refused = tsu.gpus_refuse(args.nranks)
+    if refused:
+        print(refused[1], file=sys.stderr)
+        return refused[0]
     import torch
 
-    if torch.cuda.device_count() < 1:
-        print("no CUDA device", file=sys.stderr)
-        return 3
     print(f"# torch {torch.__version__} symmetric memory (CUDA backend, no multicast), bf16 sum, {args.nranks} ranks;"
           f" CUDA-graph replays, {args.n} ops per graph, median of {args.R}, slowest rank; warm-up {args.w}")
     print(f"#{'size (B)':>11s} {'one_shot us':>12s} {'two_shot us':>12s}")
-    procs = tsu.spawn_ranks(worker, args.nranks, args)
-    for p in procs:
-        p.join()
-    return 0 if all(p.exitcode == 0 for p in procs) else 1
+    return tsu.run_ranks(worker, args.nranks, args)
 
 
 if __name__ == "__main__":

@@ -135,20 +135,11 @@ def main():
     ap.add_argument("-R", type=int, default=15, help="timed replays (median)")
     args = ap.parse_args()
     args.sizes = [tsu.parse_size(s) for s in args.sizes.split(",")]
-    import torch
-
-    ngpu = torch.cuda.device_count()
-    if ngpu < 1:
-        print("no CUDA device", file=sys.stderr)
-        return 3
-    if args.nranks > ngpu and not os.environ.get("CUDA_MPS_PIPE_DIRECTORY"):
-        print(f"{args.nranks} ranks on {ngpu} GPU(s) need MPS (see the usage in this file's docstring)",
-              file=sys.stderr)
-        return 2
-    procs = tsu.spawn_ranks(worker, args.nranks, args)
-    for p in procs:
-        p.join()
-    return 0 if all(p.exitcode == 0 for p in procs) else 1
+    refused = tsu.gpus_refuse(args.nranks)
+    if refused:
+        print(refused[1], file=sys.stderr)
+        return refused[0]
+    return tsu.run_ranks(worker, args.nranks, args)
 
 
 if __name__ == "__main__":

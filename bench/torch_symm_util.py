@@ -57,6 +57,27 @@ def spawn_ranks(target, nranks, *extra):
     return procs
 
 
+def run_ranks(target, nranks, *extra):
+    """spawn_ranks, then wait for every rank: 0 when all exited with 0, else 1."""
+    procs = spawn_ranks(target, nranks, *extra)
+    for p in procs:
+        p.join()
+    return 0 if all(p.exitcode == 0 for p in procs) else 1
+
+
+def gpus_refuse(nranks):
+    """Why nranks ranks cannot run here, as (exit code, message), or None: no GPU (77, the skip code: nothing
+    measured), more ranks than GPUs without MPS (2; several ranks on one GPU run as processes under MPS only)."""
+    import torch
+
+    ngpu = torch.cuda.device_count()
+    if ngpu < 1:
+        return 77, "no CUDA device; nothing measured"
+    if nranks > ngpu and not os.environ.get("CUDA_MPS_PIPE_DIRECTORY"):
+        return 2, f"{nranks} ranks on {ngpu} GPU(s) need MPS (see the usage in this file's docstring)"
+    return None
+
+
 def parse_size(s):
     """'16K', '1M', '4096' -> bytes."""
     mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(s[-1].lower(), 1)

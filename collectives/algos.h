@@ -111,12 +111,17 @@ typedef struct symmem_coll_algo_op {
     {SYMMEM_COLL_OP_(COPY, 0, 2, 0, 2, 0, NO, NO, 4, 0, 0), SYMMEM_COLL_OP_(COPY, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0), \
      SYMMEM_COLL_OP_(COPY, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0)}
 
-/* island: every operation runs the schedule of collectives/island.h, in SYMMEM_ISLAND_SLOTS_PER_RANK * n
- * slots per shard position (G, A and X slots: island.c), three sync slots per round
- * (SYMMEM_ISLAND_EPOCHS_PER_ROUND); its kernels take the schedule (symmem_coll_island_launch) */
-#define SYMMEM_COLL_DESC_ISLAND                                                                            \
-    {SYMMEM_COLL_OP_(ISLAND, 0, 4, 0, 4, 0, NO, NO, 6, 0, 0), SYMMEM_COLL_OP_(ISLAND, 0, 4, 0, 4, 0, NO, NO, 6, 0, 0), \
-     SYMMEM_COLL_OP_(ISLAND, 0, 4, 0, 4, 0, NO, NO, 6, 0, 0)}
+/* island: every operation runs the schedule of collectives/island.h in at most SYMMEM_ISLAND_SLOTS_PER_RANK * n
+ * slots per shard position (G, A and X slots: island.c; a call plans with the slots its split's schedule
+ * uses, symmem_island_sched_t.slots), SYMMEM_ISLAND_MAX_SYNCS sync slots per round, two epochs each; its
+ * kernels take the schedule (symmem_coll_island_launch). The bounds are here, where the row needs them. */
+#define SYMMEM_ISLAND_SLOTS_PER_RANK 4
+#define SYMMEM_ISLAND_MAX_SYNCS 3
+#define SYMMEM_ISLAND_EPOCHS_PER_ROUND (2 * SYMMEM_ISLAND_MAX_SYNCS)
+#define SYMMEM_COLL_ISLAND_OP_                                                                             \
+    SYMMEM_COLL_OP_(ISLAND, 0, SYMMEM_ISLAND_SLOTS_PER_RANK, 0, SYMMEM_ISLAND_SLOTS_PER_RANK, 0, NO, NO,  \
+                    SYMMEM_ISLAND_EPOCHS_PER_ROUND, 0, 0)
+#define SYMMEM_COLL_DESC_ISLAND {SYMMEM_COLL_ISLAND_OP_, SYMMEM_COLL_ISLAND_OP_, SYMMEM_COLL_ISLAND_OP_}
 
 /* The row of `algo` for `kind` (all_reduce, reduce_scatter, all_gather); NULL outside the table. */
 const symmem_coll_algo_op_t *symmem_coll_algo(symmem_coll_kind_t kind, symmem_algo_t algo);

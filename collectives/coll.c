@@ -105,8 +105,10 @@ static symmem_status_t plan_call(symmem_comm_t comm, const symmem_coll_call_t *c
     if (d->zc_out == SYMMEM_COLL_ZO_YES || (d->zc_out == SYMMEM_COLL_ZO_WITH_ZC && p->zc_on))
         p->zo_on = symmem_coll_zero_copy_out(comm, c, out_bytes, p, hz);
     const int no_ws = d->zc_out == SYMMEM_COLL_ZO_WITH_ZC && p->zc_on && p->zo_on;
+    /* the island algorithm's rounds are as large as the slots its split's schedule names allow */
+    const uint64_t units = d->fam == SYMMEM_COLL_FAM_ISLAND && !co->island_error[0] ? co->island_sched[c->kind].slots : 0;
     const int gst = symmem_coll_geometry(&co->layout, &co->grid, comm->nranks, c->kind, (symmem_algo_t)p->algo,
-                                         c->count, symmem_dtype_size(c->dtype), p->zc_on, p->zo_on, no_ws, geo);
+                                         c->count, symmem_dtype_size(c->dtype), p->zc_on, p->zo_on, no_ws, units, geo);
     if (gst == 1)
         return symmem_set_error(SYMMEM_INVALID_USAGE,
                                 "%s: the workspace (%zu bytes) is too small for %s with %d ranks; raise "

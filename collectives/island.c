@@ -355,6 +355,41 @@ static void build_all_gather(builder_t *b, const symmem_island_split_t *s, const
     }
 }
 
+/* One rank's steps of `kind`; -1 with a message when they do not fit the step or end arrays. */
+static int build(const symmem_island_split_t *s, const shape_t *sh, symmem_coll_kind_t kind, int rank,
+                 symmem_island_sched_t *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    builder_t b = {out, 0};
+    if (kind == SYMMEM_COLL_ALL_REDUCE) build_all_reduce(&b, s, sh, rank);
+    else if (kind == SYMMEM_COLL_REDUCE_SCATTER) build_reduce_scatter(&b, s, sh, rank);
+    else if (kind == SYMMEM_COLL_ALL_GATHER) build_all_gather(&b, s, sh, rank);
+    else {
+        snprintf(err, errlen, "island schedule: no schedule for operation %d", (int)kind);
+        return -1;
+    }
+    if (b.overflow) {
+        snprintf(err, errlen, "island schedule: %d ranks need more than %d steps", sh->n, SYMMEM_ISLAND_MAX_STEPS);
+        return -1;
+    }
+    return 0;
+}
+
+/* 1 + the highest workspace slot a schedule names (sources are my own slots, destinations anyone's). */
+static uint32_t slots_named(const symmem_island_sched_t *sc)
+{
+    uint32_t top = 0;
+    for (uint32_t i = 0; i < sc->nsteps; i++) {
+        const symmem_island_step_t *st = &sc->step[i];
+        for (int j = 0; j < st->nsrc + st->ndst; j++) {
+            const uint16_t e = j < st->nsrc ? st->src[j] : st->dst[j - st->nsrc];
+            if (SYMMEM_ISLAND_END_WHERE(e) == SYMMEM_ISLAND_WS && (uint32_t)SYMMEM_ISLAND_END_SLOT(e) + 1 > top)
+                top = (uint32_t)SYMMEM_ISLAND_END_SLOT(e) + 1;
+        }
+    }
+    return top;
+}
+
 int symmem_island_schedule(const symmem_island_split_t *s, symmem_coll_kind_t kind, int rank,
                            symmem_island_sched_t *out, char *err, size_t errlen)
 {
@@ -366,33 +401,33 @@ int symmem_island_schedule(const symmem_island_split_t *s, symmem_coll_kind_t ki
     }
     shape_t sh;
     shape_of(s, &sh);
-    /* the most slots any rank's layout has: what every rank's workspace half must hold per position */
-    uint32_t slots = 0;
+    /* Every rank's layout must fit the slots the descriptor grants (the slot numbers are the layout's, so
+     * a rank owning many shards bounds everyone: its peers write into its high slots). */
+    uint32_t layout = 0;
     for (int o = 0; o < sh.n; o++) {
         const uint32_t so = (uint32_t)(sh.n + owned_count(s, &sh, o) * (sh.size[s->of[o]] - 1 + sh.k));
-        if (so > slots) slots = so;
+        if (so > layout) layout = so;
     }
-    if (slots > (uint32_t)(SYMMEM_ISLAND_SLOTS_PER_RANK * sh.n)) {
+    if (layout > (uint32_t)(SYMMEM_ISLAND_SLOTS_PER_RANK * sh.n)) {
         char list[128];
         symmem_island_split_format(s, list, sizeof list);
         snprintf(err, errlen,
                  "island schedule: the split %s (%d islands of %d ranks) needs %u workspace slots per position, more "
                  "than the %d the island algorithm has: use fewer, larger islands",
-                 list, sh.k, sh.n, slots, SYMMEM_ISLAND_SLOTS_PER_RANK * sh.n);
+                 list, sh.k, sh.n, layout, SYMMEM_ISLAND_SLOTS_PER_RANK * sh.n);
         return -1;
     }
-    out->slots = slots;
-    builder_t b = {out, 0};
-    if (kind == SYMMEM_COLL_ALL_REDUCE) build_all_reduce(&b, s, &sh, rank);
-    else if (kind == SYMMEM_COLL_REDUCE_SCATTER) build_reduce_scatter(&b, s, &sh, rank);
-    else if (kind == SYMMEM_COLL_ALL_GATHER) build_all_gather(&b, s, &sh, rank);
-    else {
-        snprintf(err, errlen, "island schedule: no schedule for operation %d", (int)kind);
-        return -1;
+    if (build(s, &sh, kind, rank, out, err, errlen) != 0) return -1;
+    /* The call's workspace units: the slots this operation names on any rank (all-gather only the n G
+     * slots, reduce-scatter no G slot of its own but the layout's numbering), the same on every rank. */
+    uint32_t slots = slots_named(out);
+    for (int q = 0; q < sh.n; q++) {
+        if (q == rank) continue;
+        symmem_island_sched_t other;
+        if (build(s, &sh, kind, q, &other, err, errlen) != 0) return -1;
+        const uint32_t sq = slots_named(&other);
+        if (sq > slots) slots = sq;
     }
-    if (b.overflow) {
-        snprintf(err, errlen, "island schedule: %d ranks need more than %d steps", sh.n, SYMMEM_ISLAND_MAX_STEPS);
-        return -1;
-    }
+    out->slots = slots < 1 ? 1 : slots;
     return 0;
 }

@@ -44,10 +44,9 @@ void symmem_island_split_format(const symmem_island_split_t *s, char *out, size_
 /* ---- the schedule --------------------------------------------------------------------------------------- */
 #define SYMMEM_ISLAND_MAX_STEPS 40 /* 2n + 3 at most (island.c), n <= SYMMEM_MAX_RANKS */
 #define SYMMEM_ISLAND_MAX_ENDS SYMMEM_MAX_RANKS
-#define SYMMEM_ISLAND_MAX_SYNCS 3
-/* Workspace packs per shard position and round that a schedule may use: SYMMEM_ISLAND_SLOTS_PER_RANK * n
- * (the descriptor's units_n, algos.h); splits that need more are refused. */
-#define SYMMEM_ISLAND_SLOTS_PER_RANK 4
+/* SYMMEM_ISLAND_MAX_SYNCS (sync slots per round) and SYMMEM_ISLAND_SLOTS_PER_RANK (a schedule uses at most
+ * that many times n workspace packs per shard position and round; splits that need more are refused) are
+ * algos.h's, whose descriptor row is made of them. */
 
 enum { SYMMEM_ISLAND_MOVE = 1, SYMMEM_ISLAND_REDUCE = 2, SYMMEM_ISLAND_SYNC = 3 };
 /* An end of a step, 16 bits: where (2 bits), rank (6 bits: of a workspace slot), slot (8 bits).
@@ -71,14 +70,15 @@ SYMMEM_STATIC_ASSERT(sizeof(symmem_island_step_t) == 4 + 4 * SYMMEM_ISLAND_MAX_E
 /* One rank's schedule of one operation: steps, in order, for every round. */
 typedef struct symmem_island_sched {
     uint32_t nsteps;
-    uint32_t slots; /* workspace slots per shard position this schedule's peers and I use at most */
+    uint32_t slots; /* workspace slots per shard position the operation uses on any rank: 1 + the highest
+                     * slot any rank's schedule of it names (the same on every rank; the call's units) */
     symmem_island_step_t step[SYMMEM_ISLAND_MAX_STEPS];
 } symmem_island_sched_t;
 
-/* The sync epochs a round consumes (algos.h's epochs_per_round for ISLAND): 2 per sync slot, 3 slots. An
+/* The sync epochs a round consumes, SYMMEM_ISLAND_EPOCHS_PER_ROUND (algos.h): 2 per sync slot, 3 slots. An
  * odd number of two-epoch units, so consecutive rounds (and calls) alternate data halves as every other
  * algorithm's do (kernel.cuh, half_off: ((e >> 1) & 1)). */
-#define SYMMEM_ISLAND_EPOCHS_PER_ROUND (2 * SYMMEM_ISLAND_MAX_SYNCS)
+SYMMEM_STATIC_ASSERT((SYMMEM_ISLAND_EPOCHS_PER_ROUND / 2) % 2 == 1, "rounds alternate data halves");
 
 /* Rank `rank`'s schedule of `kind` (all_reduce, reduce_scatter, all_gather) for the split. 0; -1 with a
  * message in err when the split cannot be scheduled (more slots than SYMMEM_ISLAND_SLOTS_PER_RANK * n). */

@@ -76,7 +76,7 @@ static uint64_t units_of(const symmem_coll_algo_op_t *d, int n, int zo)
 
 int symmem_coll_geometry(const symmem_coll_layout_t *ws, const symmem_coll_grid_t *grid, int n,
                          symmem_coll_kind_t kind, symmem_algo_t algo, uint64_t count, size_t elem_size, int zc_on,
-                         int zo_on, int no_ws, symmem_coll_geom_t *g)
+                         int zo_on, int no_ws, uint64_t units, symmem_coll_geom_t *g)
 {
     const uint64_t V = 16 / elem_size;
     const symmem_coll_algo_op_t *d = symmem_coll_algo(kind, algo);
@@ -91,7 +91,9 @@ int symmem_coll_geometry(const symmem_coll_layout_t *ws, const symmem_coll_grid_
         g->stride = count;
         g->total = count * (uint64_t)n;
     }
-    g->units = no_ws ? 0 : units_of(d, n, zo_on);
+    const uint64_t granted = units_of(d, n, zo_on);
+    if (units > granted) return 1;
+    g->units = no_ws ? 0 : units ? units : granted;
     const uint64_t cap = g->fam == SYMMEM_COLL_FAM_LAMPORT ? ws->lam_buf_bytes : ws->half_bytes;
     const uint64_t segp_cap = no_ws ? UINT64_MAX : cap / (16 * g->units);
     if (segp_cap == 0) return 1;

@@ -72,10 +72,11 @@ typedef struct symmem_coll_geom {
 /* 0 and *g filled; 1: the workspace holds not even one pack per shard; 2: too many rounds (their epochs
  * would not fit the kernel's count). zo_on: the results go straight into the peers' receive buffers;
  * zc_on: the inputs are read in place; no_ws: the call uses no workspace (both zero copies where the
- * descriptor allows it). */
+ * descriptor allows it); units: the packs per shard position the call uses, at most the descriptor's, or 0
+ * for the descriptor's (the island algorithm passes what its split's schedule names). */
 int symmem_coll_geometry(const symmem_coll_layout_t *ws, const symmem_coll_grid_t *grid, int n,
                          symmem_coll_kind_t kind, symmem_algo_t algo, uint64_t count, size_t elem_size, int zc_on,
-                         int zo_on, int no_ws, symmem_coll_geom_t *g);
+                         int zo_on, int no_ws, uint64_t units, symmem_coll_geom_t *g);
 
 /* One-shot pull (and reduce-scatter / all-gather pull) read the sender's buffer directly only from this size
  * on (SYMMEM_COLL_ZC_LARGE): zero copy costs one more sync at the end of the call (~1-2 us), a local copy of

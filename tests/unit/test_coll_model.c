@@ -10,6 +10,7 @@
 #include "base/kinds.h"
 #include "base/param.h"
 #include "collectives/coll_internal.h"
+#include "collectives/island.h"
 #include "collectives/tune.h"
 #include "test_util.h"
 #include "topology/choice.h"
@@ -258,7 +259,7 @@ static void geometry_invariants(void)
                                 const int zc = zo >> 1;
                                 symmem_coll_geom_t g;
                                 const int st = symmem_coll_geometry(&co, &grid, n, kind, algo, counts[c], es, zc,
-                                                                    zo & 1, 0, &g);
+                                                                    zo & 1, 0, 0, &g);
                                 CHECK(st == 0);
                                 if (st != 0) continue;
                                 const uint64_t V = 16 / es;
@@ -279,7 +280,7 @@ static void geometry_invariants(void)
             }
         /* two-shot pull with zero copy both ways: no workspace, one round of any size */
         symmem_coll_geom_t g;
-        CHECK(symmem_coll_geometry(&co, &grid, 8, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PULL, 33554433, 2, 1, 1, 1,
+        CHECK(symmem_coll_geometry(&co, &grid, 8, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PULL, 33554433, 2, 1, 1, 1, 0,
                                    &g) == 0);
         CHECK(g.units == 0 && g.rounds == 1 && g.epochs == 2);
     }
@@ -290,28 +291,66 @@ static void geometry_invariants(void)
     for (int n = 2; n <= 8; n++) {
         symmem_coll_geom_t g;
         const uint64_t count = (4 * MIB_) / 2;
-        CHECK(symmem_coll_geometry(&co, &grid, n, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_LAMPORT, count, 2, 0, 0, 0, &g) == 0);
+        CHECK(symmem_coll_geometry(&co, &grid, n, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_LAMPORT, count, 2, 0, 0, 0, 0, &g) == 0);
         CHECK(g.rounds == 1); /* also at 3, 5, 6, 7 ranks: the slack takes the shards' rounding */
-        CHECK(symmem_coll_geometry(&co, &grid, n, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_LAMPORT, 2 * count, 2, 0, 0, 0, &g) == 0);
+        CHECK(symmem_coll_geometry(&co, &grid, n, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_LAMPORT, 2 * count, 2, 0, 0, 0, 0, &g) == 0);
         CHECK(g.rounds == 2);
-        CHECK(symmem_coll_geometry(&co, &grid, n, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_LAMPORT, 2 * count + 16384, 2, 0, 0, 0, &g) == 0);
+        CHECK(symmem_coll_geometry(&co, &grid, n, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_LAMPORT, 2 * count + 16384, 2, 0, 0, 0, 0, &g) == 0);
         CHECK(g.rounds == 3); /* 32 KiB over: the slack is far smaller than that */
         /* one-shot Lamport: n slots of the whole round, so 8 MiB / n of message per round: 4 MiB in n/2
          * rounds, rounded up */
-        CHECK(symmem_coll_geometry(&co, &grid, n, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_ONESHOT_PUSH, count, 2, 0, 0, 0, &g) == 0);
+        CHECK(symmem_coll_geometry(&co, &grid, n, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_ONESHOT_PUSH, count, 2, 0, 0, 0, 0, &g) == 0);
         CHECK(g.rounds == (uint64_t)((n + 1) / 2));
     }
     symmem_coll_geom_t g1;
-    CHECK(symmem_coll_geometry(&co, &grid, 2, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_ONESHOT_PUSH, 2 * MIB_, 2, 0, 0, 0, &g1) == 0);
+    CHECK(symmem_coll_geometry(&co, &grid, 2, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_ONESHOT_PUSH, 2 * MIB_, 2, 0, 0, 0, 0, &g1) == 0);
     CHECK(g1.rounds == 1 && g1.positions == 2 * g1.segp);
     /* the workspace too small for the layout is an error, not a zero-sized round */
     memset(&co, 0, sizeof co);
     co.half_bytes = 16;
     co.lam_buf_bytes = 16;
     const symmem_coll_grid_t one = {1, 32};
-    CHECK(symmem_coll_geometry(&co, &one, 2, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PUSH, 100, 4, 0, 0, 0, &g1) == 1);
+    CHECK(symmem_coll_geometry(&co, &one, 2, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PUSH, 100, 4, 0, 0, 0, 0, &g1) == 1);
     /* AUTO has no descriptor row: no geometry */
-    CHECK(symmem_coll_geometry(&co, &one, 2, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_AUTO, 100, 4, 0, 0, 0, &g1) == 1);
+    CHECK(symmem_coll_geometry(&co, &one, 2, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_AUTO, 100, 4, 0, 0, 0, 0, &g1) == 1);
+}
+
+/* The island algorithm plans with the slots its split's schedule names: fewer than the descriptor grants
+ * give larger rounds that still fit; more than it grants is refused. */
+static void island_units(void)
+{
+    const symmem_coll_layout_t co = symmem_coll_layout((size_t)64 << 20);
+    const symmem_coll_grid_t grid = {132, 256};
+    static const struct { int n; const char *split; } cases[] = {
+        {8, "0-3,4-7"}, {8, "0-7"}, {8, "0-2,3-7"}, {6, "0-1,2-3,4-5"}, {5, "0+2+4,1+3"}, {3, "0,1-2"}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int n = cases[c].n;
+        symmem_island_split_t s;
+        char err[256];
+        CHECK(symmem_island_split_parse(cases[c].split, n, &s, err, sizeof err) == 0);
+        for (int k = 0; k < 3; k++) {
+            const symmem_coll_kind_t kind = (symmem_coll_kind_t)k;
+            symmem_island_sched_t sc;
+            uint32_t slots = 0;
+            for (int r = 0; r < n; r++) {
+                CHECK(symmem_island_schedule(&s, kind, r, &sc, err, sizeof err) == 0);
+                CHECK(r == 0 || sc.slots == slots); /* every rank plans with the same units */
+                slots = sc.slots;
+            }
+            CHECK(slots >= 1 && slots <= (uint32_t)(SYMMEM_ISLAND_SLOTS_PER_RANK * n));
+            if (kind == SYMMEM_COLL_ALL_GATHER) CHECK(slots == (uint32_t)n); /* the gathered shards only */
+            const uint64_t count = (uint64_t)1 << 26; /* several rounds at any of these units */
+            symmem_coll_geom_t full, own;
+            CHECK(symmem_coll_geometry(&co, &grid, n, kind, SYMMEM_ALGO_ISLAND, count, 2, 0, 0, 0, 0, &full) == 0);
+            CHECK(symmem_coll_geometry(&co, &grid, n, kind, SYMMEM_ALGO_ISLAND, count, 2, 0, 0, 0, slots, &own) == 0);
+            CHECK(full.units == (uint64_t)SYMMEM_ISLAND_SLOTS_PER_RANK * n && own.units == slots);
+            CHECK(own.units * own.segp * 16 <= co.half_bytes && own.units * (own.segp + 1) * 16 > co.half_bytes);
+            CHECK(own.rounds <= full.rounds && own.epochs == own.rounds * SYMMEM_ISLAND_EPOCHS_PER_ROUND);
+            if (slots < full.units / 2) CHECK(own.rounds < full.rounds);
+            CHECK(symmem_coll_geometry(&co, &grid, n, kind, SYMMEM_ALGO_ISLAND, count, 2, 0, 0, 0, full.units + 1,
+                                       &own) == 1);
+        }
+    }
 }
 
 /* The residency rule: the blocks of every rank on one GPU fit in the share of what the GPU keeps resident. */
@@ -352,6 +391,7 @@ int main(void)
         {"block_threads_rule", block_threads_rule, 10},
         {"lamport_buffer_rule", lamport_buffer_rule, 10},
         {"geometry_invariants", geometry_invariants, 60},
+        {"island_units", island_units, 10},
         {"grid_rule", grid_rule, 10},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));

@@ -256,7 +256,7 @@ static void run_case(const cfg_t *cf)
     const symmem_coll_grid_t grid = {64, 128};
     symmem_coll_geom_t g;
     const int gst = symmem_coll_geometry(&lay, &grid, n, (symmem_coll_kind_t)cf->kind, SYMMEM_ALGO_COPY_ENGINE,
-                                         cf->count, es, 0, 0, 0, &g);
+                                         cf->count, es, 0, 0, 0, 0, &g);
     EXPECT(gst == 0, "geometry failed (%d)", gst);
     if (gst != 0) return;
     EXPECT(g.fam == SYMMEM_COLL_FAM_COPY, "family %d", g.fam);

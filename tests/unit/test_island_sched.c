@@ -388,10 +388,12 @@ static int run_split(const symmem_island_split_t *s, int sequences)
         free(m);
         return 0;
     }
-    for (int k = 0; k < 3; k++)
+    m->slots = 0;
+    for (int k = 0; k < 3; k++) {
+        int top = 0; /* 1 + the highest slot any rank names: what the operation's units must be */
         for (int r = 0; r < m->n; r++) {
             const symmem_island_sched_t *sc = &m->sched[k][r];
-            CHECK(sc->slots <= (uint32_t)(SYMMEM_ISLAND_SLOTS_PER_RANK * m->n) && sc->slots == m->sched[0][0].slots);
+            CHECK(sc->slots <= (uint32_t)(SYMMEM_ISLAND_SLOTS_PER_RANK * m->n) && sc->slots == m->sched[k][0].slots);
             CHECK(sc->nsteps <= (uint32_t)(2 * m->n + 3));
             int syncs = 0;
             for (uint32_t i = 0; i < sc->nsteps; i++) {
@@ -400,12 +402,17 @@ static int run_split(const symmem_island_split_t *s, int sequences)
                     CHECK(st->shard == syncs && syncs < SYMMEM_ISLAND_MAX_SYNCS);
                     syncs++;
                 }
-                for (int j = 0; j < st->ndst; j++)
-                    if (SYMMEM_ISLAND_END_WHERE(st->dst[j]) == SYMMEM_ISLAND_WS)
-                        CHECK(SYMMEM_ISLAND_END_SLOT(st->dst[j]) < (int)sc->slots);
+                for (int j = 0; j < st->nsrc + st->ndst; j++) {
+                    const uint16_t e = j < st->nsrc ? st->src[j] : st->dst[j - st->nsrc];
+                    if (SYMMEM_ISLAND_END_WHERE(e) != SYMMEM_ISLAND_WS) continue;
+                    CHECK(SYMMEM_ISLAND_END_SLOT(e) < (int)sc->slots);
+                    if (SYMMEM_ISLAND_END_SLOT(e) + 1 > top) top = SYMMEM_ISLAND_END_SLOT(e) + 1;
+                }
             }
         }
-    m->slots = (int)m->sched[0][0].slots;
+        CHECK((int)m->sched[k][0].slots == (top > 0 ? top : 1)); /* no slot granted that no rank uses */
+        if ((int)m->sched[k][0].slots > m->slots) m->slots = (int)m->sched[k][0].slots;
+    }
     for (int q = 0; q < sequences; q++) {
         m->maxsegp = 1 + (int)(rnd() % 4);
         m->ws = calloc((size_t)m->n * 2 * m->slots * m->maxsegp, sizeof(loc_t));

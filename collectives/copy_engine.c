@@ -94,6 +94,7 @@ symmem_status_t symmem_ce_run(symmem_comm_t comm, const symmem_coll_call_t *c, c
     int step = 0;
     symmem_ce_plan_start(&steps[0]);
     cudaError_t e = run_step(&b, p, g, &steps[0], stream, k, &what);
+    const int at_start = e != cudaSuccess;
     for (; e == cudaSuccess && round < g->rounds; round++) {
         const int ns = symmem_ce_plan_round(&call, round, steps);
         for (step = 0; step < ns && e == cudaSuccess; step++) e = run_step(&b, p, g, &steps[step], stream, k, &what);
@@ -106,11 +107,13 @@ symmem_status_t symmem_ce_run(symmem_comm_t comm, const symmem_coll_call_t *c, c
      * naming this rank (never a hang, never a silent result: their kernels then store NaN). This rank's
      * communicator stops here. */
     (void)cudaGetLastError();
-    char msg[400];
+    char msg[400], where[96];
+    if (at_start) snprintf(where, sizeof where, "the start sync's %s", what);
+    else snprintf(where, sizeof where, "round %" PRIu64 " of %" PRIu64 " at its %s", round, (uint64_t)g->rounds, what);
     snprintf(msg, sizeof msg,
-             "%s (copy_engine): enqueuing round %" PRIu64 " of %" PRIu64 " failed at its %s: %s (%s); the peers' "
-             "kernels of this call will time out waiting for rank %d",
-             c->name, round, (uint64_t)g->rounds, what, cudaGetErrorName(e), cudaGetErrorString(e), comm->rank);
+             "%s (copy_engine): enqueuing %s failed: %s (%s); the peers' kernels of this call will time out waiting "
+             "for rank %d",
+             c->name, where, cudaGetErrorName(e), cudaGetErrorString(e), comm->rank);
     symmem_comm_set_error(comm, SYMMEM_CUDA_ERROR, msg);
     return symmem_set_error(SYMMEM_CUDA_ERROR, "%s", msg);
 }

@@ -212,7 +212,7 @@ static int64_t run_until_sync(machine_t *m, call_t *calls, int ncalls, int r, cu
         }
         const uint32_t stp = cu->step++;
         if (c->other) {
-            if (stp == 1 || stp == 3) return (int64_t)(e + stp);
+            if (stp == 1 || stp == 3) return (int64_t)(e + (stp == 1 ? 1 : 2)); /* sync A e+1, sync B e+2 */
             other_step(m, c, r, stp, half, tag);
             continue;
         }

@@ -42,15 +42,35 @@ typedef struct agree {
     int32_t pdl;
     int32_t probe; /* this rank wants the peer-bandwidth probe */
     int32_t lam_check;
+    int32_t island_ok;    /* the island algorithm is available here (island_error empty) */
+    uint64_t islands_hash; /* of the split it would run (symmem_island_hash) */
 } agree_t;
+
+/* Ranks that split into islands differently (SYMMEM_ISLANDS set on some ranks only, or to different lists;
+ * one rank's list refused) would build different default tables and schedules: the island algorithm goes
+ * on every rank, and the defaults are rebuilt without islands, the same everywhere. */
+static void islands_disagree(symmem_comm_t comm, struct symmem_coll *co, int r)
+{
+    SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "ranks %d and %d split the ranks into islands differently (SYMMEM_ISLANDS differs "
+                                    "between ranks, or is refused on one); the island algorithm is unavailable",
+                r, comm->rank);
+    snprintf(co->island_error, sizeof co->island_error,
+             "the ranks do not agree on the islands (rank %d and rank %d differ: SYMMEM_ISLANDS must be the same on "
+             "every rank)",
+             r, comm->rank);
+    topo_choice_facts_t f;
+    symmem_coll_choice_facts(comm, co, 0.0, 0.0, 0.0, &f);
+    (void)symmem_coll_tune_measured(&co->tuning, &f);
+}
 
 static symmem_status_t agree_across_ranks(symmem_comm_t comm, struct symmem_coll *co)
 {
     agree_t me = {co->grid.max_grid, co->grid.min_threads, (int32_t)co->tuning.env_algo,
-                  topo_table_hash(&co->tuning.table), co->pdl, co->probe, co->lam_check},
+                  topo_table_hash(&co->tuning.table), co->pdl, co->probe, co->lam_check, co->island_error[0] == '\0',
+                  co->islands_hash},
             all[SYMMEM_MAX_RANKS];
     SYMMEM_CHECK(symmem_comm_allgather(comm, &me, all, sizeof me));
-    int table_differs = 0, probe_differs = 0;
+    int table_differs = 0, probe_differs = 0, islands_differ = -1;
     for (int r = 0; r < comm->nranks; r++) {
         if (all[r].max_grid < co->grid.max_grid) co->grid.max_grid = all[r].max_grid;
         if (all[r].min_threads < co->grid.min_threads) co->grid.min_threads = all[r].min_threads; /* grids match */
@@ -66,7 +86,11 @@ static symmem_status_t agree_across_ranks(symmem_comm_t comm, struct symmem_coll
                                     r, symmem_algo_name((symmem_algo_t)all[r].env_algo),
                                     symmem_algo_name(co->tuning.env_algo));
         if (all[r].table_hash != me.table_hash) table_differs = 1;
+        if (islands_differ < 0 && (all[r].island_ok != me.island_ok ||
+                                   (me.island_ok && all[r].islands_hash != me.islands_hash)))
+            islands_differ = r;
     }
+    if (islands_differ >= 0) islands_disagree(comm, co, islands_differ);
     if (table_differs) {
         SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "ranks loaded different algorithm tables (SYMMEM_TUNE_FILE differs between "
                                         "ranks?); every rank uses the built-in table");

@@ -91,10 +91,13 @@ static void mismatch_text(const volatile symmem_coll_error_record_t *rec, const 
 static void record_text(symmem_comm_t comm, const volatile symmem_coll_error_record_t *rec, char *msg, size_t len)
 {
     const symmem_coll_kind_t kind = (symmem_coll_kind_t)rec->kind;
+    /* the fused all-reduce + RMSNorm kernels (both forms) move their data as the Lamport family does */
+    const int lamport = kind == SYMMEM_COLL_ALL_REDUCE_RMSNORM ||
+                        (kind != SYMMEM_COLL_BARRIER &&
+                         symmem_coll_family_of(kind, (symmem_algo_t)rec->algo) == SYMMEM_COLL_FAM_LAMPORT);
     const record_view_t v = {symmem_coll_kind_name(kind),
                              kind == SYMMEM_COLL_BARRIER ? "barrier" : symmem_algo_name((symmem_algo_t)rec->algo),
-                             kind != SYMMEM_COLL_BARRIER &&
-                                 symmem_coll_family_of(kind, (symmem_algo_t)rec->algo) == SYMMEM_COLL_FAM_LAMPORT};
+                             lamport};
     if (rec->reason == SYMMEM_COLL_ERR_TIMEOUT) timeout_text(comm, rec, &v, msg, len);
     else if (rec->reason == SYMMEM_COLL_ERR_MISMATCH) mismatch_text(rec, &v, msg, len);
     else if (rec->reason == SYMMEM_COLL_ERR_CONCURRENT)

@@ -783,6 +783,8 @@ static int mode_timeout(cc_ctx_t *ctx, symmem_algo_t algo)
         cc_log(ctx, "symmem_comm_get_async_error: %s: \"%s\"", symmem_status_name(ae), msg);
         CC_EXPECT(ctx, failures, ae == SYMMEM_TIMEOUT && strstr(msg, "rank 1") && strstr(msg, "all_reduce_add_rmsnorm"),
                   "expected SYMMEM_TIMEOUT naming rank 1 and all_reduce_add_rmsnorm");
+        /* the fused kernels wait for Lamport data, not flags: the message says which round */
+        CC_EXPECT(ctx, failures, strstr(msg, "Lamport round") != NULL, "the message does not name the Lamport round");
         const symmem_status_t st = symmem_all_reduce_add_rmsnorm(R->comm, g.xa, g.ra, g.wa, g.oa, 1, 64, 1e-6f,
                                                                  SYMMEM_BFLOAT16, SYMMEM_ALGO_AUTO, R->stream);
         CC_EXPECT(ctx, failures, st != SYMMEM_OK, "an eager call on the failed communicator succeeded");

@@ -55,6 +55,15 @@ static cudaError_t phase(symmem_comm_t comm, const topo_probe_buffers_t *b, int 
     return e;
 }
 
+/* After the copy-engine phase failed on this rank: whether the stream and context still work (the error
+ * was the copy's own, e.g. a driver that refuses cudaMemcpyAsync between these mappings), so the probe can
+ * go on without that figure. */
+static int copy_phase_recoverable(cudaStream_t s)
+{
+    (void)cudaGetLastError();
+    return cudaStreamSynchronize(s) == cudaSuccess && cudaGetLastError() == cudaSuccess;
+}
+
 /* The minima over ranks, or the error naming the rank whose probe failed (its log names the CUDA error). */
 static symmem_status_t minima(symmem_comm_t comm, double all[][3], double *rd, double *wr, double *ce)
 {
@@ -91,7 +100,19 @@ symmem_status_t topo_probe_ring(symmem_comm_t comm, const topo_probe_buffers_t *
     static const char *const doing[3] = {"while loading from", "while storing to", "while copying (copy engine) to"};
     for (int w = 0; w < 3 && st == SYMMEM_OK; w++) {
         st = symmem_comm_barrier(comm); /* all ranks start each phase together */
-        if (st == SYMMEM_OK && !failed && (e = phase(comm, b, w, s, ev, &gbs[w])) != cudaSuccess) failed = doing[w];
+        if (st != SYMMEM_OK || failed || (e = phase(comm, b, w, s, ev, &gbs[w])) == cudaSuccess) continue;
+        /* The copy-engine figure only decides the copy-engine two-shot: without it the communicator works,
+         * that algorithm stays off (a figure of 0, the minimum on every rank). */
+        if (w == 2 && copy_phase_recoverable(s)) {
+            SYMMEM_WARN(SYMMEM_SUBSYS_TOPO,
+                        "the peer-bandwidth probe's copy-engine copies into rank %d's memory failed: %s (%s); the "
+                        "copy-engine two-shot stays off",
+                        (comm->rank + 1) % comm->nranks, cudaGetErrorName(e), cudaGetErrorString(e));
+            gbs[2] = 0.0;
+            e = cudaSuccess;
+            continue;
+        }
+        failed = doing[w];
     }
     if (failed) gbs[0] = gbs[1] = gbs[2] = -1.0; /* tells every rank: this rank's probe failed */
     double all[SYMMEM_MAX_RANKS][3];

@@ -8,7 +8,7 @@
 #     OLD: a commit (needs git and the repository here), a directory holding the old tree, or a tarball of
 #          it (git archive). The device machine gets the working tree without .git, so make the tarball
 #          first, where git is, into an ignored folder that travels with `carry`:
-#            scripts/gpu_ab_bench.sh --pack 25e13d0      # writes build-ab/old.tar.gz
+#            scripts/gpu_ab_bench.sh --pack 31bb7b3      # writes build-ab/old.tar.gz
 #          then, on the GPU machine (carry: build-ab):
 #            scripts/gpu_ab_bench.sh build-ab/old.tar.gz
 #     ROUNDS: runs per build (default 3, at least 2).

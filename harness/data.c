@@ -124,9 +124,10 @@ int cc_elem_ok(double got, const double *in, int n, symmem_redop_t op, symmem_dt
         double rel = dt == SYMMEM_FLOAT32 ? ldexp(1.0, -23) : dt == SYMMEM_FLOAT16 ? ldexp(1.0, -10) : ldexp(1.0, -8);
         double tol = rel * fabs(ref) + 2.0 * n * ldexp(1.0, -24) * sabs + (dt == SYMMEM_FLOAT16 ? ldexp(1.0, -24) : 0);
         /* 16-bit types: partial sums rounded to the dtype on the way (the island schedule's per-island
-         * partials, as NCCL's ring rounds every hop) add at most half an ulp of each partial, and the
-         * partials' magnitudes sum to at most sabs */
-        if (dt != SYMMEM_FLOAT32) tol += rel / 2 * sabs;
+         * partials, as NCCL's ring rounds every hop) add at most half an ulp of each partial, which is at
+         * most u = 2^-p times its magnitude (p the significand width with the hidden bit: bf16 8, fp16 11),
+         * and the partials' magnitudes sum to at most sabs */
+        if (dt != SYMMEM_FLOAT32) tol += ldexp(1.0, -(dt == SYMMEM_FLOAT16 ? 11 : 8)) * sabs;
         return fabs(got - ref) <= tol;
     }
     int is_max = op == SYMMEM_OP_MAX, any_nan = 0, have = 0;

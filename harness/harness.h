@@ -197,8 +197,8 @@ void cc_fill(void *dst, symmem_dtype_t dt, size_t count, uint64_t seed, int rank
  *  sum: float64 reference; NaN if the reference is NaN (an input NaN, or +Inf with -Inf); the exact
  *       infinity if it is infinite or overflows the dtype; else |got - ref| <= rel*|ref| + 2n*2^-24*sum|in|
  *       (+ 2^-24 for fp16), rel = 2^-23 fp32, 2^-10 fp16, 2^-8 bf16: output rounding plus any fp32
- *       summation order; 16-bit types also rel/2 * sum|in|: partial sums rounded to the dtype on the way
- *       (the island schedule's partials).
+ *       summation order; 16-bit types also u * sum|in| (u = 2^-8 bf16, 2^-11 fp16, the unit
+ *       roundoff): partial sums rounded to the dtype on the way (the island schedule's partials).
  *  max/min: exact; when an input is NaN either NaN (IEEE 754-2019 maximum/minimum) or the max/min of the
  *       other inputs (754-2008 maxNum/minNum, i.e. CUDA fmaxf) is accepted; bitwise equality across ranks
  *       is checked separately, so all ranks must still agree. */

@@ -15,7 +15,9 @@
 #   Environment: AB_SIZES (default "1K 64K 1M 16M"), AB_ARGS (more symmem-bench arguments, e.g. "-a all"
 #   to time every algorithm; rows are then keyed by size and algorithm), AB_DIR (build folders, default
 #   build-ab), AB_JOBS (build parallelism, default nproc), AB_ARCH (CUDA architectures, default native),
-#   AB_REUSE=1 (measure again with the build folders of an earlier run: no extraction, no build).
+#   AB_REUSE=1 (measure again with the build folders of an earlier run: no extraction, no build),
+#   AB_BUILD_ONLY=1 (build and stop: to build while something else uses the GPU, then measure with
+#   AB_REUSE=1).
 #
 # One GPU: the two ranks share it, so the times are the ranks' kernels interleaved on one device, not a
 # 2-GPU figure; what matters is the ratio, measured the same way for both builds. Keep the total under
@@ -77,6 +79,7 @@ else
 fi
 t_built=$(date +%s)
 echo "# built old ($OLD) and new in $((t_built - t_start)) s"
+[ "${AB_BUILD_ONLY:-0}" = 1 ] && exit 0
 
 # ---- interleaved runs ------------------------------------------------------------------------------------
 # Sizes in bytes; when they all lie on one x4 ladder from the smallest (1K 64K 1M 16M do), one invocation

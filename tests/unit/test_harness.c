@@ -1,11 +1,13 @@
 /* The harness's host side (harness/: the one rank launcher and the collective tests' per-case runner),
  * without a GPU: cc_spawn's exit accounting (all passed, all skipped, a mixed skip, a failure, a rank
- * killed by a signal, the overall timeout, the others killed after a failure) and cc_run_cases's counting
- * and its stop after a fatal case. */
+ * killed by a signal, the overall timeout, the others killed after a failure), cc_run_cases's counting
+ * and its stop after a fatal case, and the sum tolerance of cc_elem_ok against the rounding the island
+ * schedule does. */
 #include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "values.h"
 #include "test_util.h"
 
 static void exit_with(int proc, void *arg)
@@ -96,6 +98,51 @@ static void run_cases_counts(void)
     CHECK(calls[2] == 1 && calls[3] == 0); /* the run stops at the fatal case */
 }
 
+/* The island all-reduce of 16-bit types rounds each island's partial sum to the dtype, then sums the
+ * partials in fp32 and rounds once more (collectives/island.c). Every such result of the test data must
+ * pass, at every split the GPU tests force; and a result just outside the bound must fail, so the bound
+ * is not loose enough to hide a wrong sum. (A bound of half this partial term let 0.15-0.45% of bf16
+ * elements fail on the H200.) */
+static double to_dtype(double v, symmem_dtype_t dt)
+{
+    uint16_t h;
+    cc_store(&h, dt, 0, v);
+    return cc_load(&h, dt, 0);
+}
+
+static void sum_tolerance_covers_island_partials(void)
+{
+    /* island of each rank, for the splits coll_sweep_island_* force */
+    static const int8_t splits[][8] = {{0, 1, 1, -1},          {0, 0, 1, 1, 1, -1},   {0, 0, 0, 1, 1, 1, -1},
+                                       {0, 0, 1, 1, 2, 2, -1}, {0, 0, 0, 0, 1, 1, 1, 1}, {0, 0, 1, 1, 2, 2, 3, 3},
+                                       {0, 0, 0, 1, 1, 1, 1, 1}, {0, 0, 1, 1, 0, 0, 1, 1}};
+    const symmem_dtype_t dts[] = {SYMMEM_BFLOAT16, SYMMEM_FLOAT16};
+    for (int d = 0; d < 2; d++)
+        for (size_t sp = 0; sp < sizeof splits / sizeof *splits; sp++) {
+            int n = 0, k = 0;
+            while (n < 8 && splits[sp][n] >= 0) k = splits[sp][n] + 1 > k ? splits[sp][n] + 1 : k, n++;
+            size_t bad = 0, beyond_ok = 0;
+            for (uint64_t i = 0; i < 20000; i++) {
+                double in[8], ref = 0, sabs = 0;
+                float part[4] = {0, 0, 0, 0}, acc = 0;
+                for (int r = 0; r < n; r++) {
+                    in[r] = cc_value(7 + sp, r, i, dts[d]);
+                    part[splits[sp][r]] += (float)in[r];
+                    ref += in[r];
+                    sabs += fabs(in[r]);
+                }
+                for (int j = 0; j < k; j++) acc += (float)to_dtype(part[j], dts[d]);
+                bad += !cc_elem_ok(to_dtype(acc, dts[d]), in, n, SYMMEM_OP_SUM, dts[d], NULL);
+                /* twice the partial term away from the reference: outside the bound */
+                const double u = ldexp(1.0, dts[d] == SYMMEM_FLOAT16 ? -11 : -8);
+                beyond_ok += cc_elem_ok(ref + 2.5 * u * sabs + ldexp(1.0, -8) * fabs(ref), in, n, SYMMEM_OP_SUM,
+                                        dts[d], NULL);
+            }
+            CHECK(bad == 0);
+            CHECK(beyond_ok == 0);
+        }
+}
+
 int main(void)
 {
     const test_case_t cases[] = {
@@ -105,6 +152,7 @@ int main(void)
         {"spawn_failure_kills_the_rest", spawn_failure_kills_the_rest, 60},
         {"gpu_count_is_probed", gpu_count_is_probed, 30},
         {"run_cases_counts", run_cases_counts, 30},
+        {"sum_tolerance_covers_island_partials", sum_tolerance_covers_island_partials, 30},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof *cases));
 }

@@ -9,7 +9,7 @@
 #    "Residency").
 #   usage: scripts/gpu_check.sh [OUTDIR] [ctest -R regex]
 #   SYMMEM_BUILD_DIR (default build-gpu), CTEST_TIMEOUT_S (default 420), SYMMEM_GPU_MPS=0|1 (default: 1 on
-#   one GPU) overrides the MPS decision, SYMMEM_GPU_PART=all|inproc|procs (default all) runs only the
+#   one GPU) overrides the MPS decision, SYMMEM_TEST_GPU_PART=all|inproc|procs (default all) runs only the
 #   in-process tests or only the others, CTEST_JOBS (default 1) runs that many in-process tests at once
 #   (each process's ranks stay together; processes take turns on the GPU). Tests of several processes
 #   always run one at a time: under MPS two of them at once could want more SMs than the GPU has.
@@ -52,7 +52,7 @@ run_ctest() { # label selection..., log name
   (cd "$build" && ctest "$@" --output-on-failure --timeout "${CTEST_TIMEOUT_S:-420}") > "$OUTDIR/$log" 2>&1
 }
 rc=0
-part=${SYMMEM_GPU_PART:-all}
+part=${SYMMEM_TEST_GPU_PART:-all}
 sel=()
 [ -n "${2:-}" ] && sel=(-R "$2")
 # In-process tests first and outside MPS, the others under MPS (on one GPU); a regex selects within both.

@@ -56,6 +56,8 @@ fi
 
 if [ "$mode" = --gpu ]; then
   venv="$work/venv-gpu"
+  # failures reported as they happen (python/tests/conftest.py): a run cut by the device's time limit keeps them
+  export SYMMEM_TEST_REPORT_NOW=1
   "$repo/scripts/venv_over_system.sh" "$py" "$venv"
   "$venv/bin/python" -c "import torch" || { echo "error: $py has no torch"; exit 1; }
   for m in pytest scikit_build_core; do

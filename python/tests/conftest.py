@@ -5,3 +5,20 @@ import os
 # NVLink multicast stays off in this process and every child (it can take a shared host's GPUs down).
 for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
     os.environ[_k] = _v
+
+_config = None
+
+
+def pytest_configure(config):
+    global _config
+    _config = config
+
+
+def pytest_runtest_logreport(report):
+    """With SYMMEM_TEST_REPORT_NOW=1 (scripts/test_python.sh --gpu sets it) a failure's report is printed
+    the moment the test fails, not only in the summary at the end: a GPU run stopped by its time limit keeps
+    the reasons of the failures before it."""
+    if report.failed and os.environ.get("SYMMEM_TEST_REPORT_NOW") == "1" and _config is not None:
+        tr = _config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_line(f"\n--- {report.nodeid} failed ({report.when}):\n{report.longreprtext[-6000:]}\n---")

@@ -216,6 +216,19 @@ def test_constructor_never_raises(caplog):
     c.close()  # idempotent
 
 
+def test_mem_pool_refused_for_ranks_sharing_a_gpu_in_one_process():
+    """Ranks that are threads on one GPU would deadlock in the caching allocator's per-GPU lock (the pool's
+    allocation is collective): get_mem_pool says so instead, before touching the op library."""
+    c = _comm.SymmemCommunicator.__new__(_comm.SymmemCommunicator)
+    c.group_name, c.rank, c.world_size, c.device, c.comm, c.disabled = "coloc", 0, 3, torch.device("cuda", 0), None, False
+    c._init_state()
+    assert c._colocated == ()
+    c._colocated = (1, 2)
+    with pytest.raises(RuntimeError, match=r"rank 0 shares cuda:0 with rank\(s\) 1, 2 of this process"):
+        st.get_mem_pool(c)
+    assert c._pool is None
+
+
 def test_torch_comm_alias():
     from symmem.torch_comm import SymmemCommunicator
     assert SymmemCommunicator is st.SymmemCommunicator

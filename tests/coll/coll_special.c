@@ -79,19 +79,27 @@ static void case_name(const special_case_t *c, char *buf, size_t len)
 }
 
 /* Upload the inputs and launch on every local rank; rp[i]: where rank i's result lands. 0, or 1 when CUDA
- * failed (logged, channel aborted). st_l[i]: the call's status. */
+ * failed (logged, channel aborted). st_l[i]: the call's status. Every local rank's buffers are prepared
+ * before the first collective is enqueued: this thread drives all local ranks, and a synchronous copy
+ * between two ranks' launches would wait inside the driver while the first rank's collective waits for the
+ * second (docs/collectives.md, "Blocking host calls"; the copy-engine algorithm's copies stalled that way). */
 static int launch(cc_ctx_t *ctx, special_run_t *S, const special_case_t *c, void **rp, uint64_t *st_l)
 {
     const size_t bytes = c->count * symmem_dtype_size(c->dt);
+    void *sp[CC_MAX_RANKS];
     for (int i = 0; i < ctx->nlocal; i++) {
         cc_rank_t *R = &ctx->r[i];
         cudaSetDevice(R->device);
         char *sbase = c->zero_copy ? symmem_buffer_ptr(S->sym[i]) : S->dsend[i];
-        void *sp = sbase;
+        sp[i] = sbase;
         rp[i] = c->zero_copy ? (void *)(sbase + S->maxb + 4096) : S->drecv[i];
-        CC_CUDA_OK(ctx, cudaMemcpy(sp, (char *)S->in_all + (size_t)R->rank * bytes, bytes, cudaMemcpyHostToDevice));
+        CC_CUDA_OK(ctx, cudaMemcpy(sp[i], (char *)S->in_all + (size_t)R->rank * bytes, bytes, cudaMemcpyHostToDevice));
         CC_CUDA_OK(ctx, cudaMemset(rp[i], 0, bytes));
-        symmem_status_t st = symmem_all_reduce(R->comm, sp, rp[i], c->count, c->dt, c->op, c->algo, R->stream);
+    }
+    for (int i = 0; i < ctx->nlocal; i++) {
+        cc_rank_t *R = &ctx->r[i];
+        cudaSetDevice(R->device);
+        symmem_status_t st = symmem_all_reduce(R->comm, sp[i], rp[i], c->count, c->dt, c->op, c->algo, R->stream);
         st_l[i] = (uint64_t)st;
         if (st != SYMMEM_OK) {
             char name[128];

@@ -71,6 +71,8 @@ class SymmemCommunicator:
         self._pool = None
         self._pool_slot = -1
         self._pending_free = []
+        # ranks of this communicator that are threads of this process on this GPU (communicators_in_process)
+        self._colocated = ()
 
     def _init(self, group, device, max_size):
         import torch.distributed as dist
@@ -289,7 +291,10 @@ def communicators_in_process(nranks, devices=None, max_size=None, timeout_ms=0):
     thread (each with its own stream): collectives on several ranks wait for each other on the device."""
     comms = symmem.Comm.init_all(nranks, devices=devices, timeout_ms=timeout_ms)
     k = next(_inproc_ids)
-    return [SymmemCommunicator._from_comm(c, f"symmem-inproc{k}:{r}", max_size) for r, c in enumerate(comms)]
+    out = [SymmemCommunicator._from_comm(c, f"symmem-inproc{k}:{r}", max_size) for r, c in enumerate(comms)]
+    for c in out:
+        c._colocated = tuple(o.rank for o in out if o is not c and o.device == c.device)
+    return out
 
 
 def resolve(group):

@@ -107,8 +107,19 @@ def get_mem_pool(group):
     """A torch.cuda.MemPool whose memory comes from symmem_alloc on `group`'s communicator (one pool per
     communicator, made on first use). Needs the op library. Tensors allocated inside
     `torch.cuda.use_mem_pool(pool)` are symmetric. Release them (and the pool) before closing the
-    communicator."""
+    communicator.
+
+    Not for ranks that are threads of one process on one GPU (communicators_in_process with a repeated
+    device): PyTorch's caching allocator holds its lock of that GPU while the pool allocates, and a symmetric
+    allocation waits for every rank, so a second rank of the GPU could never join it (the allocation would
+    fail after the bootstrap timeout). That case raises RuntimeError here; use symmem.torch.empty there."""
     comm = resolve(group)
+    if comm._colocated:
+        raise RuntimeError(
+            f"symmem: get_mem_pool: rank {comm.rank} shares {comm.device} with rank(s) "
+            f"{', '.join(map(str, comm._colocated))} of this process; PyTorch's caching allocator allocates for "
+            f"one GPU under one lock and a symmetric allocation waits for every rank, so the ranks' pool "
+            f"allocations would wait for each other. Use symmem.torch.empty, or one process per rank")
     if comm._pool is None:
         slot = _ops.pool_bind(comm.comm)
         try:

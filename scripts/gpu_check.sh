@@ -8,7 +8,8 @@
 #    the streams of one process may share fewer hardware queues than it has ranks (docs/collectives.md,
 #    "Residency").
 #   usage: scripts/gpu_check.sh [OUTDIR] [ctest -R regex]
-#   SYMMEM_BUILD_DIR (default build-gpu), CTEST_TIMEOUT_S (default 420), SYMMEM_GPU_MPS=0|1 (default: 1 on
+#   SYMMEM_BUILD_DIR (default build-gpu), CTEST_TIMEOUT_S (default 420; for tests without a TIMEOUT of
+#   their own, tests/coll sets one per test), SYMMEM_GPU_MPS=0|1 (default: 1 on
 #   one GPU) overrides the MPS decision, SYMMEM_TEST_GPU_PART=all|inproc|procs (default all) runs only the
 #   in-process tests or only the others, CTEST_JOBS (default 1) runs that many in-process tests at once
 #   (each process's ranks stay together; processes take turns on the GPU). Tests of several processes
@@ -16,7 +17,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUTDIR=${1:-gpu-logs}
+part=${SYMMEM_TEST_GPU_PART:-all}
+case $part in all|inproc|procs) ;; *) echo "SYMMEM_TEST_GPU_PART=$part: use all, inproc or procs"; exit 2 ;; esac
 mkdir -p "$OUTDIR"
+rm -f "$OUTDIR"/ctest_*.log # the summary below reads this run's logs only
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
 build=${SYMMEM_BUILD_DIR:-build-gpu}
@@ -52,16 +56,15 @@ run_ctest() { # label selection..., log name
   (cd "$build" && ctest "$@" --output-on-failure --timeout "${CTEST_TIMEOUT_S:-420}") > "$OUTDIR/$log" 2>&1
 }
 rc=0
-part=${SYMMEM_TEST_GPU_PART:-all}
-sel=()
-[ -n "${2:-}" ] && sel=(-R "$2")
+sel=(-L gpu) # every GPU test, or those the regex names
+[ -n "${2:-}" ] && sel+=(-R "$2")
 # In-process tests first and outside MPS, the others under MPS (on one GPU); a regex selects within both.
 if [ "$part" != procs ]; then
-  run_ctest ctest_inproc.log -L inproc "${sel[@]}" -j "${CTEST_JOBS:-1}" || rc=$?
+  run_ctest ctest_inproc.log "${sel[@]}" -L inproc -j "${CTEST_JOBS:-1}" || rc=$?
 fi
 if [ "$part" != inproc ]; then
   [ "$mps" = 1 ] && start_mps
-  run_ctest ctest_gpu.log -L gpu -LE inproc "${sel[@]}" || rc=$?
+  run_ctest ctest_gpu.log "${sel[@]}" -LE inproc || rc=$?
 fi
 stop_mps
 cat "$OUTDIR"/ctest_*.log | grep -E "Test +#|tests passed|Skipped|Failed|\*\*\*" | tail -80

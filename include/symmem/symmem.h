@@ -356,15 +356,17 @@ typedef struct CUstream_st *symmem_stream_t; /* == cudaStream_t */
  *    pointer not aligned to its element size fails with SYMMEM_INVALID_ARGUMENT. Any count, odd included.
  *  - In place: the NCCL forms only (all-reduce send == recv; reduce-scatter recv == send + rank*count;
  *    all-gather send == recv + rank*count); any other overlap fails with SYMMEM_INVALID_ARGUMENT.
- *  - Results: 16-bit types accumulate in fp32, each element is reduced in rank order 0..n-1, so every rank
- *    gets bitwise-identical results; sum follows IEEE (Inf - Inf = NaN), max/min return NaN if any input
+ *  - Results: 16-bit types accumulate in fp32, each element is reduced in rank order 0..n-1 (island:
+ *    below), so every rank gets bitwise-identical results; sum follows IEEE (Inf - Inf = NaN), max/min return NaN if any input
  *    is NaN. SYMMEM_ALGO_ONESHOT_PUSH and SYMMEM_ALGO_TWOSHOT_LAMPORT mark empty slots with -0.0, so they
  *    return +0.0 where the exact result is -0.0 (every rank alike). SYMMEM_ALGO_ISLAND (which AUTO may pick
  *    on machines with several islands, docs/collectives.md) reduces each island's ranks in order in fp32,
  *    rounds that partial to the dtype (it crosses the link between islands in the dtype), then reduces the
  *    partials in island order in fp32: a 16-bit sum takes one more rounding per island, as NCCL's ring
  *    rounds per hop (an error of up to about 2^-p * (sum of |inputs| + |result|), p = 8 bf16, 11 fp16,
- *    where one rounding gives 2^-p * |result|); max/min are exact; still bitwise-identical on every rank.
+ *    where one rounding gives 2^-p * |result|), and a partial beyond the dtype's range is +-Inf even
+ *    where the whole sum is not; the order differs from rank order (also for fp32); max/min are exact;
+ *    still bitwise-identical on every rank.
  *  - `algo` SYMMEM_ALGO_AUTO picks from the tuning table; SYMMEM_ALGO (environment) overrides AUTO.
  *  - count == 0 is a no-op. A kernel that waits longer than the timeout for a peer exits and puts the
  *    communicator in its error state: symmem_comm_get_async_error, every later call and the error handler

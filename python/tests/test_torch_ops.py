@@ -227,6 +227,36 @@ def test_mem_pool_refused_for_ranks_sharing_a_gpu_in_one_process():
     with pytest.raises(RuntimeError, match=r"rank 0 shares cuda:0 with rank\(s\) 1, 2 of this process"):
         st.get_mem_pool(c)
     assert c._pool is None
+    from symmem.torch import _memory
+    assert _memory._allocator_releases_lock("expandable_segments:True,release_lock_on_cudamalloc:True")
+    assert not _memory._allocator_releases_lock("release_lock_on_cudamalloc:False")
+    assert not _memory._allocator_releases_lock("expandable_segments:True")
+
+
+def test_communicators_in_process_mark_ranks_that_share_a_gpu(monkeypatch):
+    """communicators_in_process fills _colocated: the other ranks of this process on the same device."""
+    class FakeComm:
+        def __init__(self, rank, device):
+            self.size, self.rank, self.device, self.max_message_bytes = 4, rank, device, 1 << 20
+
+    made = {}
+
+    def init_all(nranks, devices=None, timeout_ms=0):
+        made["devices"] = devices
+        return [FakeComm(r, d) for r, d in enumerate(devices)]
+
+    class NoWatchdog:
+        def add(self, c):
+            pass
+
+    monkeypatch.setattr(symmem.Comm, "init_all", staticmethod(init_all))
+    monkeypatch.setattr(_ops, "register_group", lambda name, comm: True)
+    monkeypatch.setattr(_comm, "watchdog", lambda: NoWatchdog())
+    comms = st.communicators_in_process(4, devices=[0, 1, 0, 0])
+    assert made["devices"] == [0, 1, 0, 0]
+    assert [c._colocated for c in comms] == [(2, 3), (), (0, 3), (0, 2)]
+    for c in comms:
+        _comm._live.discard(c)
 
 
 def test_torch_comm_alias():

@@ -93,8 +93,12 @@ static int launch(cc_ctx_t *ctx, special_run_t *S, const special_case_t *c, void
         char *sbase = c->zero_copy ? symmem_buffer_ptr(S->sym[i]) : S->dsend[i];
         sp[i] = sbase;
         rp[i] = c->zero_copy ? (void *)(sbase + S->maxb + 4096) : S->drecv[i];
-        CC_CUDA_OK(ctx, cudaMemcpy(sp[i], (char *)S->in_all + (size_t)R->rank * bytes, bytes, cudaMemcpyHostToDevice));
-        CC_CUDA_OK(ctx, cudaMemset(rp[i], 0, bytes));
+        /* on the rank's own (non-blocking) stream, and waited for: a legacy-stream cudaMemcpy from pageable
+         * memory may return before its data lands, and cudaMemset is asynchronous */
+        CC_CUDA_OK(ctx, cudaMemcpyAsync(sp[i], (char *)S->in_all + (size_t)R->rank * bytes, bytes,
+                                        cudaMemcpyHostToDevice, R->stream));
+        CC_CUDA_OK(ctx, cudaMemsetAsync(rp[i], 0, bytes, R->stream));
+        CC_CUDA_OK(ctx, cudaStreamSynchronize(R->stream));
     }
     for (int i = 0; i < ctx->nlocal; i++) {
         cc_rank_t *R = &ctx->r[i];

@@ -103,6 +103,19 @@ def is_symmetric(t):
         return False
 
 
+def _allocator_releases_lock(conf=None):
+    """Whether PyTorch's caching allocator releases its per-GPU lock around its device allocations
+    (PYTORCH_CUDA_ALLOC_CONF, or PYTORCH_ALLOC_CONF, has release_lock_on_cudamalloc:True)."""
+    import os
+    if conf is None:
+        conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") or ""
+    for item in conf.replace(" ", "").split(","):
+        key, _, value = item.partition(":")
+        if key == "release_lock_on_cudamalloc":
+            return value.lower() == "true"
+    return False
+
+
 def get_mem_pool(group):
     """A torch.cuda.MemPool whose memory comes from symmem_alloc on `group`'s communicator (one pool per
     communicator, made on first use). Needs the op library. Tensors allocated inside
@@ -110,16 +123,18 @@ def get_mem_pool(group):
     communicator.
 
     Not for ranks that are threads of one process on one GPU (communicators_in_process with a repeated
-    device): PyTorch's caching allocator holds its lock of that GPU while the pool allocates, and a symmetric
-    allocation waits for every rank, so a second rank of the GPU could never join it (the allocation would
-    fail after the bootstrap timeout). That case raises RuntimeError here; use symmem.torch.empty there."""
+    device): PyTorch's caching allocator by default holds its lock of that GPU while the pool allocates, and
+    a symmetric allocation waits for every rank, so a second rank of the GPU cannot join it (the allocation
+    fails at the bootstrap timeout). That case raises RuntimeError here, unless PYTORCH_CUDA_ALLOC_CONF has
+    release_lock_on_cudamalloc:True (the lock is then released there); use symmem.torch.empty instead."""
     comm = resolve(group)
-    if comm._colocated:
+    if comm._colocated and not _allocator_releases_lock():
         raise RuntimeError(
             f"symmem: get_mem_pool: rank {comm.rank} shares {comm.device} with rank(s) "
             f"{', '.join(map(str, comm._colocated))} of this process; PyTorch's caching allocator allocates for "
             f"one GPU under one lock and a symmetric allocation waits for every rank, so the ranks' pool "
-            f"allocations would wait for each other. Use symmem.torch.empty, or one process per rank")
+            f"allocations would wait for each other. Use symmem.torch.empty, one process per rank, or "
+            f"PYTORCH_CUDA_ALLOC_CONF=release_lock_on_cudamalloc:True")
     if comm._pool is None:
         slot = _ops.pool_bind(comm.comm)
         try:

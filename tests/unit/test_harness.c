@@ -101,8 +101,8 @@ static void run_cases_counts(void)
 /* The island all-reduce of 16-bit types rounds each island's partial sum to the dtype, then sums the
  * partials in fp32 and rounds once more (collectives/island.c). Every such result of the test data must
  * pass, at every split the GPU tests force; and a result just outside the bound must fail, so the bound
- * is not loose enough to hide a wrong sum. (A bound of half this partial term let 0.29-0.45% of bf16
- * elements of the largest sweep cases fail on the H200.) */
+ * is not loose enough to hide a wrong sum. (Half this partial term is too tight: 0.15-0.45% of the bf16
+ * island results of the test data fall outside it.) */
 static double to_dtype(double v, symmem_dtype_t dt)
 {
     uint16_t h;

@@ -37,21 +37,23 @@ static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
 
 static uint64_t barrier_word(int j, int rank) { return (uint64_t)(j + 1) * 1000u + (uint64_t)rank; }
 
-int main(int argc, char **argv)
-{
-    cc_ctx_t ctx;
-    int rc = 0;
-    symmem_options_t opts = SYMMEM_OPTIONS_INIT;
-    opts.timeout_ms = 15000;
-    if (!cc_start(&argc, argv, "coll_b2b", 2, 290, &opts, NULL, &ctx, &rc)) return rc;
-    const int n = ctx.nranks;
-    int K = ctx.multiproc ? 400 : 200;
-    for (int a = 1; a + 1 < argc; a++)
-        if (!strcmp(argv[a], "--ops")) K = atoi(argv[a + 1]);
-    const size_t *sizes = ctx.multiproc ? sizes_mp : sizes_inproc;
-    const size_t nsizes = ctx.multiproc ? sizeof sizes_mp / sizeof *sizes_mp : sizeof sizes_inproc / sizeof *sizes_inproc;
+/* The whole run's state: the plan, the symmetric buffers, the per-rank input and output arenas. */
+typedef struct b2b {
+    int K;
+    op_t *ops;
+    size_t in_total, out_total, zc_max;
+    symmem_buffer_t zc[CC_MAX_RANKS], flags[CC_MAX_RANKS];
+    unsigned char *din[CC_MAX_RANKS], *dout[CC_MAX_RANKS];
+    unsigned char *hin, *hout;
+} b2b_t;
 
-    /* The plan: the same on every rank. */
+/* The plan: the same on every rank. */
+static void plan(const cc_ctx_t *ctx, b2b_t *b)
+{
+    const int n = ctx->nranks, K = b->K;
+    const size_t *sizes = ctx->multiproc ? sizes_mp : sizes_inproc;
+    const size_t nsizes =
+        ctx->multiproc ? sizeof sizes_mp / sizeof *sizes_mp : sizeof sizes_inproc / sizeof *sizes_inproc;
     op_t *ops = calloc((size_t)K, sizeof *ops);
     size_t in_total = 0, out_total = 0, zc_max = 0;
     for (int j = 0; j < K; j++) {
@@ -79,119 +81,143 @@ int main(int argc, char **argv)
         in_total += align256(o->in_bytes);
         out_total += align256(o->out_bytes);
     }
+    b->ops = ops;
+    b->in_total = in_total;
+    b->out_total = out_total;
+    b->zc_max = zc_max;
+}
 
-    symmem_buffer_t zc[CC_MAX_RANKS], flags[CC_MAX_RANKS];
-    if (cc_alloc(&ctx, zc_max ? zc_max : 256, zc) != SYMMEM_OK ||
-        cc_alloc(&ctx, sizeof(uint64_t) * (size_t)K, flags) != SYMMEM_OK) {
-        cc_shm_abort(ctx.shm);
+/* Symmetric buffers, arenas with every rank's inputs, NaN-filled outputs, zeroed barrier words; then the
+ * processes' barrier. 0, or 1 (main returns 1). */
+static int allocate(cc_ctx_t *ctx, b2b_t *b)
+{
+    const int K = b->K;
+    const op_t *ops = b->ops;
+    const size_t in_total = b->in_total, out_total = b->out_total, zc_max = b->zc_max;
+    symmem_buffer_t *zc = b->zc, *flags = b->flags;
+    unsigned char **din = b->din, **dout = b->dout;
+    if (cc_alloc(ctx, zc_max ? zc_max : 256, zc) != SYMMEM_OK ||
+        cc_alloc(ctx, sizeof(uint64_t) * (size_t)K, flags) != SYMMEM_OK) {
+        cc_shm_abort(ctx->shm);
         return 1;
     }
-    unsigned char *din[CC_MAX_RANKS], *dout[CC_MAX_RANKS];
     unsigned char *hin = malloc(in_total + 1), *hout = malloc(out_total + 1);
+    b->hin = hin;
+    b->hout = hout;
     if (!hin || !hout) return 1;
-    for (int i = 0; i < ctx.nlocal; i++) {
-        cc_rank_t *R = &ctx.r[i];
+    for (int i = 0; i < ctx->nlocal; i++) {
+        cc_rank_t *R = &ctx->r[i];
         cudaSetDevice(R->device);
         for (int j = 0; j < K; j++)
             if (ops[j].in_bytes) cc_fill(hin + ops[j].in_off, ops[j].dt, ops[j].in_bytes / symmem_dtype_size(ops[j].dt), ops[j].seed, R->rank, 0);
-        CC_CUDA_OK(&ctx, cudaMalloc((void **)&din[i], in_total + 1));
-        CC_CUDA_OK(&ctx, cudaMalloc((void **)&dout[i], out_total + 1));
-        CC_CUDA_OK(&ctx, cudaMemcpy(din[i], hin, in_total, cudaMemcpyHostToDevice));
-        CC_CUDA_OK(&ctx, cudaMemset(dout[i], 0xFF, out_total));
-        CC_CUDA_OK(&ctx, cudaMemset(symmem_buffer_ptr(flags[i]), 0, sizeof(uint64_t) * (size_t)K));
-        CC_CUDA_OK(&ctx, cudaDeviceSynchronize());
+        CC_CUDA_OK(ctx, cudaMalloc((void **)&din[i], in_total + 1));
+        CC_CUDA_OK(ctx, cudaMalloc((void **)&dout[i], out_total + 1));
+        CC_CUDA_OK(ctx, cudaMemcpy(din[i], hin, in_total, cudaMemcpyHostToDevice));
+        CC_CUDA_OK(ctx, cudaMemset(dout[i], 0xFF, out_total));
+        CC_CUDA_OK(ctx, cudaMemset(symmem_buffer_ptr(flags[i]), 0, sizeof(uint64_t) * (size_t)K));
+        CC_CUDA_OK(ctx, cudaDeviceSynchronize());
     }
-    if (cc_barrier(&ctx) != 0) return 1;
+    if (cc_barrier(ctx) != 0) return 1;
+    return 0;
+}
 
-    /* Enqueue everything, rank after rank, with no host synchronisation. */
-    int fail = 0;
-    for (int j = 0; j < K && !fail; j++) {
-        const op_t *o = &ops[j];
-        for (int i = 0; i < ctx.nlocal; i++) {
-            cc_rank_t *R = &ctx.r[i];
-            cudaSetDevice(R->device);
-            cudaStream_t s = R->stream;
-            void *in = din[i] + o->in_off, *out = dout[i] + o->out_off, *z = symmem_buffer_ptr(zc[i]);
-            cudaError_t e = R->rank == o->delayed ? cc_dev_spin(o->spin_ns, NULL, 1, 0, s) : cudaSuccess;
-            symmem_status_t st = SYMMEM_OK;
-            if (e != cudaSuccess) {
-            } else if (o->kind == K_AR) {
-                st = symmem_all_reduce(R->comm, in, out, o->count, o->dt, o->op, o->algo, s);
-            } else if (o->kind == K_AR_ZC) {
-                e = cc_dev_fill(z, o->dt, o->count, o->seed, NULL, R->rank, 0, s);
-                if (e == cudaSuccess) st = symmem_all_reduce(R->comm, z, z, o->count, o->dt, o->op, o->algo, s);
-                if (e == cudaSuccess && st == SYMMEM_OK)
-                    e = cudaMemcpyAsync(out, z, o->out_bytes, cudaMemcpyDeviceToDevice, s);
-            } else if (o->kind == K_RS) {
-                st = symmem_reduce_scatter(R->comm, in, out, o->count, o->dt, o->op, o->algo, s);
-                if (st == SYMMEM_UNSUPPORTED && o->algo != SYMMEM_ALGO_AUTO)
-                    st = symmem_reduce_scatter(R->comm, in, out, o->count, o->dt, o->op, SYMMEM_ALGO_AUTO, s);
-            } else if (o->kind == K_AG) {
-                st = symmem_all_gather(R->comm, in, out, o->count, o->dt, o->algo, s);
-                if (st == SYMMEM_UNSUPPORTED && o->algo != SYMMEM_ALGO_AUTO)
-                    st = symmem_all_gather(R->comm, in, out, o->count, o->dt, SYMMEM_ALGO_AUTO, s);
-            } else {
-                void *peers[CC_MAX_RANKS];
-                for (int p = 0; p < n; p++)
-                    peers[p] = p == R->rank ? symmem_buffer_ptr(flags[i]) : symmem_buffer_peer_ptr(flags[i], p);
-                e = cc_dev_write_u64(symmem_buffer_ptr(flags[i]), (size_t)j, barrier_word(j, R->rank), s);
-                if (e == cudaSuccess) st = symmem_barrier(R->comm, s);
-                if (e == cudaSuccess && st == SYMMEM_OK) e = cc_dev_read_peers(out, peers, n, (size_t)j, s);
-            }
-            if (e != cudaSuccess || st != SYMMEM_OK) {
-                cc_log(&ctx, "FAIL: op %d (%s %s %s): rank %d: %s%s%s", j, kind_names[o->kind], symmem_algo_name(o->algo),
-                       symmem_dtype_name(o->dt), R->rank, e != cudaSuccess ? cudaGetErrorString(e) : symmem_status_name(st),
-                       st != SYMMEM_OK ? ": " : "", st != SYMMEM_OK ? symmem_last_error() : "");
-                fail = 1;
-                break;
-            }
-        }
+/* Enqueue operation j on local rank i (after the spin when it is the delayed rank). 0, or 1 after logging. */
+static int enqueue_op(cc_ctx_t *ctx, const b2b_t *b, int j, int i)
+{
+    const int n = ctx->nranks;
+    const op_t *o = &b->ops[j];
+    cc_rank_t *R = &ctx->r[i];
+    cudaSetDevice(R->device);
+    cudaStream_t s = R->stream;
+    void *in = b->din[i] + o->in_off, *out = b->dout[i] + o->out_off, *z = symmem_buffer_ptr(b->zc[i]);
+    cudaError_t e = R->rank == o->delayed ? cc_dev_spin(o->spin_ns, NULL, 1, 0, s) : cudaSuccess;
+    symmem_status_t st = SYMMEM_OK;
+    if (e != cudaSuccess) {
+    } else if (o->kind == K_AR) {
+        st = symmem_all_reduce(R->comm, in, out, o->count, o->dt, o->op, o->algo, s);
+    } else if (o->kind == K_AR_ZC) {
+        e = cc_dev_fill(z, o->dt, o->count, o->seed, NULL, R->rank, 0, s);
+        if (e == cudaSuccess) st = symmem_all_reduce(R->comm, z, z, o->count, o->dt, o->op, o->algo, s);
+        if (e == cudaSuccess && st == SYMMEM_OK) e = cudaMemcpyAsync(out, z, o->out_bytes, cudaMemcpyDeviceToDevice, s);
+    } else if (o->kind == K_RS) {
+        st = symmem_reduce_scatter(R->comm, in, out, o->count, o->dt, o->op, o->algo, s);
+        if (st == SYMMEM_UNSUPPORTED && o->algo != SYMMEM_ALGO_AUTO)
+            st = symmem_reduce_scatter(R->comm, in, out, o->count, o->dt, o->op, SYMMEM_ALGO_AUTO, s);
+    } else if (o->kind == K_AG) {
+        st = symmem_all_gather(R->comm, in, out, o->count, o->dt, o->algo, s);
+        if (st == SYMMEM_UNSUPPORTED && o->algo != SYMMEM_ALGO_AUTO)
+            st = symmem_all_gather(R->comm, in, out, o->count, o->dt, SYMMEM_ALGO_AUTO, s);
+    } else {
+        const symmem_buffer_t flags = b->flags[i];
+        void *peers[CC_MAX_RANKS];
+        for (int p = 0; p < n; p++)
+            peers[p] = p == R->rank ? symmem_buffer_ptr(flags) : symmem_buffer_peer_ptr(flags, p);
+        e = cc_dev_write_u64(symmem_buffer_ptr(flags), (size_t)j, barrier_word(j, R->rank), s);
+        if (e == cudaSuccess) st = symmem_barrier(R->comm, s);
+        if (e == cudaSuccess && st == SYMMEM_OK) e = cc_dev_read_peers(out, peers, n, (size_t)j, s);
     }
-    if (fail) cc_shm_abort(ctx.shm);
-    if (cc_sync(&ctx) != cudaSuccess || cc_async_error(&ctx) != SYMMEM_OK) {
-        cc_log(&ctx, "FAIL: the sequence did not complete");
-        cc_shm_abort(ctx.shm);
+    if (e != cudaSuccess || st != SYMMEM_OK) {
+        cc_log(ctx, "FAIL: op %d (%s %s %s): rank %d: %s%s%s", j, kind_names[o->kind], symmem_algo_name(o->algo),
+               symmem_dtype_name(o->dt), R->rank, e != cudaSuccess ? cudaGetErrorString(e) : symmem_status_name(st),
+               st != SYMMEM_OK ? ": " : "", st != SYMMEM_OK ? symmem_last_error() : "");
         return 1;
     }
+    return 0;
+}
 
-    /* Check every result. */
-    size_t wrong_ops[K_KINDS] = {0};
-    uint64_t h_local[CC_MAX_RANKS], h_all[CC_MAX_RANKS];
-    for (int i = 0; i < ctx.nlocal && !fail; i++) {
-        cc_rank_t *R = &ctx.r[i];
+/* Wrong elements of operation j's output `out` on `rank`; the first one in *bad. */
+static size_t check_op(const op_t *o, int j, int n, int rank, const unsigned char *out, cc_bad_t *bad)
+{
+    size_t wrong = 0;
+    if (o->kind == K_AR || o->kind == K_AR_ZC)
+        wrong = cc_check_reduce(out, o->dt, o->op, o->count, 0, n, o->seed, bad);
+    else if (o->kind == K_RS)
+        wrong = cc_check_reduce(out, o->dt, o->op, o->count, (uint64_t)rank * o->count, n, o->seed, bad);
+    else if (o->kind == K_AG)
+        wrong = cc_check_gather(out, o->dt, o->count, n, o->seed, bad);
+    else
+        for (int p = 0; p < n; p++) {
+            uint64_t w;
+            memcpy(&w, out + 8 * (size_t)p, 8);
+            if (w != barrier_word(j, p)) {
+                if (!wrong) {
+                    bad->first = (size_t)p;
+                    bad->got = (double)w;
+                    bad->want = (double)barrier_word(j, p);
+                }
+                wrong++;
+            }
+        }
+    return wrong;
+}
+
+/* Check every result (the reference on the first local rank; every rank for reduce-scatter and barrier)
+ * and hash the all-reduce and all-gather outputs into h_local[i]; wrong_ops counts failed operations per
+ * kind. Nothing is checked after an enqueue failure (`fail`). 0, or 1 (main returns 1). */
+static int verify(cc_ctx_t *ctx, const b2b_t *b, int fail, size_t *wrong_ops, uint64_t *h_local)
+{
+    const int n = ctx->nranks, K = b->K;
+    const size_t out_total = b->out_total;
+    unsigned char *hout = b->hout;
+    unsigned char *const *dout = b->dout;
+    for (int i = 0; i < ctx->nlocal && !fail; i++) {
+        cc_rank_t *R = &ctx->r[i];
         cudaSetDevice(R->device);
-        CC_CUDA_OK(&ctx, cudaMemcpy(hout, dout[i], out_total, cudaMemcpyDeviceToHost));
+        CC_CUDA_OK(ctx, cudaMemcpy(hout, dout[i], out_total, cudaMemcpyDeviceToHost));
         uint64_t h = 0;
         for (int j = 0; j < K; j++) {
-            const op_t *o = &ops[j];
+            const op_t *o = &b->ops[j];
             const unsigned char *out = hout + o->out_off;
             cc_bad_t bad = {0, 0, 0, 0};
             size_t wrong = 0;
             int full = i == 0 || o->kind == K_RS || o->kind == K_BARRIER;
             if (o->kind != K_RS && o->kind != K_BARRIER) h = cc_mix64(h ^ cc_hash(out, o->out_bytes));
             if (!full) continue;
-            if (o->kind == K_AR || o->kind == K_AR_ZC)
-                wrong = cc_check_reduce(out, o->dt, o->op, o->count, 0, n, o->seed, &bad);
-            else if (o->kind == K_RS)
-                wrong = cc_check_reduce(out, o->dt, o->op, o->count, (uint64_t)R->rank * o->count, n, o->seed, &bad);
-            else if (o->kind == K_AG)
-                wrong = cc_check_gather(out, o->dt, o->count, n, o->seed, &bad);
-            else
-                for (int p = 0; p < n; p++) {
-                    uint64_t w;
-                    memcpy(&w, out + 8 * (size_t)p, 8);
-                    if (w != barrier_word(j, p)) {
-                        if (!wrong) {
-                            bad.first = (size_t)p;
-                            bad.got = (double)w;
-                            bad.want = (double)barrier_word(j, p);
-                        }
-                        wrong++;
-                    }
-                }
+            wrong = check_op(o, j, n, R->rank, out, &bad);
             if (wrong) {
                 if (wrong_ops[o->kind] < 3)
-                    cc_log(&ctx, "FAIL: op %d (%s %s %s %s count=%zu): rank %d: %zu wrong (first at %zu: got %.9g want %.9g)",
+                    cc_log(ctx,
+                           "FAIL: op %d (%s %s %s %s count=%zu): rank %d: %zu wrong (first at %zu: got %.9g want %.9g)",
                            j, kind_names[o->kind], symmem_algo_name(o->algo), symmem_dtype_name(o->dt),
                            symmem_redop_name(o->op), o->count, R->rank, wrong, bad.first, bad.got, bad.want);
                 wrong_ops[o->kind]++;
@@ -199,26 +225,78 @@ int main(int argc, char **argv)
         }
         h_local[i] = h;
     }
+    return 0;
+}
+
+/* The failures of every process: wrong operations, an enqueue failure, outputs that differ bitwise across
+ * ranks. 0, or 1 when the processes' channel failed (main returns 1). */
+static int count_failures(cc_ctx_t *ctx, const size_t *wrong_ops, int fail, const uint64_t *h_local, uint64_t *failed)
+{
+    const int n = ctx->nranks;
+    uint64_t h_all[CC_MAX_RANKS];
     size_t wrong_all = 0;
     for (int k = 0; k < K_KINDS; k++) wrong_all += wrong_ops[k];
-    if (cc_allgather_u64(&ctx, h_local, h_all) != 0) return 1;
+    if (cc_allgather_u64(ctx, h_local, h_all) != 0) return 1;
     int bitwise_bad = 0;
     for (int r = 1; r < n; r++) bitwise_bad += h_all[r] != h_all[0];
-    if (bitwise_bad && cc_is_root(&ctx)) cc_log(&ctx, "FAIL: all-reduce/all-gather outputs differ bitwise across ranks");
-    uint64_t failed = cc_sum_u64(&ctx, (uint64_t)(wrong_all + (size_t)fail + (size_t)bitwise_bad));
+    if (bitwise_bad && cc_is_root(ctx)) cc_log(ctx, "FAIL: all-reduce/all-gather outputs differ bitwise across ranks");
+    *failed = cc_sum_u64(ctx, (uint64_t)(wrong_all + (size_t)fail + (size_t)bitwise_bad));
+    return 0;
+}
 
-    for (int i = 0; i < ctx.nlocal; i++) {
-        cudaSetDevice(ctx.r[i].device);
-        cudaFree(din[i]);
-        cudaFree(dout[i]);
+/* Free everything, the communicators included (cc_finish). */
+static void release(cc_ctx_t *ctx, b2b_t *b)
+{
+    for (int i = 0; i < ctx->nlocal; i++) {
+        cudaSetDevice(ctx->r[i].device);
+        cudaFree(b->din[i]);
+        cudaFree(b->dout[i]);
     }
-    cc_barrier(&ctx);
-    cc_free(&ctx, zc);
-    cc_free(&ctx, flags);
-    cc_finish(&ctx);
-    free(hin);
-    free(hout);
-    free(ops);
+    cc_barrier(ctx);
+    cc_free(ctx, b->zc);
+    cc_free(ctx, b->flags);
+    cc_finish(ctx);
+    free(b->hin);
+    free(b->hout);
+    free(b->ops);
+}
+
+int main(int argc, char **argv)
+{
+    cc_ctx_t ctx;
+    int rc = 0;
+    symmem_options_t opts = SYMMEM_OPTIONS_INIT;
+    opts.timeout_ms = 15000;
+    if (!cc_start(&argc, argv, "coll_b2b", 2, 290, &opts, NULL, &ctx, &rc)) return rc;
+    b2b_t b;
+    memset(&b, 0, sizeof b);
+    b.K = ctx.multiproc ? 400 : 200;
+    for (int a = 1; a + 1 < argc; a++)
+        if (!strcmp(argv[a], "--ops")) b.K = atoi(argv[a + 1]);
+    const int K = b.K;
+    plan(&ctx, &b);
+    if (allocate(&ctx, &b) != 0) return 1;
+
+    /* Enqueue everything, rank after rank, with no host synchronisation. */
+    int fail = 0;
+    for (int j = 0; j < K && !fail; j++)
+        for (int i = 0; i < ctx.nlocal; i++)
+            if (enqueue_op(&ctx, &b, j, i) != 0) {
+                fail = 1;
+                break;
+            }
+    if (fail) cc_shm_abort(ctx.shm);
+    if (cc_sync(&ctx) != cudaSuccess || cc_async_error(&ctx) != SYMMEM_OK) {
+        cc_log(&ctx, "FAIL: the sequence did not complete");
+        cc_shm_abort(ctx.shm);
+        return 1;
+    }
+
+    size_t wrong_ops[K_KINDS] = {0};
+    uint64_t h_local[CC_MAX_RANKS], failed = 0;
+    if (verify(&ctx, &b, fail, wrong_ops, h_local) != 0) return 1;
+    if (count_failures(&ctx, wrong_ops, fail, h_local, &failed) != 0) return 1;
+    release(&ctx, &b);
     if (cc_is_root(&ctx))
         cc_log(&ctx, "checked %d back-to-back operations on one stream, no host sync, one rank delayed each time "
                "(all-reduce copy-in and zero-copy, reduce-scatter, all-gather, barrier visibility): %s",

@@ -409,7 +409,19 @@ typedef struct mop {
     uint64_t spin_ns;
 } mop_t;
 
-static int mixed(cc_ctx_t *ctx, int K, int *fatal)
+/* The sequence's state: the plan, the per-rank arenas (inputs, residuals, outputs, weights), the host
+ * copies. */
+typedef struct mixed_run {
+    int K;
+    mop_t *ops;
+    size_t total, wtotal; /* bytes of each of a_in, a_res, a_out; of the weights */
+    size_t *wofs;         /* operation j's weight at a_w + wofs[j] */
+    char *a_in[CC_MAX_RANKS], *a_res[CC_MAX_RANKS], *a_out[CC_MAX_RANKS], *a_w[CC_MAX_RANKS];
+    unsigned char *hout, *hres;
+} mixed_run_t;
+
+/* The plan, the same on every rank: fused and plain calls alternate, cycling algorithms, dtypes, shapes. */
+static void mixed_plan(const cc_ctx_t *ctx, mixed_run_t *m)
 {
     static const size_t f_hidden[] = {7, 4096, 7168, 4097};
     static const size_t f_tokens[] = {1, 3, 17, 2};
@@ -417,7 +429,7 @@ static int mixed(cc_ctx_t *ctx, int K, int *fatal)
     static const symmem_algo_t f_algos[] = {SYMMEM_ALGO_ONESHOT_PUSH, SYMMEM_ALGO_TWOSHOT_LAMPORT, SYMMEM_ALGO_AUTO};
     static const symmem_algo_t p_algos[] = {SYMMEM_ALGO_ONESHOT_PUSH, SYMMEM_ALGO_TWOSHOT_LAMPORT, SYMMEM_ALGO_TWOSHOT_PUSH,
                                             SYMMEM_ALGO_AUTO};
-    const int n = ctx->nranks;
+    const int n = ctx->nranks, K = m->K;
     mop_t *ops = calloc((size_t)K, sizeof *ops);
     size_t total = 0, wtotal = 0;
     for (int j = 0; j < K; j++) {
@@ -445,7 +457,16 @@ static int mixed(cc_ctx_t *ctx, int K, int *fatal)
         o->off = total;
         total += (o->bytes + 255) & ~(size_t)255;
     }
-    char *a_in[CC_MAX_RANKS], *a_res[CC_MAX_RANKS], *a_out[CC_MAX_RANKS], *a_w[CC_MAX_RANKS];
+    m->ops = ops;
+    m->total = total;
+    m->wtotal = wtotal;
+}
+
+/* The arenas of every local rank, zeroed. 0, or 1 (mixed returns 1; *fatal set when cudaMalloc failed). */
+static int mixed_alloc(cc_ctx_t *ctx, mixed_run_t *m, int *fatal)
+{
+    const size_t total = m->total, wtotal = m->wtotal;
+    char **a_in = m->a_in, **a_res = m->a_res, **a_out = m->a_out, **a_w = m->a_w;
     for (int i = 0; i < ctx->nlocal; i++) {
         cudaSetDevice(ctx->r[i].device);
         if (cudaMalloc((void **)&a_in[i], total) != cudaSuccess || cudaMalloc((void **)&a_res[i], total) != cudaSuccess ||
@@ -459,12 +480,21 @@ static int mixed(cc_ctx_t *ctx, int K, int *fatal)
         CC_CUDA_OK(ctx, cudaMemset(a_res[i], 0, total));
         CC_CUDA_OK(ctx, cudaMemset(a_out[i], 0, total));
     }
-    /* inputs first (weights at their own offsets), then everything back to back */
+    return 0;
+}
+
+/* Every operation's inputs (weights at their own offsets, wofs), then the streams and the processes
+ * synchronised. 0, or 1 with *fatal set. */
+static int mixed_fill(cc_ctx_t *ctx, mixed_run_t *m, int *fatal)
+{
+    const int K = m->K;
+    char *const *a_in = m->a_in, *const *a_res = m->a_res, *const *a_w = m->a_w;
     int fail = 0;
     size_t woff = 0;
     size_t *wofs = calloc((size_t)K, sizeof *wofs);
+    m->wofs = wofs;
     for (int j = 0; j < K; j++) {
-        const mop_t *o = &ops[j];
+        const mop_t *o = &m->ops[j];
         const size_t es = symmem_dtype_size(o->s.dt);
         for (int i = 0; i < ctx->nlocal && !fail; i++) {
             cc_rank_t *R = &ctx->r[i];
@@ -485,8 +515,19 @@ static int mixed(cc_ctx_t *ctx, int K, int *fatal)
         *fatal = 1;
         return 1;
     }
+    return 0;
+}
+
+/* Every operation back to back, rank after rank (the delayed rank spins first), no host synchronisation;
+ * then the streams synchronised. 0, or 1 with *fatal set. */
+static int mixed_enqueue(cc_ctx_t *ctx, const mixed_run_t *m, int *fatal)
+{
+    const int K = m->K;
+    char *const *a_in = m->a_in, *const *a_res = m->a_res, *const *a_out = m->a_out, *const *a_w = m->a_w;
+    const size_t *wofs = m->wofs;
+    int fail = 0;
     for (int j = 0; j < K && !fail; j++) {
-        const mop_t *o = &ops[j];
+        const mop_t *o = &m->ops[j];
         for (int i = 0; i < ctx->nlocal && !fail; i++) {
             cc_rank_t *R = &ctx->r[i];
             cudaSetDevice(R->device);
@@ -512,9 +553,19 @@ static int mixed(cc_ctx_t *ctx, int K, int *fatal)
         *fatal = 1;
         return 1;
     }
+    return 0;
+}
+
+/* Every local rank's outputs and residuals hashed into hl[i]; local rank 0's checked against the
+ * reference, *failures counting the wrong operations. 0, or 1 (mixed returns 1). */
+static int mixed_verify(cc_ctx_t *ctx, mixed_run_t *m, uint64_t *hl, int *failures)
+{
+    const int n = ctx->nranks, K = m->K;
+    const size_t total = m->total;
+    char *const *a_res = m->a_res, *const *a_out = m->a_out;
     unsigned char *hout = malloc(total + 1), *hres = malloc(total + 1);
-    int failures = 0;
-    uint64_t hl[CC_MAX_RANKS];
+    m->hout = hout;
+    m->hres = hres;
     for (int i = 0; i < ctx->nlocal; i++) {
         cudaSetDevice(ctx->r[i].device);
         CC_CUDA_OK(ctx, cudaMemcpy(hout, a_out[i], total, cudaMemcpyDeviceToHost));
@@ -522,37 +573,57 @@ static int mixed(cc_ctx_t *ctx, int K, int *fatal)
         hl[i] = cc_mix64(cc_hash(hout, total) ^ 3 * cc_hash(hres, total));
         if (i > 0) continue;
         for (int j = 0; j < K; j++) {
-            const mop_t *o = &ops[j];
+            const mop_t *o = &m->ops[j];
             size_t wrong;
             bad3_t b;
             cc_bad_t pb = {0, 0, 0, 0};
             if (o->kind == M_FUSED) wrong = check_fused(&o->s, n, hout + o->off, hres + o->off, &b);
             else wrong = cc_check_reduce(hout + o->off, o->s.dt, SYMMEM_OP_SUM, o->count, 0, n, o->s.sx, &pb);
             if (wrong) {
-                if (failures < 5)
+                if (*failures < 5)
                     cc_log(ctx, "FAIL: op %d (%s %s %s): %zu wrong (first %s at %zu: got %.9g want %.9g)", j,
                            o->kind == M_FUSED ? FN : "symmem_all_reduce", symmem_algo_name(o->algo),
                            symmem_dtype_name(o->s.dt), wrong, o->kind == M_FUSED ? b.what : "", o->kind == M_FUSED ? b.first : pb.first,
                            o->kind == M_FUSED ? b.got : pb.got, o->kind == M_FUSED ? b.want : pb.want);
-                failures++;
+                (*failures)++;
             }
         }
     }
+    return 0;
+}
+
+/* Free the arenas, the host copies, the plan. */
+static void mixed_free(cc_ctx_t *ctx, mixed_run_t *m)
+{
+    for (int i = 0; i < ctx->nlocal; i++) {
+        cudaSetDevice(ctx->r[i].device);
+        cudaFree(m->a_in[i]);
+        cudaFree(m->a_res[i]);
+        cudaFree(m->a_out[i]);
+        cudaFree(m->a_w[i]);
+    }
+    free(m->hout);
+    free(m->hres);
+    free(m->ops);
+    free(m->wofs);
+}
+
+static int mixed(cc_ctx_t *ctx, int K, int *fatal)
+{
+    mixed_run_t m;
+    memset(&m, 0, sizeof m);
+    m.K = K;
+    mixed_plan(ctx, &m);
+    if (mixed_alloc(ctx, &m, fatal) != 0 || mixed_fill(ctx, &m, fatal) != 0 || mixed_enqueue(ctx, &m, fatal) != 0)
+        return 1;
+    int failures = 0;
+    uint64_t hl[CC_MAX_RANKS];
+    if (mixed_verify(ctx, &m, hl, &failures) != 0) return 1;
     if (!same_everywhere(ctx, hl, fatal)) {
         if (cc_is_root(ctx)) cc_log(ctx, "FAIL: mixed sequence: the ranks' outputs differ bitwise");
         failures++;
     }
-    for (int i = 0; i < ctx->nlocal; i++) {
-        cudaSetDevice(ctx->r[i].device);
-        cudaFree(a_in[i]);
-        cudaFree(a_res[i]);
-        cudaFree(a_out[i]);
-        cudaFree(a_w[i]);
-    }
-    free(hout);
-    free(hres);
-    free(ops);
-    free(wofs);
+    mixed_free(ctx, &m);
     if (cc_is_root(ctx))
         cc_log(ctx, "mixed: %d fused and plain all-reduces back to back, no host sync, a delayed rank before each: %s",
                K, failures ? "FAILED" : "all correct");
@@ -636,12 +707,10 @@ static int capture_graph(cc_ctx_t *ctx, int i, gstate_t *g, uint64_t seed, symme
     return 0;
 }
 
-static int graphs(cc_ctx_t *ctx, int replays, int *fatal)
+/* Every local rank's buffers, histories and counter, its graph captured; then the processes' barrier. 0, or
+ * 1 (graphs returns 1; *fatal set unless a CUDA call failed, which CC_CUDA_OK reports). */
+static int graphs_setup(cc_ctx_t *ctx, gstate_t *G, uint64_t seed, int replays, int *fatal)
 {
-    const int n = ctx->nranks;
-    const uint64_t seed = 0x96a9f0ull;
-    gstate_t G[CC_MAX_RANKS];
-    memset(G, 0, sizeof G);
     for (int i = 0; i < ctx->nlocal; i++) {
         gstate_t *g = &G[i];
         cudaSetDevice(ctx->r[i].device);
@@ -658,18 +727,14 @@ static int graphs(cc_ctx_t *ctx, int replays, int *fatal)
         *fatal = 1;
         return 1;
     }
-    for (int k = 0; k < replays; k++)
-        for (int i = 0; i < ctx->nlocal; i++) {
-            cudaSetDevice(ctx->r[i].device);
-            CC_CUDA_OK(ctx, cudaGraphLaunch(G[i].exec, ctx->r[i].stream));
-        }
-    if (cc_sync(ctx) != cudaSuccess || cc_async_error(ctx) != SYMMEM_OK) {
-        cc_log(ctx, "FAIL: graph replays did not complete");
-        *fatal = 1;
-        return 1;
-    }
-    int failures = 0;
-    uint64_t hl[CC_MAX_RANKS];
+    return 0;
+}
+
+/* Every local rank's histories hashed into hl[i]; local rank 0's checked replay by replay against the
+ * reference, *failures counting the wrong calls. 0, or 1 (graphs returns 1). */
+static int graphs_verify(cc_ctx_t *ctx, const gstate_t *G, uint64_t seed, int replays, uint64_t *hl, int *failures)
+{
+    const int n = ctx->nranks;
     for (int i = 0; i < ctx->nlocal; i++) {
         cudaSetDevice(ctx->r[i].device);
         unsigned char *h[G_NREC];
@@ -686,25 +751,27 @@ static int graphs(cc_ctx_t *ctx, int replays, int *fatal)
                 bad3_t bad;
                 const int ko = b ? G_OB : G_OA, kr = b ? G_RB : G_RA;
                 if (check_fused(&s, n, h[ko] + (size_t)r * g_len(ko), h[kr] + (size_t)r * g_len(kr), &bad)) {
-                    if (failures < 5)
+                    if (*failures < 5)
                         cc_log(ctx, "FAIL: replay %d, fused %s: %s wrong at %zu (got %.9g want %.9g)", r,
                                b ? "two-shot in place" : "one-shot", bad.what, bad.first, bad.got, bad.want);
-                    failures++;
+                    (*failures)++;
                 }
             }
             cc_bad_t pb = {0, 0, 0, 0};
             if (cc_check_reduce(h[G_P] + (size_t)r * g_len(G_P), SYMMEM_FLOAT16, SYMMEM_OP_SUM, g_plain, 0, n,
                                 cc_iter_seed(seed + 3, (uint64_t)r), &pb)) {
-                if (failures < 5) cc_log(ctx, "FAIL: replay %d, plain all-reduce: %zu wrong", r, pb.wrong);
-                failures++;
+                if (*failures < 5) cc_log(ctx, "FAIL: replay %d, plain all-reduce: %zu wrong", r, pb.wrong);
+                (*failures)++;
             }
         }
         for (int k = 0; k < G_NREC; k++) free(h[k]);
     }
-    if (!same_everywhere(ctx, hl, fatal)) {
-        if (cc_is_root(ctx)) cc_log(ctx, "FAIL: graph replays: the ranks' histories differ bitwise");
-        failures++;
-    }
+    return 0;
+}
+
+/* Destroy the graphs, free the buffers. */
+static void graphs_free(cc_ctx_t *ctx, gstate_t *G)
+{
     for (int i = 0; i < ctx->nlocal; i++) {
         gstate_t *g = &G[i];
         cudaSetDevice(ctx->r[i].device);
@@ -714,6 +781,32 @@ static int graphs(cc_ctx_t *ctx, int replays, int *fatal)
         for (int k = 0; k < G_NREC; k++) cudaFree(g->hist[k]);
         cudaFree(g->iter);
     }
+}
+
+static int graphs(cc_ctx_t *ctx, int replays, int *fatal)
+{
+    const uint64_t seed = 0x96a9f0ull;
+    gstate_t G[CC_MAX_RANKS];
+    memset(G, 0, sizeof G);
+    if (graphs_setup(ctx, G, seed, replays, fatal) != 0) return 1;
+    for (int k = 0; k < replays; k++)
+        for (int i = 0; i < ctx->nlocal; i++) {
+            cudaSetDevice(ctx->r[i].device);
+            CC_CUDA_OK(ctx, cudaGraphLaunch(G[i].exec, ctx->r[i].stream));
+        }
+    if (cc_sync(ctx) != cudaSuccess || cc_async_error(ctx) != SYMMEM_OK) {
+        cc_log(ctx, "FAIL: graph replays did not complete");
+        *fatal = 1;
+        return 1;
+    }
+    int failures = 0;
+    uint64_t hl[CC_MAX_RANKS];
+    if (graphs_verify(ctx, G, seed, replays, hl, &failures) != 0) return 1;
+    if (!same_everywhere(ctx, hl, fatal)) {
+        if (cc_is_root(ctx)) cc_log(ctx, "FAIL: graph replays: the ranks' histories differ bitwise");
+        failures++;
+    }
+    graphs_free(ctx, G);
     if (cc_is_root(ctx))
         cc_log(ctx, "graphs: %d replays of [delay, fused one-shot, plain all-reduce, fused two-shot in place], fresh "
                "inputs each: %s", replays, failures ? "FAILED" : "all correct");

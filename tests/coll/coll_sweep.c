@@ -148,32 +148,37 @@ static int verify(cc_ctx_t *ctx, const scase_t *c, void **rp, void **outer, size
     return failed;
 }
 
-static int run_case(cc_ctx_t *ctx, bufs_t *b, const scase_t *c, uint64_t seed, int quiet, int *fatal)
+/* One case on the local ranks: its name, sizes, layout() and every local rank's pointers (send, recv, and
+ * the region the operation may write, see verify). */
+typedef struct placed {
+    char what[256];
+    size_t es, scount, sbytes, outer_bytes, s_off, r_off;
+    int inplace;
+    void *sp[CC_MAX_RANKS], *rp[CC_MAX_RANKS], *outer[CC_MAX_RANKS];
+} placed_t;
+
+static void describe(const scase_t *c, int n, placed_t *p)
 {
-    const int n = ctx->nranks;
     const size_t es = symmem_dtype_size(c->dt);
     const size_t scount = send_count(c, n), rcount = recv_count(c, n);
     const size_t rbytes = rcount * es, sbytes = scount * es;
-    size_t s_off, r_off;
-    int inplace;
-    layout(c, n, es, &s_off, &r_off, &inplace);
-    const int vs = variants[c->variant].send_sym, vr = variants[c->variant].recv_sym;
-    char what[256];
-    snprintf(what, sizeof what, "%s %s %s %s count=%zu [%s]", coll_names[c->coll], symmem_dtype_name(c->dt),
+    layout(c, n, es, &p->s_off, &p->r_off, &p->inplace);
+    snprintf(p->what, sizeof p->what, "%s %s %s %s count=%zu [%s]", coll_names[c->coll], symmem_dtype_name(c->dt),
              c->coll == OP_AG ? "-" : symmem_redop_name(c->op), symmem_algo_name(c->algo), c->count,
              variants[c->variant].name);
-    const size_t outer_bytes = inplace && sbytes > rbytes ? sbytes : rbytes;
-    unsigned char *hsend = malloc(sbytes ? sbytes : 1), *hrecv = malloc(outer_bytes + 2 * GUARD);
-    int result = R_FAIL;
-    void *sp[CC_MAX_RANKS], *rp[CC_MAX_RANKS], *outer[CC_MAX_RANKS];
-    uint64_t st_all[CC_MAX_RANKS], h_local[CC_MAX_RANKS], h_all[CC_MAX_RANKS];
-    if (!hsend || !hrecv) {
-        cc_log(ctx, "FAIL: out of host memory for %s", what);
-        cc_shm_abort(ctx->shm);
-        *fatal = 1;
-        goto out;
-    }
-    /* Inputs (fresh, rank-dependent), NaN-filled output, guards. */
+    p->es = es;
+    p->scount = scount;
+    p->sbytes = sbytes;
+    p->outer_bytes = p->inplace && sbytes > rbytes ? sbytes : rbytes;
+}
+
+/* Inputs (fresh, rank-dependent), NaN-filled output, guards. 0, or 1 after logging (channel aborted). */
+static int prepare(cc_ctx_t *ctx, const bufs_t *b, const scase_t *c, uint64_t seed, unsigned char *hsend, placed_t *p)
+{
+    const int vs = variants[c->variant].send_sym, vr = variants[c->variant].recv_sym;
+    const int inplace = p->inplace;
+    const size_t es = p->es, outer_bytes = p->outer_bytes;
+    void **sp = p->sp, **rp = p->rp, **outer = p->outer;
     for (int i = 0; i < ctx->nlocal; i++) {
         cc_rank_t *R = &ctx->r[i];
         cudaSetDevice(R->device);
@@ -181,32 +186,36 @@ static int run_case(cc_ctx_t *ctx, bufs_t *b, const scase_t *c, uint64_t seed, i
         unsigned char *rbase = vr ? symmem_buffer_ptr(b->sym[i]) : b->dev_recv[i];
         const size_t mine = (size_t)R->rank * c->count * es;
         if (inplace) {
-            unsigned char *base = sbase + s_off;
+            unsigned char *base = sbase + p->s_off;
             sp[i] = c->coll == OP_AG ? base + mine : base;
             rp[i] = c->coll == OP_RS ? base + mine : base;
             outer[i] = base;
         } else {
-            sp[i] = sbase + s_off;
-            rp[i] = rbase + r_off;
+            sp[i] = sbase + p->s_off;
+            rp[i] = rbase + p->r_off;
             outer[i] = rp[i];
         }
-        cc_fill(hsend, c->dt, scount, seed, R->rank, 0);
+        cc_fill(hsend, c->dt, p->scount, seed, R->rank, 0);
         cudaError_t e = cudaMemsetAsync((char *)outer[i] - GUARD, 0xA5, GUARD, R->stream);
         if (e == cudaSuccess) e = cudaMemsetAsync((char *)outer[i] + outer_bytes, 0xA5, GUARD, R->stream);
         if (e == cudaSuccess && (!inplace || c->coll == OP_AG)) e = cudaMemsetAsync(outer[i], 0xFF, outer_bytes, R->stream);
-        if (e == cudaSuccess) e = cudaMemcpyAsync(sp[i], hsend, sbytes, cudaMemcpyHostToDevice, R->stream);
+        if (e == cudaSuccess) e = cudaMemcpyAsync(sp[i], hsend, p->sbytes, cudaMemcpyHostToDevice, R->stream);
         if (e == cudaSuccess) e = cudaStreamSynchronize(R->stream);
         if (e != cudaSuccess) {
-            cc_log(ctx, "FAIL: %s: preparing the buffers: %s", what, cudaGetErrorString(e));
+            cc_log(ctx, "FAIL: %s: preparing the buffers: %s", p->what, cudaGetErrorString(e));
             cc_shm_abort(ctx->shm);
-            *fatal = 1;
-            goto out;
+            return 1;
         }
     }
-    if (enqueue(ctx, c, sp, rp, what, st_all) != 0) {
-        *fatal = 1;
-        goto out;
-    }
+    return 0;
+}
+
+/* Whether every rank enqueued the case (st_all: every rank's status). If not, *result is the case's result
+ * (unsupported everywhere: tolerated or not) or *fatal is set (ranks that disagree). */
+static int enqueued_everywhere(cc_ctx_t *ctx, const scase_t *c, const char *what, const uint64_t *st_all, int *result,
+                               int *fatal)
+{
+    const int n = ctx->nranks;
     int n_ok = 0, n_unsup = 0;
     for (int r = 0; r < n; r++) {
         n_ok += st_all[r] == SYMMEM_OK;
@@ -219,35 +228,71 @@ static int run_case(cc_ctx_t *ctx, bufs_t *b, const scase_t *c, uint64_t seed, i
         if (!tolerated && cc_is_root(ctx))
             cc_log(ctx, "FAIL: %s: SYMMEM_UNSUPPORTED, but this combination is required: %s", what,
                    symmem_last_error());
-        result = tolerated ? R_UNSUP : R_FAIL;
-        goto out;
+        *result = tolerated ? R_UNSUP : R_FAIL;
+        return 0;
     }
     if (n_ok != n) {
         /* Some ranks enqueued the operation and others did not: their kernels can only time out. */
         if (cc_is_root(ctx)) cc_log(ctx, "FAIL: %s: ranks disagree on the status (%d of %d OK)", what, n_ok, n);
         cc_sync(ctx);
         *fatal = 1;
-        goto out;
+        return 0;
     }
-    if (cc_sync(ctx) != cudaSuccess || cc_async_error(ctx) != SYMMEM_OK) {
-        cc_log(ctx, "FAIL: %s: the operation did not complete", what);
-        cc_shm_abort(ctx->shm);
-        *fatal = 1;
-        goto out;
-    }
-    int failed = verify(ctx, c, rp, outer, outer_bytes, seed, hrecv, what, h_local, quiet);
+    return 1;
+}
+
+/* The completed case's outputs: verify() on every local rank, then bitwise equality across ranks (not for
+ * reduce-scatter). R_PASS or R_FAIL (*fatal set when the channel failed). */
+static int check_outputs(cc_ctx_t *ctx, const scase_t *c, placed_t *p, uint64_t seed, unsigned char *hrecv, int quiet,
+                         int *fatal)
+{
+    const int n = ctx->nranks;
+    uint64_t h_local[CC_MAX_RANKS], h_all[CC_MAX_RANKS];
+    int failed = verify(ctx, c, p->rp, p->outer, p->outer_bytes, seed, hrecv, p->what, h_local, quiet);
     if (cc_allgather_u64(ctx, h_local, h_all) != 0) {
         *fatal = 1;
-        goto out;
+        return R_FAIL;
     }
     if (c->coll != OP_RS)
         for (int r = 1; r < n; r++)
             if (h_all[r] != h_all[0]) {
-                if (cc_is_root(ctx) && !quiet) cc_log(ctx, "FAIL: %s: rank %d's output differs bitwise from rank 0's", what, r);
+                if (cc_is_root(ctx) && !quiet)
+                    cc_log(ctx, "FAIL: %s: rank %d's output differs bitwise from rank 0's", p->what, r);
                 failed = 1;
                 break;
             }
-    result = failed ? R_FAIL : R_PASS;
+    return failed ? R_FAIL : R_PASS;
+}
+
+static int run_case(cc_ctx_t *ctx, bufs_t *b, const scase_t *c, uint64_t seed, int quiet, int *fatal)
+{
+    placed_t p;
+    describe(c, ctx->nranks, &p);
+    unsigned char *hsend = malloc(p.sbytes ? p.sbytes : 1), *hrecv = malloc(p.outer_bytes + 2 * GUARD);
+    int result = R_FAIL;
+    uint64_t st_all[CC_MAX_RANKS];
+    if (!hsend || !hrecv) {
+        cc_log(ctx, "FAIL: out of host memory for %s", p.what);
+        cc_shm_abort(ctx->shm);
+        *fatal = 1;
+        goto out;
+    }
+    if (prepare(ctx, b, c, seed, hsend, &p) != 0) {
+        *fatal = 1;
+        goto out;
+    }
+    if (enqueue(ctx, c, p.sp, p.rp, p.what, st_all) != 0) {
+        *fatal = 1;
+        goto out;
+    }
+    if (!enqueued_everywhere(ctx, c, p.what, st_all, &result, fatal)) goto out;
+    if (cc_sync(ctx) != cudaSuccess || cc_async_error(ctx) != SYMMEM_OK) {
+        cc_log(ctx, "FAIL: %s: the operation did not complete", p.what);
+        cc_shm_abort(ctx->shm);
+        *fatal = 1;
+        goto out;
+    }
+    result = check_outputs(ctx, c, &p, seed, hrecv, quiet, fatal);
 out:
     free(hsend);
     free(hrecv);
@@ -326,6 +371,81 @@ static void build_cases(caselist_t *l, const size_t *counts, size_t ncounts, siz
     }
 }
 
+/* The case list for this run: quick, multi-process (chunk boundaries and 256 MiB cases too) or in-process
+ * counts; with --algo only that algorithm's cases. */
+static void plan_cases(const cc_ctx_t *ctx, int quick, symmem_algo_t only, size_t max_msg, caselist_t *cases)
+{
+    if (quick)
+        build_cases(cases, counts_quick, sizeof counts_quick / sizeof *counts_quick, max_msg, 0, ctx->nranks);
+    else if (ctx->multiproc)
+        build_cases(cases, counts_mp, sizeof counts_mp / sizeof *counts_mp, max_msg, 1, ctx->nranks);
+    else
+        build_cases(cases, counts_inproc, sizeof counts_inproc / sizeof *counts_inproc, max_msg, 0, ctx->nranks);
+    if (only != SYMMEM_ALGO_COUNT) {
+        size_t w = 0;
+        for (size_t k = 0; k < cases->n; k++)
+            if (cases->v[k].algo == only) cases->v[w++] = cases->v[k];
+        cases->n = w;
+    }
+}
+
+/* Buffers large enough for every case (rounded up to 2 MiB): symmetric, send, recv. 0, or 1 (main returns
+ * 1; the communicators are already destroyed when the symmetric allocation failed). */
+static int alloc_bufs(cc_ctx_t *ctx, const caselist_t *cases, size_t max_msg, bufs_t *b)
+{
+    memset(b, 0, sizeof *b);
+    for (size_t k = 0; k < cases->n; k++) {
+        size_t need = case_bytes_needed(&cases->v[k], ctx->nranks);
+        if (need > b->cap) b->cap = need;
+    }
+    b->cap = (b->cap + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
+    if (cc_is_root(ctx))
+        cc_log(ctx, "%zu cases; workspace limit %zu bytes; buffers of %zu MiB (symmetric, send, recv)", cases->n,
+               max_msg, b->cap >> 20);
+    if (cc_alloc(ctx, b->cap, b->sym) != SYMMEM_OK) {
+        cc_shm_abort(ctx->shm);
+        cc_finish(ctx);
+        return 1;
+    }
+    for (int i = 0; i < ctx->nlocal; i++) {
+        cudaSetDevice(ctx->r[i].device);
+        if (cudaMalloc(&b->dev_send[i], b->cap) != cudaSuccess || cudaMalloc(&b->dev_recv[i], b->cap) != cudaSuccess) {
+            cc_log(ctx, "FAIL: cudaMalloc(%zu)", b->cap);
+            cc_shm_abort(ctx->shm);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Every case in order until one leaves the ranks out of step (*fatal), the results tallied in *st (after
+ * MAX_PRINTED_FAILURES failures the cases run quiet). */
+static void run_cases(cc_ctx_t *ctx, bufs_t *b, const caselist_t *cases, stats_t *st, int *fatal)
+{
+    memset(st, 0, sizeof *st);
+    for (size_t k = 0; k < cases->n && !*fatal; k++) {
+        const scase_t *c = &cases->v[k];
+        int res = run_case(ctx, b, c, cc_mix64(0x5eedull ^ (k << 8)), st->fail >= MAX_PRINTED_FAILURES, fatal);
+        st->per_algo[c->coll][c->algo][res]++;
+        st->pass += res == R_PASS;
+        st->fail += res == R_FAIL;
+        st->unsupported += res == R_UNSUP;
+    }
+}
+
+/* The root's table: passed, failed and unsupported cases per operation and algorithm. */
+static void print_table(const cc_ctx_t *ctx, const stats_t *st)
+{
+    if (!cc_is_root(ctx)) return;
+    cc_log(ctx, "%-15s %-15s %8s %8s %12s", "operation", "algorithm", "passed", "failed", "unsupported");
+    for (int c = 0; c < OP_COUNT; c++)
+        for (int a = 0; a < SYMMEM_ALGO_COUNT; a++)
+            if (cc_algo_known(a))
+                cc_log(ctx, "%-15s %-15s %8llu %8llu %12llu", coll_names[c], symmem_algo_name((symmem_algo_t)a),
+                       (unsigned long long)st->per_algo[c][a][R_PASS], (unsigned long long)st->per_algo[c][a][R_FAIL],
+                       (unsigned long long)st->per_algo[c][a][R_UNSUP]);
+}
+
 int main(int argc, char **argv)
 {
     cc_ctx_t ctx;
@@ -346,68 +466,18 @@ int main(int argc, char **argv)
 
     size_t max_msg = symmem_comm_max_message_bytes(ctx.r[0].comm);
     caselist_t cases = {0, 0, 0};
-    if (quick)
-        build_cases(&cases, counts_quick, sizeof counts_quick / sizeof *counts_quick, max_msg, 0, ctx.nranks);
-    else if (ctx.multiproc)
-        build_cases(&cases, counts_mp, sizeof counts_mp / sizeof *counts_mp, max_msg, 1, ctx.nranks);
-    else
-        build_cases(&cases, counts_inproc, sizeof counts_inproc / sizeof *counts_inproc, max_msg, 0, ctx.nranks);
-    if (only != SYMMEM_ALGO_COUNT) {
-        size_t w = 0;
-        for (size_t k = 0; k < cases.n; k++)
-            if (cases.v[k].algo == only) cases.v[w++] = cases.v[k];
-        cases.n = w;
-    }
-
+    plan_cases(&ctx, quick, only, max_msg, &cases);
     bufs_t b;
-    memset(&b, 0, sizeof b);
-    for (size_t k = 0; k < cases.n; k++) {
-        size_t need = case_bytes_needed(&cases.v[k], ctx.nranks);
-        if (need > b.cap) b.cap = need;
-    }
-    b.cap = (b.cap + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
-    if (cc_is_root(&ctx))
-        cc_log(&ctx, "%zu cases; workspace limit %zu bytes; buffers of %zu MiB (symmetric, send, recv)", cases.n,
-               max_msg, b.cap >> 20);
-    if (cc_alloc(&ctx, b.cap, b.sym) != SYMMEM_OK) {
-        cc_shm_abort(ctx.shm);
-        cc_finish(&ctx);
-        return 1;
-    }
-    for (int i = 0; i < ctx.nlocal; i++) {
-        cudaSetDevice(ctx.r[i].device);
-        if (cudaMalloc(&b.dev_send[i], b.cap) != cudaSuccess || cudaMalloc(&b.dev_recv[i], b.cap) != cudaSuccess) {
-            cc_log(&ctx, "FAIL: cudaMalloc(%zu)", b.cap);
-            cc_shm_abort(ctx.shm);
-            return 1;
-        }
-    }
+    if (alloc_bufs(&ctx, &cases, max_msg, &b) != 0) return 1;
 
-    uint64_t tally[OP_COUNT][SYMMEM_ALGO_COUNT][3];
-    memset(tally, 0, sizeof tally);
-    uint64_t pass = 0, fail = 0, unsup = 0;
+    stats_t st;
     int fatal = 0;
-    for (size_t k = 0; k < cases.n && !fatal; k++) {
-        const scase_t *c = &cases.v[k];
-        int res = run_case(&ctx, &b, c, cc_mix64(0x5eedull ^ (k << 8)), fail >= MAX_PRINTED_FAILURES, &fatal);
-        tally[c->coll][c->algo][res]++;
-        pass += res == R_PASS;
-        fail += res == R_FAIL;
-        unsup += res == R_UNSUP;
-    }
+    run_cases(&ctx, &b, &cases, &st, &fatal);
     if (fatal) {
         cc_log(&ctx, "FAIL: stopped early: the communicator or the process channel is unusable");
-        fail++;
+        st.fail++;
     }
-    if (cc_is_root(&ctx)) {
-        cc_log(&ctx, "%-15s %-15s %8s %8s %12s", "operation", "algorithm", "passed", "failed", "unsupported");
-        for (int c = 0; c < OP_COUNT; c++)
-            for (int a = 0; a < SYMMEM_ALGO_COUNT; a++)
-                if (cc_algo_known(a))
-                    cc_log(&ctx, "%-15s %-15s %8llu %8llu %12llu", coll_names[c], symmem_algo_name((symmem_algo_t)a),
-                           (unsigned long long)tally[c][a][R_PASS], (unsigned long long)tally[c][a][R_FAIL],
-                           (unsigned long long)tally[c][a][R_UNSUP]);
-    }
+    print_table(&ctx, &st);
     for (int i = 0; i < ctx.nlocal; i++) {
         cudaSetDevice(ctx.r[i].device);
         cudaFree(b.dev_send[i]);
@@ -420,8 +490,10 @@ int main(int argc, char **argv)
     cc_finish(&ctx);
     free(cases.v);
     if (cc_is_root(&ctx))
-        cc_log(&ctx, "checked every operation x dtype x op x algorithm against a float64 reference, placements, "
+        cc_log(&ctx,
+               "checked every operation x dtype x op x algorithm against a float64 reference, placements, "
                "offsets, guards and cross-rank bitwise equality: %llu cases passed, %llu failed, %llu unsupported "
-               "(tolerated)", (unsigned long long)pass, (unsigned long long)fail, (unsigned long long)unsup);
-    return fail ? 1 : 0;
+               "(tolerated)",
+               (unsigned long long)st.pass, (unsigned long long)st.fail, (unsigned long long)st.unsupported);
+    return st.fail ? 1 : 0;
 }

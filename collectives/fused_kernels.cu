@@ -14,7 +14,7 @@
  * is taken (and cleared) by its reader in that round; a kernel reads its data only after
  * griddepcontrol.wait, i.e. after the whole previous kernel of its rank completed; and every fused kernel
  * completes on a rank only after every rank's kernel of the same call has pushed (one-shot: every rank
- * reads every rank's slot; two-shot: the owner of pack 0 reads every rank's piece of it and every rank
+ * reads every peer's slot; two-shot: the owner of pack 0 reads every rank's piece of it and every rank
  * reads the owner's result), as do oneshot_push and twoshot_lamport. So a peer that pushes in round j + 3
  * has completed round j + 2 (or j + 1), which saw pushes I made after my kernel of round j completed. One
  * round per kernel is what lets the pushes ignore which block reads what: the plain Lamport kernels'
@@ -25,7 +25,8 @@
  * pack is loaded for good: one-shot, my own slot's pack, which (in place only) the one thread that loads
  * x's pack for every destination stores last; two-shot, the owner's result of the pack, which needed my
  * piece of it (pushed by the one thread that loaded it) or, for my own shard, my own load. Without in
- * place the one-shot pushes are split by destination too (a store per thread), each unit loading x. */
+ * place the one-shot pushes are split by destination too (a store per thread), each unit loading x, and
+ * only to the n - 1 peers: the reducing block reads my own pack from x, which nothing writes. */
 #include <cuda_runtime.h>
 
 #include "collectives/kernel_abi.h"
@@ -136,8 +137,9 @@ __device__ __forceinline__ bool norm_row(const F &p, uint32_t row, int parity, G
     return true;
 }
 
-/* One-shot: my x (fix_pack'ed) into slot r of every rank, my own last; then block b reduces its rows from
- * the n slots in rank order and norms them. Every slot of the round is taken by the block of its row. */
+/* One-shot: my x (fix_pack'ed) into slot r of every peer; then block b reduces its rows in rank order, my
+ * own packs read from x, and norms them. In place my own slot is pushed too, last, and read instead of x.
+ * Every slot pushed in the round is taken by the block of its row. */
 template <typename T, bool CHK> __device__ __forceinline__ bool run_oneshot(const F &p, Ctx &c)
 {
     const int n = p.c.nranks, r = p.c.rank;
@@ -155,8 +157,8 @@ template <typename T, bool CHK> __device__ __forceinline__ bool run_oneshot(cons
         }
     } else {
         /* unit u: destination (r + 1 + u / M) mod n, pack u % M: one store per thread, consecutive threads
-         * store consecutive packs */
-        for (uint32_t u = t0; u < (uint32_t)n * M; u += nt) {
+         * store consecutive packs; my own pack is read from x when it is reduced, so n - 1 destinations */
+        for (uint32_t u = t0; u < (uint32_t)(n - 1) * M; u += nt) {
             const uint32_t di = u / M, g = u - di * M;
             const int d = (r + 1 + (int)di) % n;
             st16(p.c.ws[d] + boff + ((uint64_t)r * M + g) * 16, load_x<T>(p, g));
@@ -165,12 +167,13 @@ template <typename T, bool CHK> __device__ __forceinline__ bool run_oneshot(cons
     if (threadIdx.x == 0) late_check(p.c, c); /* while the pushes travel */
     if (!lamport_hdr_check<CHK>(p.c, c, j)) return false;
     char *mine = p.c.ws[r] + boff;
+    const int own = p.inplace ? -1 : r; /* in place my own pack comes through my slot (see above) */
     int parity = 0;
     for (uint32_t row = blockIdx.x; row < p.rows; row += gridDim.x, parity ^= 1) {
         const bool ok = norm_row<T>(p, row, parity, [&](uint32_t g, bool &fail) -> uint4 {
-            return fix_pack<T>(reduce_ranks<T, SYMMEM_OP_SUM>(n, [&](int src) -> uint4 {
-                return lamport_take(p.c, c, mine + ((uint64_t)src * M + g) * 16, src, j, fail);
-            }));
+            return fix_pack<T>(lamport_reduce<T, SYMMEM_OP_SUM>(
+                p.c, c, n, own, [&](int src) { return mine + ((uint64_t)src * M + g) * 16; },
+                [&]() { return load_x<T>(p, g); }, j, fail));
         });
         if (!ok) return false;
     }
@@ -200,10 +203,9 @@ template <typename T, bool CHK> __device__ __forceinline__ bool run_twoshot(cons
     bool fail = false;
     const uint32_t lo = (uint32_t)r * S, hi = min(M, lo + S);
     for (uint32_t g = lo + t0; g < hi && !fail; g += nt) {
-        const uint4 h = fix_pack<T>(reduce_ranks<T, SYMMEM_OP_SUM>(n, [&](int src) -> uint4 {
-            if (src == r) return load_x<T>(p, g);
-            return lamport_take(p.c, c, mine + ((uint64_t)src * S + (g - lo)) * 16, src, j, fail);
-        }));
+        const uint4 h = fix_pack<T>(lamport_reduce<T, SYMMEM_OP_SUM>(
+            p.c, c, n, r, [&](int src) { return mine + ((uint64_t)src * S + (g - lo)) * 16; },
+            [&]() { return load_x<T>(p, g); }, j, fail));
         if (fail) break;
         for (int k = 1; k <= n; k++) st16(p.c.ws[(r + k) % n] + boff + gat + (uint64_t)g * 16, h);
     }

@@ -45,10 +45,9 @@ template <typename T, int OP, bool CHK> __device__ __forceinline__ bool run_lamp
             const int nv = shard_valid<V>(p, s, i);
             if (nv <= 0) continue;
             const uint64_t ue = s * p.stride + i;
-            const uint4 out = reduce_ranks<T, OP>(n, [&](int src) -> uint4 {
-                if (src == r) return fix_pack<T>(load_user<T>(send, ue, nv, al, false));
-                return lamport_take(p, c, mine + src * slot + q * 16, src, j, fail);
-            });
+            const uint4 out = lamport_reduce<T, OP>(
+                p, c, n, r, [&](int src) { return mine + src * slot + q * 16; },
+                [&]() { return fix_pack<T>(load_user<T>(send, ue, nv, al, false)); }, j, fail);
             if (!fail) store_user<T>(recv, rs ? i : ue, out, nv, al);
         }
         if (__syncthreads_or(fail)) return false;
@@ -93,23 +92,37 @@ template <typename T, int OP, bool CHK> __device__ __forceinline__ bool run_lamp
             const int nv = shard_valid<V>(p, r, i);
             if (nv <= 0) continue;
             const uint64_t ue = r * p.stride + i;
-            const uint4 out = fix_pack<T>(reduce_ranks<T, OP>(n, [&](int src) -> uint4 {
-                if (src == r) return fix_pack<T>(load_user<T>(send, ue, nv, al, false));
-                return lamport_take(p, c, mine + (src * segp + pk) * 16, src, j, fail);
-            }));
+            const uint4 out = fix_pack<T>(lamport_reduce<T, OP>(
+                p, c, n, r, [&](int src) { return mine + (src * segp + pk) * 16; },
+                [&]() { return fix_pack<T>(load_user<T>(send, ue, nv, al, false)); }, j, fail));
             if (fail) break;
             for (int k = 1; k < n; k++) st16(p.ws[(r + k) % n] + boff + gat + (r * segp + pk) * 16, out);
             store_user<T>(recv, ue, out, nv, al);
         }
-        /* the other shards, as their owners pushed them */
+        /* the other shards, as their owners pushed them: the first loads of a group of four in flight
+         * together (lamport_reduce says why) */
         for (uint64_t pk = t0; pk < segp && !fail; pk += nt) {
             const uint64_t i = off + pk * V;
-            for (int k = 1; k < n && !fail; k++) {
-                const int s = (r + k) % n;
-                const int nv = shard_valid<V>(p, s, i);
-                if (nv <= 0) continue;
-                const uint4 v = lamport_take(p, c, mine + gat + (s * segp + pk) * 16, s, j, fail);
-                if (!fail) store_user<T>(recv, s * p.stride + i, v, nv, al);
+            for (int k0 = 1; k0 < n && !fail; k0 += 4) {
+                uint4 v[4];
+                int nv[4];
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    const int s = (r + k0 + u) % n;
+                    nv[u] = k0 + u < n ? shard_valid<V>(p, s, i) : 0;
+                    if (nv[u] > 0) v[u] = ld_volatile16(mine + gat + (s * segp + pk) * 16);
+                }
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    if (nv[u] <= 0) continue;
+                    const int s = (r + k0 + u) % n;
+                    char *a = mine + gat + (s * segp + pk) * 16;
+                    if (lamport_full(v[u]))
+                        st16(a, lamport_empty4());
+                    else
+                        v[u] = lamport_take(p, c, a, s, j, fail);
+                    if (!fail) store_user<T>(recv, s * p.stride + i, v[u], nv[u], al);
+                }
             }
         }
         if (__syncthreads_or(fail)) return false;

@@ -238,6 +238,44 @@ __device__ __forceinline__ uint4 lamport_take(const P &p, const Ctx &c, char *a,
     }
 }
 
+/* Reduce the n ranks' packs in rank order, as reduce_ranks does (the same operations in the same order, so
+ * the same bits), where rank src's pack is the Lamport pack at addr(src) (taken: lamport_take) except for
+ * rank `own`, whose pack is own_pack() (own < 0: every rank's is taken). The first load of every pack of a
+ * group of four is issued before any is examined: a poll loop cannot start before the one ahead of it
+ * exits (its exit depends on its load), so taking one pack after another costs a memory round trip per
+ * rank, this about one per group. */
+template <typename T, int OP, typename Addr, typename Own>
+__device__ __forceinline__ uint4 lamport_reduce(const P &p, const Ctx &c, int n, int own, Addr addr, Own own_pack,
+                                                uint64_t j, bool &fail)
+{
+    constexpr int V = Pack<T>::V, G = 4;
+    float acc[V];
+    for (int s0 = 0; s0 < n; s0 += G) {
+        uint4 v[G];
+#pragma unroll
+        for (int k = 0; k < G; k++) {
+            const int s = s0 + k;
+            if (s < n) v[k] = s == own ? own_pack() : ld_volatile16(addr(s));
+        }
+#pragma unroll
+        for (int k = 0; k < G; k++) {
+            const int s = s0 + k;
+            if (s >= n) continue;
+            if (s != own) {
+                if (lamport_full(v[k]))
+                    st16(addr(s), lamport_empty4());
+                else
+                    v[k] = lamport_take(p, c, addr(s), s, j, fail);
+            }
+            float f[V];
+            Conv<T>::unpack(v[k], f);
+#pragma unroll
+            for (int e = 0; e < V; e++) acc[e] = s == 0 ? f[e] : redop<OP>(acc[e], f[e]);
+        }
+    }
+    return Conv<T>::pack(acc);
+}
+
 /* Round headers (SYMMEM_LAMPORT_CHECK=1, p.lam_check: the CHK instantiation). Lamport payload carries no
  * tag, so a peer that made a different call (another count, algorithm, dtype, op: the tag) would have its
  * slots read as data,

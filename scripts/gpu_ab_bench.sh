@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A/B benchmark of two trees on one GPU machine: builds an old tree and this tree into two build folders
 # (native arch, symmem-bench only), then runs symmem-bench (all-reduce, bf16 sum, auto, CUDA-graph
-# replays) with 2 ranks in one process, old and new interleaved (A B A B ...), and prints one table:
-# per size the median over rounds of each build's time, the algorithm auto chose, and new/old.
+# replays) with AB_RANKS ranks (default 2) in one process, old and new interleaved (A B A B ...), and
+# prints one table: per size the median over rounds of each build's time, the algorithm auto chose, and
+# new/old.
 #
 #   scripts/gpu_ab_bench.sh OLD [ROUNDS]
 #     OLD: a commit (needs git and the repository here), a directory holding the old tree, or a tarball of
@@ -13,9 +14,10 @@
 #            scripts/gpu_ab_bench.sh build-ab/old.tar.gz
 #     ROUNDS: runs per build (default 3, at least 2).
 #   Environment: AB_SIZES (default "1K 64K 1M 16M"), AB_ARGS (more symmem-bench arguments, e.g. "-a all"
-#   to time every algorithm; rows are then keyed by size and algorithm), AB_DIR (build folders, default
-#   build-ab), AB_JOBS (build parallelism, default nproc), AB_ARCH (CUDA architectures, default native),
-#   AB_REUSE=1 (measure again with the build folders of an earlier run: no extraction, no build),
+#   to time every algorithm; rows are then keyed by size and algorithm), AB_RANKS (ranks, threads of one
+#   process, default 2), AB_DIR (build folders, default build-ab), AB_JOBS (build parallelism, default
+#   nproc), AB_ARCH (CUDA architectures, default native), AB_REUSE=1 (measure again with the build
+#   folders of an earlier run: no extraction, no build),
 #   AB_BUILD_ONLY=1 (build and stop: to build while something else uses the GPU, then measure with
 #   AB_REUSE=1).
 #
@@ -40,6 +42,8 @@ OLD=${1:?usage: scripts/gpu_ab_bench.sh OLD_COMMIT|OLD_DIR|OLD_TARBALL [ROUNDS] 
 ROUNDS=${2:-3}
 [ "$ROUNDS" -ge 2 ] 2>/dev/null || { echo "ROUNDS must be at least 2"; exit 2; }
 SIZES=${AB_SIZES:-1K 64K 1M 16M}
+RANKS=${AB_RANKS:-2}
+[ "$RANKS" -ge 2 ] 2>/dev/null && [ "$RANKS" -le 16 ] || { echo "AB_RANKS must be 2..16"; exit 2; }
 JOBS=${AB_JOBS:-$(nproc)}
 t_start=$(date +%s)
 
@@ -100,7 +104,7 @@ run_one() { # build round
   : > "$out"
   for span in "${SPANS[@]}"; do
     env -u SYMMEM_TUNE_FILE -u SYMMEM_ALGO SYMMEM_TOPO_CACHE_DIR="$AB/cache-$1" \
-      timeout 150 "$AB/build-$1/bench/symmem-bench" --inprocess -N 2 --nccl 0 -b "${span%%:*}" -e "${span##*:}" -f 4 \
+      timeout 150 "$AB/build-$1/bench/symmem-bench" --inprocess -N "$RANKS" --nccl 0 -b "${span%%:*}" -e "${span##*:}" -f 4 \
       ${AB_ARGS:-} >> "$out" 2>&1 || echo "# symmem-bench exited $? (build $1, sizes $span)" >> "$out"
   done
 }
@@ -112,9 +116,9 @@ t_ran=$(date +%s)
 
 # ---- the table -------------------------------------------------------------------------------------------
 # Rows of symmem-bench: size count type redop algo | time algbw busbw #wrong | nccl ... | ratio
-python3 - "$AB" "$ROUNDS" "$SIZE_BYTES" <<'EOF'
+python3 - "$AB" "$ROUNDS" "$SIZE_BYTES" "$RANKS" <<'EOF'
 import statistics, sys
-ab, rounds = sys.argv[1], int(sys.argv[2])
+ab, rounds, nranks = sys.argv[1], int(sys.argv[2]), int(sys.argv[4])
 wanted = {int(x) for x in sys.argv[3].split()}
 t = {}      # (build, size, algo-column key) -> [times]
 label = {}  # (build, size, key) -> auto's label
@@ -146,7 +150,7 @@ def fmt_size(b):
         if b >= div and b % div == 0:
             return f"{b // div} {unit}"
     return f"{b} B"
-print(f"# symmem-bench all-reduce bf16 sum, 2 ranks in one process on one GPU, CUDA-graph replays; median of {rounds} "
+print(f"# symmem-bench all-reduce bf16 sum, {nranks} ranks in one process on one GPU, CUDA-graph replays; median of {rounds} "
       "rounds per build (each round's figure is itself the median of 10 replays, slowest rank)")
 print(f"{'size':>8} {'algo (old / new)':>36} {'old us':>9} {'new us':>9} {'new/old':>8}   old rounds | new rounds")
 ratios = []

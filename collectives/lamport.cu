@@ -104,18 +104,22 @@ template <typename T, int OP, bool CHK> __device__ __forceinline__ bool run_lamp
         for (uint64_t pk = t0; pk < segp && !fail; pk += nt) {
             const uint64_t i = off + pk * V;
             for (int k0 = 1; k0 < n && !fail; k0 += 4) {
+                /* peers r + k0 .. r + k0 + 3, wrapped without a division: this loop is on the bandwidth-
+                 * bound path of large messages, where instructions per pack count (bench/NOTES.md,
+                 * "Session 11") */
+                const int s0 = r + k0 < n ? r + k0 : r + k0 - n;
                 uint4 v[4];
                 int nv[4];
 #pragma unroll
                 for (int u = 0; u < 4; u++) {
-                    const int s = (r + k0 + u) % n;
+                    const int s = s0 + u < n ? s0 + u : s0 + u - n;
                     nv[u] = k0 + u < n ? shard_valid<V>(p, s, i) : 0;
                     if (nv[u] > 0) v[u] = ld_volatile16(mine + gat + (s * segp + pk) * 16);
                 }
 #pragma unroll
                 for (int u = 0; u < 4; u++) {
                     if (nv[u] <= 0) continue;
-                    const int s = (r + k0 + u) % n;
+                    const int s = s0 + u < n ? s0 + u : s0 + u - n;
                     char *a = mine + gat + (s * segp + pk) * 16;
                     if (lamport_full(v[u]))
                         st16(a, lamport_empty4());

@@ -47,6 +47,19 @@ def _errors_fail_tests_not_the_run():
 # ---------------------------------------------------------------------------------------------------------
 # Harness: run body(rank, comm, ctx) on every rank, as threads or as processes.
 # ---------------------------------------------------------------------------------------------------------
+def _in_turn(ctx, rank, fn):
+    """fn() on one rank after another, in rank order. For CUDA-graph captures: torch.cuda.graph synchronizes
+    the device on entry, and a device-wide synchronize from one thread invalidates the capture another
+    thread of the process has open on that device (cudaErrorStreamCaptureInvalidated), so ranks that are
+    threads sharing a GPU must not capture at the same time. Capturing a collective needs no peer."""
+    out = None
+    for r in range(ctx.n):
+        if r == rank:
+            out = fn()
+        ctx.barrier()
+    return out
+
+
 class ThreadCtx:
     def __init__(self, n):
         self.n = n
@@ -55,6 +68,9 @@ class ThreadCtx:
 
     def barrier(self):
         self._bar.wait()
+
+    def one_at_a_time(self, rank, fn):
+        return _in_turn(self, rank, fn)
 
     def gather(self, rank, obj):
         self._slots[rank] = obj
@@ -103,6 +119,9 @@ class ProcCtx:
     def barrier(self):
         import torch.distributed as dist
         dist.barrier()
+
+    def one_at_a_time(self, rank, fn):
+        return _in_turn(self, rank, fn)
 
     def gather(self, rank, obj):
         import torch.distributed as dist
@@ -306,8 +325,11 @@ def body_graph(rank, comm, ctx):
     torch.cuda.synchronize(dev)
     ctx.barrier()
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s, capture_error_mode="thread_local"):
-        res, rs, ag = step()
+
+    def capture():
+        with torch.cuda.graph(g, stream=s, capture_error_mode="thread_local"):
+            return step()
+    res, rs, ag = ctx.one_at_a_time(rank, capture)
     for it in range(5):
         parts = [parts_for((count,), dtype, n, 100 + 10 * it + i) for i in range(k)]
         rs_parts = parts_for((n * 64, 5), dtype, n, 900 + it)
@@ -393,10 +415,13 @@ def body_timeout(rank, comm, ctx):
     comm.all_reduce(x)
     s = torch.cuda.current_stream(dev)
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s, capture_error_mode="thread_local"):
-        y = comm.all_reduce(x)
-    torch.cuda.synchronize(dev)
-    ctx.barrier()
+
+    def capture():
+        with torch.cuda.graph(g, stream=s, capture_error_mode="thread_local"):
+            y = comm.all_reduce(x)
+        torch.cuda.synchronize(dev)
+        return y
+    y = ctx.one_at_a_time(rank, capture)
     if rank == 0:
         g.replay()                     # rank 1 never replays
         torch.cuda.synchronize(dev)    # returns once the kernel has timed out
@@ -587,8 +612,11 @@ def body_rmsnorm_graph(rank, comm, ctx):
     torch.cuda.synchronize(dev)
     ctx.barrier()
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s, capture_error_mode="thread_local"):
-        ya, res_a, p, res_b = step()
+
+    def capture():
+        with torch.cuda.graph(g, stream=s, capture_error_mode="thread_local"):
+            return step()
+    ya, res_a, p, res_b = ctx.one_at_a_time(rank, capture)
     for it in range(4):
         a, res0, wt = rms_inputs(shape, dtype, n, 700 + 10 * it)
         b = parts_for(shape, dtype, n, 701 + 10 * it)
@@ -689,7 +717,18 @@ def test_threads_symmetric(nranks):
     run_threads(nranks, body_symmetric)
 
 
+def skip_compile_on_shared_gpu(nranks):
+    # Compiled code brings kernels of its own that the process loads, and may benchmark, on their first
+    # run: both wait for what runs on the device, so a thread rank doing it while a co-located thread's
+    # collective waits for it hangs until the timeout (seen on one H200; docs/collectives.md, "Lazy
+    # loading"). One process per rank has no such hazard: test_processes[compile-*] runs it, under MPS.
+    if torch.cuda.device_count() < nranks:
+        pytest.skip(f"torch.compile with {nranks} thread ranks needs {nranks} GPUs (ranks sharing a GPU: "
+                    "test_processes[compile-*])")
+
+
 def test_threads_compile():
+    skip_compile_on_shared_gpu(2)
     run_threads(2, body_compile)
 
 
@@ -723,6 +762,7 @@ def test_threads_rmsnorm_graph(nranks):
 
 
 def test_threads_rmsnorm_compile():
+    skip_compile_on_shared_gpu(2)
     run_threads(2, body_rmsnorm_compile)
 
 
@@ -732,7 +772,8 @@ def test_threads_rmsnorm_errors(nranks):
 
 
 @pytest.mark.parametrize("nranks", [2, 4])
-@pytest.mark.parametrize("body", [body_rmsnorm, body_rmsnorm_graph], ids=["eager", "graph"])
+@pytest.mark.parametrize("body", [body_rmsnorm, body_rmsnorm_graph, body_rmsnorm_compile],
+                         ids=["eager", "graph", "compile"])
 def test_processes_rmsnorm(nranks, body):
     if not multiprocess_ok(nranks):
         pytest.skip(f"{nranks} processes need {nranks} GPUs or MPS (SYMMEM_TEST_MPS=1)")

@@ -141,7 +141,9 @@ def _proc_main(rank, nranks, init_file, body_name, q):
         comm = st.SymmemCommunicator(dist.group.WORLD, dev)
         assert not comm.disabled, "communicator disabled (see the warning above)"
         assert comm.group_name == dist.group.WORLD.group_name
-        globals()[body_name](rank, comm, ProcCtx(nranks))
+        # a side stream, as for thread ranks and as frameworks run: CUDA graphs cannot capture the default one
+        with torch.cuda.stream(torch.cuda.Stream(dev)):
+            globals()[body_name](rank, comm, ProcCtx(nranks))
         torch.cuda.synchronize()
         comm.close()
         dist.destroy_process_group()

@@ -8,8 +8,9 @@
 #        the package; pytest runs every test (GPU tests skip without a GPU).
 #   scripts/test_python.sh --gpu      the GPU machine (no internet): one venv over the system's torch
 #     (--system-site-packages), pytest and scikit-build-core from build-python/wheelhouse when missing,
-#     `pip install --no-build-isolation .`, MPS started for the multi-process tests and stopped after,
-#     pytest -v on every test.
+#     `pip install --no-build-isolation .`, then pytest -v on the files that use a GPU (test_torch_gpu.py,
+#     test_integrations_gpu_*.py): ranks as threads without MPS, then MPS started for the rest and stopped
+#     after. The CPU-only files are CI's (SYMMEM_TEST_GPU_ALL_FILES=1 runs them here too).
 #   scripts/test_python.sh --wheelhouse   (PyPI reachable) puts pytest and scikit-build-core wheels for
 #     Python 3.12 into build-python/wheelhouse, to carry to the GPU machine.
 #
@@ -92,7 +93,10 @@ if [ "$mode" = --gpu ]; then
   fi
   step "pytest (GPU tests included; multi-process tests: SYMMEM_TEST_MPS=${SYMMEM_TEST_MPS:-0})"
   rc=0
-  SYMMEM_EXPECT_OP_LIBRARY=1 run_pytest "$venv" -v -rs "$repo/python/tests" -k "not threads" "${@:2}" || rc=$?
+  # device time is scarce: the CPU-only files ran in CI already
+  files=("$repo"/python/tests/test_torch_gpu.py "$repo"/python/tests/test_integrations_gpu_*.py)
+  [ "${SYMMEM_TEST_GPU_ALL_FILES:-0}" = 1 ] && files=("$repo/python/tests")
+  SYMMEM_EXPECT_OP_LIBRARY=1 run_pytest "$venv" -v -rs "${files[@]}" -k "not threads" "${@:2}" || rc=$?
   [ "$rc_threads" = 0 ] || rc=$rc_threads
   exit $rc
 fi

@@ -722,8 +722,8 @@ def test_threads_symmetric(nranks):
 def skip_compile_on_shared_gpu(nranks):
     # Compiled code brings kernels of its own that the process loads, and may benchmark, on their first
     # run: both wait for what runs on the device, so a thread rank doing it while a co-located thread's
-    # collective waits for it hangs until the timeout (seen on one H200; docs/collectives.md, "Lazy
-    # loading"). One process per rank has no such hazard: test_processes[compile-*] runs it, under MPS.
+    # collective waits for it can hang until the timeout (two thread ranks on one H200 did; docs/collectives.md,
+    # "Lazy loading"). test_processes[compile-*] runs compiled code with a process per rank, under MPS.
     if torch.cuda.device_count() < nranks:
         pytest.skip(f"torch.compile with {nranks} thread ranks needs {nranks} GPUs (ranks sharing a GPU: "
                     "test_processes[compile-*])")

@@ -74,45 +74,52 @@ __device__ __forceinline__ float block_sum(float v, bool &fail, int parity)
     return s;
 }
 
-/* Residual add and RMSNorm of row `row` of the kernel. get_h(g, fail) returns flat pack g of the reduced
- * row (rounded to T, fix_pack'ed: the same bits on every rank). Every thread of the block calls it. Stores
- * residual = round(residual + h) and out = round(residual * inv * weight), inv = 1 / sqrt(mean(residual^2)
- * + eps) from the rounded residual, all in fp32 with correctly rounded operations. False: a take failed
- * (reported) or the communicator aborted; nothing of out is stored then. */
-template <typename T, typename GetH>
-__device__ __forceinline__ bool norm_row(const F &p, uint32_t row, int parity, GetH get_h)
+/* Residual add and RMSNorm of row `row` of the kernel, each thread holding PB packs of the row (PB >= ppt;
+ * pack i of the thread is k = threadIdx.x + i * blockDim.x, valid where i < ppt and k < row_packs). fetch(base,
+ * valid, h, fail) fills h[i] of every valid pack i with flat pack base + k of the reduced row (rounded to T,
+ * fix_pack'ed: the same bits on every rank), unpacked, taking the thread's packs together (one wait per
+ * group, not one per pack: lamport_reduce_packs). Every thread of the block calls it. Stores residual =
+ * round(residual + h) and out = round(residual * inv * weight), inv = 1 / sqrt(mean(residual^2) + eps) from
+ * the rounded residual, all in fp32 with correctly rounded operations. False: a take failed (reported) or
+ * the communicator aborted; nothing of out is stored then. */
+template <typename T, int PB, typename Fetch>
+__device__ __forceinline__ bool norm_row(const F &p, uint32_t row, int parity, Fetch fetch)
 {
-    constexpr int V = Pack<T>::V, MAXP = SYMMEM_FUSED_ELEMS_PER_THREAD / V;
+    constexpr int V = Pack<T>::V;
     const bool al = p.c.aligned != 0;
     const uint32_t P = p.row_packs, ppt = p.ppt;
-    float v[MAXP][V];
-    float ss = 0.0f;
-    bool fail = false;
+    uint32_t valid = 0;
+#pragma unroll
+    for (int i = 0; i < PB; i++)
+        if ((uint32_t)i < ppt && threadIdx.x + (uint32_t)i * blockDim.x < P) valid |= 1u << i;
     /* residual and weight do not depend on the peers: their loads overlap the wait for the reduced row */
 #pragma unroll
-    for (int i = 0; i < MAXP; i++) {
+    for (int i = 0; i < PB; i++) {
+        if (!((valid >> i) & 1u)) continue;
         const uint32_t k = threadIdx.x + (uint32_t)i * blockDim.x;
-        if ((uint32_t)i >= ppt || k >= P) continue;
         int nv;
         const uint64_t el = pack_elem<V>(p, row * P + k, nv);
         prefetch_l1(static_cast<const T *>(p.residual) + el);
         prefetch_l1(static_cast<const T *>(p.weight) + (uint64_t)k * V);
     }
+    float v[PB][V];
 #pragma unroll
-    for (int i = 0; i < MAXP; i++) {
+    for (int i = 0; i < PB; i++)
 #pragma unroll
         for (int e = 0; e < V; e++) v[i][e] = 0.0f;
+    bool fail = false;
+    fetch(row * P, valid, v, fail);
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < PB; i++) {
+        if (!((valid >> i) & 1u) || fail) continue;
         const uint32_t k = threadIdx.x + (uint32_t)i * blockDim.x;
-        if ((uint32_t)i >= ppt || k >= P || fail) continue;
         int nv;
         const uint64_t el = pack_elem<V>(p, row * P + k, nv);
-        const uint4 h = get_h(row * P + k, fail);
-        if (fail) continue;
-        float hf[V], rf[V];
-        Conv<T>::unpack(h, hf);
+        float rf[V];
         Conv<T>::unpack(load_user<T>(p.residual, el, nv, al, false), rf);
 #pragma unroll
-        for (int e = 0; e < V; e++) rf[e] = __fadd_rn(rf[e], hf[e]);
+        for (int e = 0; e < V; e++) rf[e] = __fadd_rn(rf[e], v[i][e]);
         const uint4 rn = Conv<T>::pack(rf);
         store_user<T>(p.residual, el, rn, nv, al);
         Conv<T>::unpack(rn, v[i]); /* padding elements are 0 in h and in the loaded residual */
@@ -123,9 +130,9 @@ __device__ __forceinline__ bool norm_row(const F &p, uint32_t row, int parity, G
     if (fail) return false;
     const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)p.hidden), p.eps)));
 #pragma unroll
-    for (int i = 0; i < MAXP; i++) {
+    for (int i = 0; i < PB; i++) {
+        if (!((valid >> i) & 1u)) continue;
         const uint32_t k = threadIdx.x + (uint32_t)i * blockDim.x;
-        if ((uint32_t)i >= ppt || k >= P) continue;
         int nv;
         const uint64_t el = pack_elem<V>(p, row * P + k, nv);
         float w[V], o[V];
@@ -137,11 +144,18 @@ __device__ __forceinline__ bool norm_row(const F &p, uint32_t row, int parity, G
     return true;
 }
 
+/* Ranks reduced per group of the one-shot's takes: about four first loads in flight per thread (the
+ * grouping of lamport_reduce), as PB packs times GS ranks. */
+template <int PB> struct TakeGroup {
+    static constexpr int GS = PB >= 4 ? 1 : 4 / PB;
+};
+
 /* One-shot: my x (fix_pack'ed) into slot r of every peer; then block b reduces its rows in rank order, my
  * own packs read from x, and norms them. In place my own slot is pushed too, last, and read instead of x.
  * Every slot pushed in the round is taken by the block of its row. */
-template <typename T, bool CHK> __device__ __forceinline__ bool run_oneshot(const F &p, Ctx &c)
+template <typename T, int PB, bool CHK> __device__ __forceinline__ bool run_oneshot(const F &p, Ctx &c)
 {
+    constexpr int V = Pack<T>::V;
     const int n = p.c.nranks, r = p.c.rank;
     const uint32_t M = p.rows * p.row_packs;
     const uint64_t j = c.lseq;
@@ -170,10 +184,15 @@ template <typename T, bool CHK> __device__ __forceinline__ bool run_oneshot(cons
     const int own = p.inplace ? -1 : r; /* in place my own pack comes through my slot (see above) */
     int parity = 0;
     for (uint32_t row = blockIdx.x; row < p.rows; row += gridDim.x, parity ^= 1) {
-        const bool ok = norm_row<T>(p, row, parity, [&](uint32_t g, bool &fail) -> uint4 {
-            return fix_pack<T>(lamport_reduce<T, SYMMEM_OP_SUM>(
-                p.c, c, n, own, [&](int src) { return mine + ((uint64_t)src * M + g) * 16; },
-                [&]() { return load_x<T>(p, g); }, j, fail));
+        const bool ok = norm_row<T, PB>(p, row, parity, [&](uint32_t base, uint32_t valid, float (&h)[PB][V], bool &fail) {
+            const uint32_t g0 = base + threadIdx.x, step = blockDim.x;
+            lamport_reduce_packs<T, SYMMEM_OP_SUM, PB, TakeGroup<PB>::GS>(
+                p.c, c, n, own, valid,
+                [&](int i, int src) { return mine + ((uint64_t)src * M + g0 + (uint32_t)i * step) * 16; },
+                [&](int i) { return load_x<T>(p, g0 + (uint32_t)i * step); }, j, fail, h);
+#pragma unroll
+            for (int i = 0; i < PB; i++)
+                if ((valid >> i) & 1u) Conv<T>::unpack(fix_pack<T>(Conv<T>::pack(h[i])), h[i]);
         });
         if (!ok) return false;
     }
@@ -183,8 +202,9 @@ template <typename T, bool CHK> __device__ __forceinline__ bool run_oneshot(cons
 /* Two-shot: my x pieces to their owners (pack g belongs to rank g / shard_packs), my shard reduced in rank
  * order and its result pushed into gather[] of every rank, my own last; then block b takes its rows from
  * gather[] and norms them. */
-template <typename T, bool CHK> __device__ __forceinline__ bool run_twoshot(const F &p, Ctx &c)
+template <typename T, int PB, bool CHK> __device__ __forceinline__ bool run_twoshot(const F &p, Ctx &c)
 {
+    constexpr int V = Pack<T>::V;
     const int n = p.c.nranks, r = p.c.rank;
     const uint32_t M = p.rows * p.row_packs, S = p.shard_packs;
     const uint64_t j = c.lseq;
@@ -212,8 +232,17 @@ template <typename T, bool CHK> __device__ __forceinline__ bool run_twoshot(cons
     if (__syncthreads_or(fail)) return false;
     int parity = 0;
     for (uint32_t row = blockIdx.x; row < p.rows; row += gridDim.x, parity ^= 1) {
-        const bool ok = norm_row<T>(p, row, parity, [&](uint32_t g, bool &f) -> uint4 {
-            return lamport_take(p.c, c, mine + gat + (uint64_t)g * 16, (int)(g / S), j, f);
+        const bool ok = norm_row<T, PB>(p, row, parity, [&](uint32_t base, uint32_t valid, float (&h)[PB][V], bool &f) {
+            const uint32_t g0 = base + threadIdx.x, step = blockDim.x;
+            auto addr = [&](int i) { return mine + gat + (uint64_t)(g0 + (uint32_t)i * step) * 16; };
+            uint4 w[PB];
+#pragma unroll
+            for (int i = 0; i < PB; i++) w[i] = (valid >> i) & 1u ? ld_volatile16(addr(i)) : zero4();
+            lamport_take_batch<PB>(p.c, c, w, valid, addr, [&](int i) { return (int)((g0 + (uint32_t)i * step) / S); },
+                                   j, f);
+#pragma unroll
+            for (int i = 0; i < PB; i++)
+                if ((valid >> i) & 1u) Conv<T>::unpack(w[i], h[i]);
         });
         if (!ok) return false;
     }
@@ -228,7 +257,7 @@ template <typename T> __device__ __noinline__ void poison_fused(const F &p)
     poison_elems<T>(p.residual, n, p.c.aligned != 0);
 }
 
-template <typename T, bool TWO, bool CHK>
+template <typename T, int PB, bool TWO, bool CHK>
 __global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) fused_kernel(const __grid_constant__ symmem_fused_params_t p)
 {
     Ctx c;
@@ -236,24 +265,37 @@ __global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) fused_kernel(const __g
         poison_fused<T>(p);
         return;
     }
-    const bool ok = TWO ? run_twoshot<T, CHK>(p, c) : run_oneshot<T, CHK>(p, c);
+    const bool ok = TWO ? run_twoshot<T, PB, CHK>(p, c) : run_oneshot<T, PB, CHK>(p, c);
     if (!ok) poison_fused<T>(p);
     block_end(p.c, c);
 }
 
-template <typename T> const void *fused_for(bool two, bool chk)
+/* Packs per thread as a compile-time count: 1, 2, or the most a row can need (a ppt of 3 runs as 4, its
+ * fourth pack invalid), so the threads of a narrow row hold no registers for packs they do not have. */
+template <typename T> constexpr uint32_t max_ppt() { return SYMMEM_FUSED_ELEMS_PER_THREAD / Pack<T>::V; }
+
+template <typename T, int PB> const void *fused_pb(bool two, bool chk)
 {
-    if (two) return chk ? reinterpret_cast<const void *>(&fused_kernel<T, true, true>)
-                        : reinterpret_cast<const void *>(&fused_kernel<T, true, false>);
-    return chk ? reinterpret_cast<const void *>(&fused_kernel<T, false, true>)
-               : reinterpret_cast<const void *>(&fused_kernel<T, false, false>);
+    if (two) return chk ? reinterpret_cast<const void *>(&fused_kernel<T, PB, true, true>)
+                        : reinterpret_cast<const void *>(&fused_kernel<T, PB, true, false>);
+    return chk ? reinterpret_cast<const void *>(&fused_kernel<T, PB, false, true>)
+               : reinterpret_cast<const void *>(&fused_kernel<T, PB, false, false>);
 }
 
-const void *fused_kernel_for(int dtype, bool two, bool chk)
+template <typename T> const void *fused_for(uint32_t ppt, bool two, bool chk)
+{
+    if (ppt < 1 || ppt > max_ppt<T>()) return nullptr;
+    if (ppt == 1) return fused_pb<T, 1>(two, chk);
+    if (ppt == 2) return fused_pb<T, 2>(two, chk);
+    return fused_pb<T, (int)max_ppt<T>()>(two, chk);
+}
+
+/* The kernel for a dtype, packs per thread (symmem_fused_block), algorithm and check; nullptr if none. */
+const void *fused_kernel_for(int dtype, uint32_t ppt, bool two, bool chk)
 {
     switch (dtype) {
 #define SYMMEM_K_FUSED_DT_(name, value, ctype, bytes)                                                      \
-    case value: return fused_for<ctype>(two, chk);
+    case value: return fused_for<ctype>(ppt, two, chk);
         SYMMEM_DTYPE_LIST(SYMMEM_K_FUSED_DT_)
 #undef SYMMEM_K_FUSED_DT_
     default: return nullptr;
@@ -266,16 +308,17 @@ extern "C" int symmem_fused_preload(symmem_coll_preload_info_t *info)
 {
     int e = 0;
     for (int dt = 0; dt < SYMMEM_DTYPE_COUNT && e == 0; dt++)
-        for (int k = 0; k < 4 && e == 0; k++)
-            e = symmem_coll_preload_one(symmem_k::fused_kernel_for(dt, (k & 1) != 0, (k & 2) != 0),
-                                        SYMMEM_COLL_THREADS, info);
+        for (uint32_t ppt = 1; ppt <= 3 && e == 0; ppt++) /* 3 stands for every ppt above 2 */
+            for (int k = 0; k < 4 && e == 0; k++)
+                e = symmem_coll_preload_one(symmem_k::fused_kernel_for(dt, ppt, (k & 1) != 0, (k & 2) != 0),
+                                            SYMMEM_COLL_THREADS, info);
     return e;
 }
 
 extern "C" int symmem_fused_launch(const symmem_fused_params_t *p, int grid, int threads, void *stream, int pdl)
 {
     const bool two = p->c.algo == SYMMEM_ALGO_TWOSHOT_LAMPORT;
-    const void *fn = symmem_k::fused_kernel_for(p->c.dtype, two, p->c.lam_check != 0);
+    const void *fn = symmem_k::fused_kernel_for(p->c.dtype, p->ppt, two, p->c.lam_check != 0);
     if (!fn || grid < 1 || threads < 32 || threads > SYMMEM_COLL_THREADS || threads % 32)
         return (int)cudaErrorInvalidValue;
     return symmem_coll_launch_fn(fn, const_cast<symmem_fused_params_t *>(p), grid, threads, stream, pdl);

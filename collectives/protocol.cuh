@@ -276,6 +276,109 @@ __device__ __forceinline__ uint4 lamport_reduce(const P &p, const Ctx &c, int n,
     return Conv<T>::pack(acc);
 }
 
+/* Take the packs e < E of a batch whose bit is set in `want` (pack e at addr(e) in my memory, pushed by rank
+ * src(e)) once no word of it is the sentinel, and mark each empty again. v[e] holds the caller's first load
+ * of pack e. Every pack still missing is reloaded in the same pass, so packs that arrive together cost one
+ * memory round trip between them, where lamport_take after lamport_take costs one each after the first
+ * arrives. Abort and timeout as lamport_take (the report names the first missing pack's rank); the missing
+ * packs are zeros then. */
+template <int E, typename Addr, typename Src>
+__device__ __forceinline__ void lamport_take_batch(const P &p, const Ctx &c, uint4 (&v)[E], uint32_t want, Addr addr,
+                                                   Src src, uint64_t j, bool &fail)
+{
+    uint32_t pending = 0;
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        if (!((want >> e) & 1u)) continue;
+        if (lamport_full(v[e]))
+            st16(addr(e), lamport_empty4());
+        else
+            pending |= 1u << e;
+    }
+    uint64_t start = 0;
+    for (uint32_t spin = 0; pending != 0 && !fail; spin++) {
+        if ((spin & 63u) == 63u) {
+            if (aborted(p)) {
+                fail = true;
+                break;
+            }
+            const uint64_t now = symmem_globaltimer_ns();
+            if (start == 0) {
+                start = now;
+            } else if (p.timeout_ns && now - start > p.timeout_ns) {
+                const int e = __ffs(pending) - 1;
+                uint4 w = zero4();
+#pragma unroll
+                for (int k = 0; k < E; k++)
+                    if (k == e) w = v[k];
+                int s = 0;
+#pragma unroll
+                for (int k = 0; k < E; k++)
+                    if (k == e) s = src(k);
+                report(p, c, SYMMEM_TIMEOUT, SYMMEM_COLL_ERR_TIMEOUT, s, j, ((uint64_t)w.x << 32) | w.y);
+                fail = true;
+                break;
+            }
+        }
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            if ((pending >> e) & 1u) v[e] = ld_volatile16(addr(e));
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+            if (!((pending >> e) & 1u) || !lamport_full(v[e])) continue;
+            st16(addr(e), lamport_empty4());
+            pending &= ~(1u << e);
+        }
+    }
+    if (pending != 0) {
+#pragma unroll
+        for (int e = 0; e < E; e++)
+            if ((pending >> e) & 1u) v[e] = zero4();
+    }
+}
+
+/* lamport_reduce for B packs at once (pack i of the batch valid where bit i of `valid` is set): acc[i] =
+ * the n ranks' pack i reduced in rank order (the operations and order of reduce_ranks, so the same bits),
+ * rank src's pack i at addr(i, src) (taken) except for rank `own`, whose pack is own_pack(i) (own < 0: every
+ * rank's is taken). GS ranks at a time, the first loads of their packs of every valid i issued together and
+ * the missing ones polled together (lamport_take_batch): a thread holding B packs of a row waits about one
+ * round trip per group of GS ranks, not one per pack. acc[i] of an invalid pack is left as it was. */
+template <typename T, int OP, int B, int GS, typename Addr, typename Own>
+__device__ __forceinline__ void lamport_reduce_packs(const P &p, const Ctx &c, int n, int own, uint32_t valid, Addr addr,
+                                                     Own own_pack, uint64_t j, bool &fail,
+                                                     float (&acc)[B][Pack<T>::V])
+{
+    constexpr int V = Pack<T>::V, E = GS * B;
+    static_assert(E <= 32, "one bit per pack of the batch");
+    for (int s0 = 0; s0 < n; s0 += GS) {
+        uint4 v[E];
+        uint32_t want = 0;
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+            const int s = s0 + e / B, i = e % B;
+            v[e] = zero4();
+            if (s >= n || !((valid >> i) & 1u)) continue;
+            if (s == own) {
+                v[e] = own_pack(i);
+            } else {
+                v[e] = ld_volatile16(addr(i, s));
+                want |= 1u << e;
+            }
+        }
+        lamport_take_batch<E>(
+            p, c, v, want, [&](int e) { return addr(e % B, s0 + e / B); }, [&](int e) { return s0 + e / B; }, j, fail);
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+            const int s = s0 + e / B, i = e % B;
+            if (s >= n || !((valid >> i) & 1u)) continue;
+            float f[V];
+            Conv<T>::unpack(v[e], f);
+#pragma unroll
+            for (int x = 0; x < V; x++) acc[i][x] = s == 0 ? f[x] : redop<OP>(acc[i][x], f[x]);
+        }
+    }
+}
+
 /* Round headers (SYMMEM_LAMPORT_CHECK=1, p.lam_check: the CHK instantiation). Lamport payload carries no
  * tag, so a peer that made a different call (another count, algorithm, dtype, op: the tag) would have its
  * slots read as data,

@@ -10,13 +10,21 @@ and NCCL where every rank has its own GPU. Same tensors, same GPU, one run.
   graph us/op   a CUDA graph of -n calls, median replay time / n (CUDA events; a barrier and one untimed
                 replay align the ranks first, as symmem-bench and torch_allreduce_bench.py do), slowest rank
 
+--modes runs the host column under each autograd mode given (default: all three), since frameworks call
+collectives under different ones and the dispatcher's per-call work depends on it: "grad" (the default
+mode), "no_grad" (SGLang's event loop unless SGLANG_ENABLE_TORCH_INFERENCE_MODE), "inference"
+(torch.inference_mode: vLLM's workers). Graph times do not depend on the mode (measured in the first).
+The row "eligibility check" is SymmemCommunicator.should_torch_symm_mem_allreduce alone, the Python the
+communicator runs before the op.
+
 Ranks are processes (gloo for setup and timings). More ranks than GPUs need MPS (spinning kernels of
 several processes must run at once):
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mpslog
   mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY; nvidia-cuda-mps-control -d
   python3 bench/torch_ops_bench.py --nranks 2
   echo quit | nvidia-cuda-mps-control
-Usage: torch_ops_bench.py [--nranks 2] [--sizes 16K,256K,1M] [-N 300] [-B 7] [-n 20] [-R 15]
+Usage: torch_ops_bench.py [--nranks 2] [--sizes 16K,256K,1M] [--modes grad,no_grad,inference] [-N 300] [-B 7]
+                          [-n 20] [-R 15]
 """
 import argparse
 import os
@@ -71,6 +79,7 @@ def worker(rank, world, port, args):
             ("torch.ops.symmem.all_reduce", lambda: ar(x, "sum", g), "new"),
             ("torch.ops.symmem.all_reduce_out", lambda: ar_out(x, "sum", g, y), "out"),
             ("SymmemCommunicator.all_reduce", lambda: comm.all_reduce(x), "new"),
+            ("eligibility check (Python)", lambda: comm.should_torch_symm_mem_allreduce(x), "none"),
         ]
         if sym is not None:
             m += [
@@ -98,28 +107,36 @@ def worker(rank, world, port, args):
     def graph_us(fn):
         return tsu.graph_us(fn, stream, args.n, args.R)
 
+    mode_ctx = {"grad": torch.enable_grad, "no_grad": torch.no_grad, "inference": torch.inference_mode}
     for size in args.sizes:
         count = size // 2
-        ms, s = methods(count)
-        if rank == 0:
-            print(f"\n# {size} B ({count} bf16)\n{'method':<36s} {'host us/call':>13s} {'graph us/op':>12s}", flush=True)
-        floors = {}
-        for label, fn, vs in ms:
-            s.fill_(0.0)  # two-shot in place keeps summing: start from zeros, never overflows
-            try:
-                fn()
-                torch.cuda.synchronize()
-                h, gr = host_us(fn), graph_us(fn)
-                cells = f"{h:13.2f} {gr:12.2f}"
-                if vs is None:
-                    floors["out" if "out=" in label else "new"] = h
-                elif vs in floors:
-                    cells += f"   host {h / floors[vs]:.2f}x floor ({vs})"
-            except Exception as exc:  # noqa: BLE001 - a method torch refuses at this size: say so, go on
-                torch.cuda.synchronize()
-                cells = f"{'-':>13s} {'-':>12s}   {type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
-            if rank == 0:
-                print(f"{label:<36s} {cells}", flush=True)
+        graph = {}
+        for mode in args.modes:
+            with mode_ctx[mode]():
+                ms, s = methods(count)
+                if rank == 0:
+                    print(f"\n# {size} B ({count} bf16), autograd mode {mode}\n"
+                          f"{'method':<36s} {'host us/call':>13s} {'graph us/op':>12s}", flush=True)
+                floors = {}
+                for label, fn, vs in ms:
+                    s.fill_(0.0)  # two-shot in place keeps summing: start from zeros, never overflows
+                    try:
+                        fn()
+                        torch.cuda.synchronize()
+                        h = host_us(fn)
+                        if vs != "none" and label not in graph:
+                            graph[label] = graph_us(fn)
+                        gr = graph.get(label)
+                        cells = f"{h:13.2f} {gr:12.2f}" if gr is not None else f"{h:13.2f} {'-':>12s}"
+                        if vs is None:
+                            floors["out" if "out=" in label else "new"] = h
+                        elif vs in floors:
+                            cells += f"   host {h / floors[vs]:.2f}x floor ({vs})"
+                    except Exception as exc:  # noqa: BLE001 - a method torch refuses at this size: say so, go on
+                        torch.cuda.synchronize()
+                        cells = f"{'-':>13s} {'-':>12s}   {type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
+                    if rank == 0:
+                        print(f"{label:<36s} {cells}", flush=True)
     dist.barrier()
     comm.close()
     dist.destroy_process_group()
@@ -129,12 +146,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nranks", type=int, default=2)
     ap.add_argument("--sizes", default="16K,256K,1M", help="comma-separated message sizes (bytes; K/M suffixes)")
+    ap.add_argument("--modes", default="grad,no_grad,inference",
+                    help="autograd modes of the host column, comma-separated: grad, no_grad, inference")
     ap.add_argument("-N", type=int, default=300, help="eager calls per batch")
     ap.add_argument("-B", type=int, default=7, help="eager batches (median)")
     ap.add_argument("-n", type=int, default=20, help="ops per graph")
     ap.add_argument("-R", type=int, default=15, help="timed replays (median)")
     args = ap.parse_args()
     args.sizes = [tsu.parse_size(s) for s in args.sizes.split(",")]
+    args.modes = [m for m in args.modes.split(",") if m]
+    bad = [m for m in args.modes if m not in ("grad", "no_grad", "inference")]
+    if bad or not args.modes:
+        ap.error(f"--modes: {bad or 'none given'}: use grad, no_grad, inference")
     refused = tsu.gpus_refuse(args.nranks)
     if refused:
         print(refused[1], file=sys.stderr)

@@ -103,6 +103,16 @@ template <typename T, int OP, bool CHK> __device__ __forceinline__ bool run_lamp
          * together (lamport_reduce says why) */
         for (uint64_t pk = t0; pk < segp && !fail; pk += nt) {
             const uint64_t i = off + pk * V;
+            if (n == 2) {
+                /* one peer, nothing to group: lamport_take's tight loop, 6% faster at 16 MiB on one H200 than
+                 * the group of one below (bench/NOTES.md, "Session 12") */
+                const int s = 1 - r;
+                const int nv = shard_valid<V>(p, s, i);
+                if (nv <= 0) continue;
+                const uint4 v = lamport_take(p, c, mine + gat + (s * segp + pk) * 16, s, j, fail);
+                if (!fail) store_user<T>(recv, s * p.stride + i, v, nv, al);
+                continue;
+            }
             for (int k0 = 1; k0 < n && !fail; k0 += 4) {
                 /* peers r + k0 .. r + k0 + 3, wrapped without a division: this loop is on the bandwidth-
                  * bound path of large messages, where instructions per pack count (bench/NOTES.md,

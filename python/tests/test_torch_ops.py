@@ -173,7 +173,10 @@ class _TracedCommunicator(_comm.SymmemCommunicator):
         self._init_state()
 
 
-def test_compile_through_the_communicator(host_group):
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_compile_through_the_communicator(host_group, dynamic):
+    """dynamic: symbolic sizes, as torch.compile uses after a second shape; the eligibility check must trace
+    with them (Tensor.nbytes, for one, cannot: it needs a concrete numel)."""
     comm = _TracedCommunicator(host_group)
     graphs = []
 
@@ -182,9 +185,9 @@ def test_compile_through_the_communicator(host_group):
         return gm.forward
 
     torch._dynamo.reset()
-    f = torch.compile(lambda t: comm.all_reduce(t * 2) + 1, fullgraph=True, backend=backend)
+    f = torch.compile(lambda t: comm.all_reduce(t * 2) + 1, fullgraph=True, backend=backend, dynamic=dynamic)
     g = torch.compile(lambda t, o: comm.all_reduce(t, out=o) * 3 + comm.reduce_scatter(t).sum(), fullgraph=True,
-                      backend=backend)
+                      backend=backend, dynamic=dynamic)
     with FakeTensorMode():
         x = cuda(64, 32)
         assert f(x).shape == x.shape

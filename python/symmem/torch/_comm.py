@@ -132,7 +132,7 @@ class SymmemCommunicator:
     def should_torch_symm_mem_allreduce(self, inp):
         """Whether all_reduce takes `inp`: bf16/fp16/fp32, contiguous, on this device, at most max_size bytes."""
         return (not self.disabled and inp.dtype in _DTYPES and inp.device == self.device and inp.is_contiguous()
-                and inp.nbytes <= self.max_size)
+                and inp.numel() * inp.element_size() <= self.max_size)
 
     should_use_symm_mem = should_torch_symm_mem_allreduce  # vLLM's name
 
@@ -201,7 +201,7 @@ class SymmemCommunicator:
         """Every rank's `inp` concatenated along dim 0 in rank order. None when not eligible (the gathered
         size counts against max_size)."""
         if (self.disabled or inp.dtype not in _DTYPES or inp.device != self.device or not inp.is_contiguous()
-                or inp.nbytes * self.world_size > self.max_size):
+                or inp.numel() * inp.element_size() * self.world_size > self.max_size):
             return None
         self._raise_if_failed()
         if out is None:

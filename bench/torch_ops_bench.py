@@ -15,7 +15,8 @@ collectives under different ones and the dispatcher's per-call work depends on i
 mode), "no_grad" (SGLang's event loop unless SGLANG_ENABLE_TORCH_INFERENCE_MODE), "inference"
 (torch.inference_mode: vLLM's workers). Graph times do not depend on the mode (measured in the first).
 The row "eligibility check" is SymmemCommunicator.should_torch_symm_mem_allreduce alone, the Python the
-communicator runs before the op.
+communicator runs before the op; "torch.empty_like" and "torch.ops.symmem.barrier" split the out-of-place
+op's cost into the allocation and the op machinery without a tensor (host column only).
 
 Ranks are processes (gloo for setup and timings). More ranks than GPUs need MPS (spinning kernels of
 several processes must run at once):
@@ -80,6 +81,10 @@ def worker(rank, world, port, args):
             ("torch.ops.symmem.all_reduce_out", lambda: ar_out(x, "sum", g, y), "out"),
             ("SymmemCommunicator.all_reduce", lambda: comm.all_reduce(x), "new"),
             ("eligibility check (Python)", lambda: comm.should_torch_symm_mem_allreduce(x), "none"),
+            # the parts of the out-of-place op: an allocation through the dispatcher, and our op machinery
+            # with no tensor (boxed call, stable ABI, registry, the C call, a one-block kernel launch)
+            ("torch.empty_like(x) (allocation)", lambda: torch.empty_like(x), "none"),
+            ("torch.ops.symmem.barrier (no tensor)", lambda: torch.ops.symmem.barrier.default(g), "none"),
         ]
         if sym is not None:
             m += [

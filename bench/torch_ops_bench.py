@@ -16,7 +16,8 @@ mode), "no_grad" (SGLang's event loop unless SGLANG_ENABLE_TORCH_INFERENCE_MODE)
 (torch.inference_mode: vLLM's workers). Graph times do not depend on the mode (measured in the first).
 The row "eligibility check" is SymmemCommunicator.should_torch_symm_mem_allreduce alone, the Python the
 communicator runs before the op; "torch.empty_like" and "torch.ops.symmem.barrier" split the out-of-place
-op's cost into the allocation and the op machinery without a tensor (host column only).
+op's cost into the allocation and the op machinery without a tensor (host column only), and
+"empty_like + all_reduce_out" is the out-of-place op with the allocation made by torch from Python.
 
 Ranks are processes (gloo for setup and timings). More ranks than GPUs need MPS (spinning kernels of
 several processes must run at once):
@@ -84,6 +85,7 @@ def worker(rank, world, port, args):
             # the parts of the out-of-place op: an allocation through the dispatcher, and our op machinery
             # with no tensor (boxed call, stable ABI, registry, the C call, a one-block kernel launch)
             ("torch.empty_like(x) (allocation)", lambda: torch.empty_like(x), "none"),
+            ("empty_like + ops.symmem.all_reduce_out", lambda: ar_out(x, "sum", g, torch.empty_like(x)), "new"),
             ("torch.ops.symmem.barrier (no tensor)", lambda: torch.ops.symmem.barrier.default(g), "none"),
         ]
         if sym is not None:

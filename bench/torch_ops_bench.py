@@ -15,9 +15,11 @@ collectives under different ones and the dispatcher's per-call work depends on i
 mode), "no_grad" (SGLang's event loop unless SGLANG_ENABLE_TORCH_INFERENCE_MODE), "inference"
 (torch.inference_mode: vLLM's workers). Graph times do not depend on the mode (measured in the first).
 The row "eligibility check" is SymmemCommunicator.should_torch_symm_mem_allreduce alone, the Python the
-communicator runs before the op; "torch.empty_like" and "torch.ops.symmem.barrier" split the out-of-place
-op's cost into the allocation and the op machinery without a tensor (host column only), and
-"empty_like + all_reduce_out" is the out-of-place op with the allocation made by torch from Python.
+communicator runs before the op; "check + all_reduce" is the pair SGLang's GroupCoordinator calls, on the
+communicator and on SGLang's drop-in (symmem.integrations.sglang, with its own communicator);
+"torch.empty_like" and "torch.ops.symmem.barrier" split the out-of-place op's cost into the allocation and
+the op machinery without a tensor (host column only), and "empty_like + all_reduce_out" is the out-of-place
+op with the allocation made by torch from Python.
 
 Ranks are processes (gloo for setup and timings). More ranks than GPUs need MPS (spinning kernels of
 several processes must run at once):
@@ -49,6 +51,14 @@ def worker(rank, world, port, args):
     comm = st.SymmemCommunicator(dist.group.WORLD, dev)
     if comm.disabled:
         raise RuntimeError("SymmemCommunicator disabled (see the warning above)")
+    # SGLang's drop-in as `--enable-torch-symm-mem` builds it (its own communicator and workspace), so the
+    # rows below show what SGLang's GroupCoordinator pays per call on top of the op
+    os.environ.update(SYMMEM_SGLANG_GROUPS="all", SYMMEM_SGLANG_MODE="replace")
+    from symmem.integrations.sglang import SymmemTorchSymmMemCommunicator
+
+    sgl = SymmemTorchSymmMemCommunicator(dist.group.WORLD, dev)
+    if sgl.disabled:
+        raise RuntimeError("SGLang's drop-in disabled (see the warning above)")
     nccl = None
     if torch.cuda.device_count() >= world:
         nccl = dist.new_group(backend="nccl")
@@ -82,6 +92,11 @@ def worker(rank, world, port, args):
             ("torch.ops.symmem.all_reduce_out", lambda: ar_out(x, "sum", g, y), "out"),
             ("SymmemCommunicator.all_reduce", lambda: comm.all_reduce(x), "new"),
             ("eligibility check (Python)", lambda: comm.should_torch_symm_mem_allreduce(x), "none"),
+            # what SGLang's GroupCoordinator runs per all-reduce: the check, then the call
+            ("communicator: check + all_reduce", lambda: comm.should_torch_symm_mem_allreduce(x) and comm.all_reduce(x),
+             "new"),
+            ("SGLang drop-in: check + all_reduce", lambda: sgl.should_torch_symm_mem_allreduce(x) and sgl.all_reduce(x),
+             "new"),
             # the parts of the out-of-place op: an allocation through the dispatcher, and our op machinery
             # with no tensor (boxed call, stable ABI, registry, the C call, a one-block kernel launch)
             ("torch.empty_like(x) (allocation)", lambda: torch.empty_like(x), "none"),
@@ -145,6 +160,7 @@ def worker(rank, world, port, args):
                     if rank == 0:
                         print(f"{label:<36s} {cells}", flush=True)
     dist.barrier()
+    sgl.close()
     comm.close()
     dist.destroy_process_group()
 

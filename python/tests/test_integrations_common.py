@@ -672,5 +672,162 @@ class PostImportHook(unittest.TestCase):
         self.assertEqual(seen, ["copy", "package"])
 
 
+def _symmem_inner(max_size):
+    """symmem's real SymmemCommunicator with no GPU behind it: its checks run, its ops run their fakes."""
+    from symmem.torch import _comm
+
+    inner = _comm.SymmemCommunicator.__new__(_comm.SymmemCommunicator)
+    inner.__dict__.update(disabled=False, group=None, world_size=2, rank=0, device=torch.device("cuda", 0),
+                          max_size=max_size, comm=None, group_name="fake-direct")
+    inner._init_state()
+    return inner
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class DropInsServeDirectly(unittest.TestCase):
+    """Where symmem serves the group, the frameworks' per-call checks run once (host cost of every eager
+    all-reduce): SGLang's methods are the inner communicator's own, vLLM keeps its micro-batch guard, and in
+    both the inner enforces the agreed cap, which is smaller than its own here."""
+    CAP = 512 << 10
+
+    def _drop_in(self, cls, **extra):
+        ours = cls.__new__(cls)
+        ours.__dict__.update(disabled=True, backend="off", _stock=None, _inner=None, device=torch.device("cuda", 0),
+                             group=None, rank=0, **extra)
+        inner = _symmem_inner(64 << 20)
+        ours._adopt(_common.Outcome(backend="symmem", inner=inner, max_size=self.CAP, world_size=2))
+        return ours, inner
+
+    def _serves(self, ours, should):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        with FakeTensorMode():
+            at_cap = torch.empty(self.CAP // 2, device="cuda", dtype=torch.bfloat16)
+            past = torch.empty(self.CAP // 2 + 1, device="cuda", dtype=torch.bfloat16)
+            f64 = torch.empty(8, device="cuda", dtype=torch.float64)
+            rows = torch.empty(4, 1024, device="cuda", dtype=torch.bfloat16)
+            got = {
+                "eligible": [getattr(ours, should)(t) for t in (at_cap, past, f64)],
+                "past the cap": ours.all_reduce(past),
+                "new": tuple(ours.all_reduce(at_cap).shape),
+                "in place": ours.all_reduce(at_cap, out=at_cap) is at_cap,
+                "fused": ours.should_all_reduce_add_rmsnorm(rows),
+                "fused past the cap": ours.should_all_reduce_add_rmsnorm(past.view(1, -1)),
+            }
+        return got, at_cap
+
+    def _expect(self, got):
+        self.assertEqual(got, {"eligible": [True, False, False], "past the cap": None, "new": (self.CAP // 2,),
+                               "in place": True, "fused": True, "fused past the cap": False})
+
+    def _closed(self, ours, should, t):
+        ours.close()
+        self.assertEqual((getattr(ours, should)(t), ours.all_reduce(t)), (False, None))
+
+    def test_sglang_calls_reach_the_communicator_without_a_wrapper(self):
+        from symmem.integrations import sglang
+
+        ours, inner = self._drop_in(sglang.SymmemTorchSymmMemCommunicator)
+        got, t = self._serves(ours, "should_torch_symm_mem_allreduce")
+        self._expect(got)
+        self.assertEqual(inner.max_size, self.CAP)
+        for name in ("should_torch_symm_mem_allreduce", "all_reduce", "all_reduce_add_rmsnorm"):
+            self.assertIs(getattr(ours, name).__self__, inner, name)
+        self._closed(ours, "should_torch_symm_mem_allreduce", t)
+
+    def test_vllm_keeps_its_micro_batch_guard(self):
+        from symmem.integrations import vllm
+
+        threads = {}  # vLLM's registry of micro-batch threads: non-empty while DBO runs
+        real = vllm._ubatch_threads
+        vllm._ubatch_threads = lambda: threads
+        try:
+            ours, inner = self._drop_in(vllm.SymmemSymmMemCommunicator, _ubatch=None)
+        finally:
+            vllm._ubatch_threads = real
+        got, t = self._serves(ours, "should_use_symm_mem")
+        self._expect(got)
+        self.assertEqual(inner.max_size, self.CAP)
+        threads[1] = object()
+        self.assertEqual((ours.should_use_symm_mem(t), ours.all_reduce(t)), (False, None))
+        threads.clear()
+        self.assertTrue(ours.should_use_symm_mem(t))
+        self._closed(ours, "should_use_symm_mem", t)
+
+    def test_vllm_without_micro_batches_is_direct(self):
+        from symmem.integrations import vllm
+
+        real = vllm._ubatch_threads
+        vllm._ubatch_threads = lambda: None
+        try:
+            ours, inner = self._drop_in(vllm.SymmemSymmMemCommunicator, _ubatch=None)
+        finally:
+            vllm._ubatch_threads = real
+        got, t = self._serves(ours, "should_use_symm_mem")
+        self._expect(got)
+        self.assertIs(ours.all_reduce.__self__, inner)
+        self._closed(ours, "should_use_symm_mem", t)
+
+
+def _drop_in_gpu_body(rank, world, devices, framework):
+    """One rank of a drop-in (SGLang's or vLLM's class, without the framework: replace mode) that symmem
+    serves on the GPU, driven as the framework does (ask, then call; over the cap, gloo stands in for the
+    next backend) through gpu_scenario."""
+    import contextlib
+
+    torch.cuda.set_device(devices[rank])
+    env = "SYMMEM_" + framework.upper()
+    os.environ.update({f"{env}_MODE": "replace", f"{env}_GROUPS": "all", f"{env}_MAX_BYTES": "512K"})
+    if framework == "sglang":
+        from symmem.integrations.sglang import SymmemTorchSymmMemCommunicator as cls
+        should = "should_torch_symm_mem_allreduce"
+    else:
+        from symmem.integrations.vllm import SymmemSymmMemCommunicator as cls
+        should = "should_use_symm_mem"
+    comm = cls(dist.group.WORLD, torch.device("cuda", devices[rank]))
+    assert comm.backend == "symmem" and not comm.disabled, f"symmem does not serve the group: {comm.backend}"
+    check = getattr(comm, should)
+
+    def reduce(x):
+        if check(x):
+            y = comm.all_reduce(x)
+            assert y is not None, "eligible, yet all_reduce declined"
+            return y
+        y = x.clone()
+        dist.all_reduce(y)
+        return y
+
+    @contextlib.contextmanager
+    def capture():
+        yield torch.cuda.Stream()
+
+    stats = gpu_scenario(rank, world, reduce, capture, check, comm.max_size)
+    dist.barrier()
+    direct = getattr(comm.all_reduce, "__self__", None) is comm._inner
+    comm.close()
+    return dict(stats, max_size=comm.max_size, direct=direct)
+
+
+@unittest.skipUnless(torch is not None and torch.cuda.is_available(), "needs CUDA")
+class DropInsOnGPU(unittest.TestCase):
+    """The drop-ins' direct path on a GPU, without SGLang or vLLM installed (their own GPU tests,
+    test_integrations_gpu_*.py, need the frameworks): eager calls over dtypes and sizes across the agreed cap
+    and replayed CUDA graphs, against a float64 reference and bitwise equal across ranks."""
+
+    def _run(self, framework):
+        world, devices = gpu_ranks_and_devices()
+        res = run_ranks(_drop_in_gpu_body, world, devices, framework, context="spawn", timeout=580)
+        print(f"\n{framework} drop-in over symmem, {world} ranks on GPUs {devices}: {res[0]}")
+        self.assertTrue(all(r["eager_symmem"] > 0 and r["replays"] > 0 and r["max_size"] == 512 << 10
+                            for r in res), res)
+        return res
+
+    def test_sglang_drop_in(self):
+        self.assertTrue(all(r["direct"] for r in self._run("sglang")))
+
+    def test_vllm_drop_in(self):
+        self._run("vllm")
+
+
 if __name__ == "__main__":
     unittest.main()

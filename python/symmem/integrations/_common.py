@@ -256,7 +256,28 @@ class DropIn:
             return None
         return self._inner.all_reduce_add_rmsnorm(inp, residual, weight, eps, out=out)
 
+    def _serve_directly(self, names, bind=True):
+        """Once symmem serves the group: the framework's per-call methods become the inner communicator's own
+        bound methods (no wrapper frame, and one eligibility check per call instead of two or three: the
+        frameworks ask `should_*` before every call, and each wrapper here asked the inner again). That is the
+        same answer only when the inner enforces the agreed cap itself, so the cap becomes its max_size.
+        `names` maps our method names to the inner's; bind=False only moves the cap (a framework with a
+        per-call condition of its own keeps its wrappers). Returns whether the inner now enforces the cap:
+        False for anything but symmem's SymmemCommunicator (tests pass stand-ins), which keeps the wrappers.
+        close() removes the bindings."""
+        inner = self._inner
+        if not _is_symmem_communicator(inner) or not 0 < self.max_size <= inner.max_size:
+            return False
+        inner.max_size = self.max_size
+        if bind:
+            for ours, theirs in names.items():
+                setattr(self, ours, getattr(inner, theirs))
+            self._direct = tuple(names)
+        return True
+
     def close(self):
+        for name in self.__dict__.pop("_direct", ()):
+            self.__dict__.pop(name, None)
         inner, self._inner = self._inner, None
         self.disabled = True
         if inner is not None:
@@ -266,6 +287,14 @@ class DropIn:
     def symmem_serves(self):
         """symmem (not the framework's class) serves the group."""
         return self.backend == "symmem" and not self.disabled
+
+
+def _is_symmem_communicator(obj):
+    try:
+        from symmem.torch import SymmemCommunicator
+    except ImportError:  # no torch layer: no such communicator either
+        return False
+    return isinstance(obj, SymmemCommunicator)
 
 
 def negotiate(group, device, plan):

@@ -124,6 +124,10 @@ class SymmemTorchSymmMemCommunicator(_common.DropIn):
             self.max_size = outcome.max_size
             self.backend = "symmem"
             self.disabled = False
+            self._serve_directly({"should_torch_symm_mem_allreduce": "should_torch_symm_mem_allreduce",
+                                  "all_reduce": "all_reduce",
+                                  "should_all_reduce_add_rmsnorm": "should_all_reduce_add_rmsnorm",
+                                  "all_reduce_add_rmsnorm": "all_reduce_add_rmsnorm"})
             if sglang_fusion.enabled() and self.rank == 0:
                 log.info("symmem: SGLang group '%s': fused all-reduce + residual add + RMSNorm at SGLang's layer "
                          "boundaries up to %s (%s=1)", _common.group_label(self.group) or "?",

@@ -99,6 +99,7 @@ class SymmemSymmMemCommunicator(_common.DropIn):
     mode where it works) or "off"."""
 
     STOCK_METHODS = ("should_use_symm_mem", "all_reduce")
+    _capped = False  # the inner communicator enforces the agreed cap (_serve_directly)
 
     def __init__(self, group, device, force_multimem=None, max_size_override=None):
         import torch
@@ -154,14 +155,22 @@ class SymmemSymmMemCommunicator(_common.DropIn):
             self.max_size = outcome.max_size
             self.backend = "symmem"
             self.disabled = False
+            # vLLM's micro-batch threads turn symmem off per call (should_use_symm_mem), so where vLLM has
+            # that registry the wrappers stay; the inner still enforces the cap, which spares them the check.
+            self._capped = self._serve_directly(
+                {"should_use_symm_mem": "should_use_symm_mem", "all_reduce": "all_reduce",
+                 "should_all_reduce_add_rmsnorm": "should_all_reduce_add_rmsnorm",
+                 "all_reduce_add_rmsnorm": "all_reduce_add_rmsnorm"}, bind=self._ubatch is None)
 
     def should_use_symm_mem(self, inp):
         if self.disabled or self._ubatch:
             return False
-        return inp.numel() * inp.element_size() <= self.max_size and self._inner_should(inp)
+        return (self._capped or inp.numel() * inp.element_size() <= self.max_size) and self._inner_should(inp)
 
     def all_reduce(self, inp, *, out=None):
         """Sum over the group; None when `inp` is not eligible (vLLM then takes the next backend)."""
+        if self._capped:  # the inner checks eligibility and the agreed cap itself, None when not eligible
+            return None if self.disabled or self._ubatch else self._inner_all_reduce(inp, out=out)
         if not self.should_use_symm_mem(inp):
             return None
         return self._inner_all_reduce(inp, out=out)

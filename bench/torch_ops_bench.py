@@ -6,7 +6,9 @@ torch.ops.symm_mem one-shot and two-shot (PyTorch's symmetric-memory kernels, CU
 and NCCL where every rank has its own GPU. Same tensors, same GPU, one run.
 
   host us/call  wall time of -N back-to-back eager calls / N (no synchronisation inside the loop, so this
-                is what the CPU spends per call while the GPU keeps up); median of -B batches, slowest rank
+                is what the CPU spends per call while the GPU keeps up); median of -B rounds, slowest rank.
+                A round times every row in turn, and the ratio to the floor is the median of the rounds'
+                ratios, so a slow stretch of the shared host lands on all rows of a round alike
   graph us/op   a CUDA graph of -n calls, median replay time / n (CUDA events; a barrier and one untimed
                 replay align the ranks first, as symmem-bench and torch_allreduce_bench.py do), slowest rank
 
@@ -59,6 +61,9 @@ def worker(rank, world, port, args):
     sgl = SymmemTorchSymmMemCommunicator(dist.group.WORLD, dev)
     if sgl.disabled:
         raise RuntimeError("SGLang's drop-in disabled (see the warning above)")
+    sgl_wrapped = type(sgl).__new__(type(sgl))  # the same state without the direct bindings
+    sgl_wrapped.__dict__.update({k: v for k, v in sgl.__dict__.items() if k not in sgl.__dict__.get("_direct", ())})
+    sgl_wrapped.__dict__.pop("_direct", None)
     nccl = None
     if torch.cuda.device_count() >= world:
         nccl = dist.new_group(backend="nccl")
@@ -97,6 +102,10 @@ def worker(rank, world, port, args):
              "new"),
             ("SGLang drop-in: check + all_reduce", lambda: sgl.should_torch_symm_mem_allreduce(x) and sgl.all_reduce(x),
              "new"),
+            # the same through the drop-in class's own methods, the path a stand-in communicator takes (a wrapper
+            # frame, and the check asked again of the communicator)
+            ("SGLang drop-in, wrapper methods", lambda: sgl_wrapped.should_torch_symm_mem_allreduce(x)
+             and sgl_wrapped.all_reduce(x), "new"),
             # the parts of the out-of-place op: an allocation through the dispatcher, and our op machinery
             # with no tensor (boxed call, stable ABI, registry, the C call, a one-block kernel launch)
             ("torch.empty_like(x) (allocation)", lambda: torch.empty_like(x), "none"),
@@ -114,17 +123,21 @@ def worker(rank, world, port, args):
             m.append(("nccl all_reduce", lambda: dist.all_reduce(x, group=nccl), "out"))
         return m, s
 
-    def host_us(fn):
-        per = []
+    def host_rounds(fns):
+        """Per-call host microseconds of every fn, round by round: each round times -N calls of each fn in
+        turn, so the drift of a shared host (the other rank's process, MPS, frequency) falls on every row
+        alike instead of on whichever row ran during it."""
+        per = [[] for _ in fns]
         for _ in range(args.B):
-            torch.cuda.synchronize()
-            dist.barrier()
-            t0 = time.perf_counter()
-            for _ in range(args.N):
-                fn()
-            per.append((time.perf_counter() - t0) * 1e6 / args.N)
+            for i, fn in enumerate(fns):
+                torch.cuda.synchronize()
+                dist.barrier()
+                t0 = time.perf_counter()
+                for _ in range(args.N):
+                    fn()
+                per[i].append((time.perf_counter() - t0) * 1e6 / args.N)
         torch.cuda.synchronize()
-        return tsu.slowest(statistics.median(per))
+        return per
 
     def graph_us(fn):
         return tsu.graph_us(fn, stream, args.n, args.R)
@@ -138,27 +151,35 @@ def worker(rank, world, port, args):
                 ms, s = methods(count)
                 if rank == 0:
                     print(f"\n# {size} B ({count} bf16), autograd mode {mode}\n"
-                          f"{'method':<36s} {'host us/call':>13s} {'graph us/op':>12s}", flush=True)
-                floors = {}
+                          f"{'method':<38s} {'host us/call':>13s} {'graph us/op':>12s}", flush=True)
+                runnable, refused = [], {}
                 for label, fn, vs in ms:
                     s.fill_(0.0)  # two-shot in place keeps summing: start from zeros, never overflows
                     try:
                         fn()
                         torch.cuda.synchronize()
-                        h = host_us(fn)
-                        if vs != "none" and label not in graph:
+                        if vs not in (None, "none") and label not in graph:
                             graph[label] = graph_us(fn)
-                        gr = graph.get(label)
-                        cells = f"{h:13.2f} {gr:12.2f}" if gr is not None else f"{h:13.2f} {'-':>12s}"
-                        if vs is None:
-                            floors["out" if "out=" in label else "new"] = h
-                        elif vs in floors:
-                            cells += f"   host {h / floors[vs]:.2f}x floor ({vs})"
+                        runnable.append((label, fn, vs))
                     except Exception as exc:  # noqa: BLE001 - a method torch refuses at this size: say so, go on
                         torch.cuda.synchronize()
-                        cells = f"{'-':>13s} {'-':>12s}   {type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
+                        refused[label] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
+                s.fill_(0.0)
+                per = dict(zip((m[0] for m in runnable), host_rounds([m[1] for m in runnable])))
+                floors = {("out" if "out=" in label else "new"): per[label] for label, _, vs in runnable
+                          if vs is None}
+                for label, _, vs in ms:
+                    if label in refused:
+                        cells = f"{'-':>13s} {'-':>12s}   {refused[label]}"
+                    else:
+                        h = tsu.slowest(statistics.median(per[label]))
+                        gr = graph.get(label)
+                        cells = f"{h:13.2f} {gr:12.2f}" if gr is not None else f"{h:13.2f} {'-':>12s}"
+                        if vs in floors:  # the median of the rounds' ratios: each round's drift cancels
+                            ratio = tsu.slowest(statistics.median(a / b for a, b in zip(per[label], floors[vs])))
+                            cells += f"   host {ratio:.2f}x floor ({vs})"
                     if rank == 0:
-                        print(f"{label:<36s} {cells}", flush=True)
+                        print(f"{label:<38s} {cells}", flush=True)
     dist.barrier()
     sgl.close()
     comm.close()
@@ -171,8 +192,8 @@ def main():
     ap.add_argument("--sizes", default="16K,256K,1M", help="comma-separated message sizes (bytes; K/M suffixes)")
     ap.add_argument("--modes", default="grad,no_grad,inference",
                     help="autograd modes of the host column, comma-separated: grad, no_grad, inference")
-    ap.add_argument("-N", type=int, default=300, help="eager calls per batch")
-    ap.add_argument("-B", type=int, default=7, help="eager batches (median)")
+    ap.add_argument("-N", type=int, default=300, help="eager calls per row and round")
+    ap.add_argument("-B", type=int, default=7, help="rounds of the host column (median)")
     ap.add_argument("-n", type=int, default=20, help="ops per graph")
     ap.add_argument("-R", type=int, default=15, help="timed replays (median)")
     args = ap.parse_args()

@@ -76,7 +76,10 @@ static int auto_sizes(cc_ctx_t *ctx, const io_t *io, int *failures, int *calls)
             const size_t in_elems = kind == RS ? count * n : count;
             const size_t out_elems = kind == AG ? count * n : count;
             cc_fill(hsend, dt, in_elems, seed, R->rank, 0);
-            CC_CUDA_OK(ctx, cudaMemcpy(dsend, hsend, in_elems * es, cudaMemcpyHostToDevice));
+            /* on the rank's stream: a cudaMemcpy from pageable memory may return before its DMA lands, and
+             * the rank's non-blocking stream does not wait for the legacy stream's copy, so the collective
+             * could read part of the previous size's input (seen: about 1 run in 8 under MPS) */
+            CC_CUDA_OK(ctx, cudaMemcpyAsync(dsend, hsend, in_elems * es, cudaMemcpyHostToDevice, R->stream));
             symmem_status_t st;
             if (kind == AR)
                 st = symmem_all_reduce(R->comm, dsend, drecv, count, dt, SYMMEM_OP_SUM, SYMMEM_ALGO_AUTO, R->stream);

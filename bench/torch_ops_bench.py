@@ -158,7 +158,7 @@ def worker(rank, world, port, args):
                     try:
                         fn()
                         torch.cuda.synchronize()
-                        if vs not in (None, "none") and label not in graph:
+                        if vs != "none" and label not in graph:
                             graph[label] = graph_us(fn)
                         runnable.append((label, fn, vs))
                     except Exception as exc:  # noqa: BLE001 - a method torch refuses at this size: say so, go on

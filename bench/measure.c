@@ -103,8 +103,11 @@ static int check_run(bench_t *b, const geom_t *g, int algo, int nccl, uint64_t s
         set_ptrs(b, i, g, 0, nccl, &sp, &rp);
         if (b->o.coll->check) {
             cc_fill(h, b->o.dt, g->sbytes / symmem_dtype_size(b->o.dt), seed, ctx->r[i].rank, 0);
-            cudaMemcpy(sp, h, g->sbytes, cudaMemcpyHostToDevice);
-            cudaMemset(rp, 0xFF, g->rbytes);
+            /* on the rank's stream, which cc_sync waits for: the legacy stream's cudaMemcpy from pageable
+             * memory may return before its DMA lands, and its cudaMemset is asynchronous */
+            cudaMemcpyAsync(sp, h, g->sbytes, cudaMemcpyHostToDevice, ctx->r[i].stream);
+            cudaMemsetAsync(rp, 0xFF, g->rbytes, ctx->r[i].stream);
+            cudaStreamSynchronize(ctx->r[i].stream); /* h is refilled for the next rank */
         }
     }
     cc_sync(ctx);

@@ -479,6 +479,8 @@ static int mixed_alloc(cc_ctx_t *ctx, mixed_run_t *m, int *fatal)
         CC_CUDA_OK(ctx, cudaMemset(a_in[i], 0, total));
         CC_CUDA_OK(ctx, cudaMemset(a_res[i], 0, total));
         CC_CUDA_OK(ctx, cudaMemset(a_out[i], 0, total));
+        /* cudaMemset runs on the legacy stream, which the rank's non-blocking stream does not wait for */
+        CC_CUDA_OK(ctx, cudaDeviceSynchronize());
     }
     return 0;
 }

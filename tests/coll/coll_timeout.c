@@ -42,6 +42,7 @@ int main(int argc, char **argv)
     }
     CC_CUDA_OK(&ctx, cudaMalloc(&d, count * 4));
     CC_CUDA_OK(&ctx, cudaMemset(d, 0x3c, count * 4)); /* 0x3c3c3c3c: finite, nonzero */
+    CC_CUDA_OK(&ctx, cudaDeviceSynchronize());         /* the legacy stream's memset, before R->stream's work */
     if (cc_barrier(&ctx) != 0) return 1;
     int failures = 0;
     if (R->rank == 0) {

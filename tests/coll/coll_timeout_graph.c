@@ -151,8 +151,9 @@ static int replay_timeout(cc_ctx_t *ctx, tgraph_t *tg, symmem_algo_t algo, seen_
     const size_t *out_count = tg->out_count;
     cudaGraphExec_t exec = tg->exec;
     unsigned char *h = tg->h;
-    CC_CUDA_OK(ctx, cudaMemset(out[OP_B], 0, out_count[OP_B] * 2));
-    CC_CUDA_OK(ctx, cudaMemset(out[OP_C], 0, out_count[OP_C] * 4));
+    /* on the rank's stream: a cudaMemset on the legacy stream could land after the replay wrote */
+    CC_CUDA_OK(ctx, cudaMemsetAsync(out[OP_B], 0, out_count[OP_B] * 2, R->stream));
+    CC_CUDA_OK(ctx, cudaMemsetAsync(out[OP_C], 0, out_count[OP_C] * 4, R->stream));
     CC_CUDA_OK(ctx, cudaGraphLaunch(exec, R->stream));
     cudaError_t e = cudaStreamSynchronize(R->stream);
     cc_log(ctx, "replay 1 without rank 1 (%s): the stream completed: %s", symmem_algo_name(algo),
@@ -194,7 +195,7 @@ static int replay_after(cc_ctx_t *ctx, tgraph_t *tg, seen_t *seen, int *failures
     cudaGraphExec_t exec = tg->exec;
     unsigned char *h = tg->h;
     for (int k = 0; k < NOPS; k++)
-        CC_CUDA_OK(ctx, cudaMemset(out[k], 0, out_count[k] * symmem_dtype_size(op_dt[k])));
+        CC_CUDA_OK(ctx, cudaMemsetAsync(out[k], 0, out_count[k] * symmem_dtype_size(op_dt[k]), R->stream));
     CC_CUDA_OK(ctx, cudaGraphLaunch(exec, R->stream));
     CC_CUDA_OK(ctx, cudaStreamSynchronize(R->stream));
     for (int k = 0; k < NOPS; k++) {

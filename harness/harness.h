@@ -69,6 +69,9 @@ typedef struct cc_rank {
     int rank;
     int device;
     symmem_comm_t comm;
+    /* non-blocking: it does not wait for the legacy stream, where cudaMemcpy from pageable memory may still
+     * be landing and cudaMemset runs asynchronously. Upload, poison and zero on this stream (or synchronise
+     * the device) before a collective reads or writes the same memory. */
     cudaStream_t stream;
 } cc_rank_t;
 

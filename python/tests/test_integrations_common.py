@@ -5,6 +5,7 @@ that must disable rather than raise, and the post-import hook. Needs torch (any 
 Also home of two helpers the framework tests use: run_ranks (N forked ranks over a gloo FileStore) and
 scan_attribute_reads (which attributes a framework's source reads on its communicator)."""
 import ast
+import contextlib
 import logging
 import multiprocessing as mp
 import os
@@ -337,6 +338,30 @@ def gpu_scenario(rank, world, reduce, capture, eligible, max_bytes, steps=60, gr
         stats["replays"] += 1
         stats["graph_ops"] += depth
     return stats
+
+
+def reduce_or_gloo(comm, check=None):
+    """A framework's all-reduce over a drop-in: with `check`, ask it first (SGLang, and this package's
+    direct path) and call only when eligible; without, call and take None as "not eligible" (vLLM's
+    dispatch). Gloo stands in for the framework's next backend."""
+    def reduce(x):
+        if check is None or check(x):
+            y = comm.all_reduce(x)
+            if y is not None:
+                return y
+            assert check is None, "eligible, yet all_reduce declined"
+        y = x.clone()
+        dist.all_reduce(y)
+        return y
+    return reduce
+
+
+@contextlib.contextmanager
+def side_stream_capture():
+    """gpu_scenario's capture(): graphs captured on a fresh side stream."""
+    import torch
+
+    yield torch.cuda.Stream()
 
 
 def _scenario_dry_run_body(rank, world, broken):
@@ -735,18 +760,23 @@ class DropInsServeDirectly(unittest.TestCase):
             self.assertIs(getattr(ours, name).__self__, inner, name)
         self._closed(ours, "should_torch_symm_mem_allreduce", t)
 
-    def test_vllm_keeps_its_micro_batch_guard(self):
+    def _vllm_drop_in(self, registry):
+        """vLLM's drop-in, with `registry` as vLLM's table of micro-batch threads (None: no such table)."""
         from symmem.integrations import vllm
 
-        threads = {}  # vLLM's registry of micro-batch threads: non-empty while DBO runs
         real = vllm._ubatch_threads
-        vllm._ubatch_threads = lambda: threads
+        vllm._ubatch_threads = lambda: registry
         try:
             ours, inner = self._drop_in(vllm.SymmemSymmMemCommunicator, _ubatch=None)
         finally:
             vllm._ubatch_threads = real
         got, t = self._serves(ours, "should_use_symm_mem")
         self._expect(got)
+        return ours, inner, t
+
+    def test_vllm_keeps_its_micro_batch_guard(self):
+        threads = {}  # vLLM's registry of micro-batch threads: non-empty while DBO runs
+        ours, inner, t = self._vllm_drop_in(threads)
         self.assertEqual(inner.max_size, self.CAP)
         threads[1] = object()
         self.assertEqual((ours.should_use_symm_mem(t), ours.all_reduce(t)), (False, None))
@@ -755,16 +785,7 @@ class DropInsServeDirectly(unittest.TestCase):
         self._closed(ours, "should_use_symm_mem", t)
 
     def test_vllm_without_micro_batches_is_direct(self):
-        from symmem.integrations import vllm
-
-        real = vllm._ubatch_threads
-        vllm._ubatch_threads = lambda: None
-        try:
-            ours, inner = self._drop_in(vllm.SymmemSymmMemCommunicator, _ubatch=None)
-        finally:
-            vllm._ubatch_threads = real
-        got, t = self._serves(ours, "should_use_symm_mem")
-        self._expect(got)
+        ours, inner, t = self._vllm_drop_in(None)
         self.assertIs(ours.all_reduce.__self__, inner)
         self._closed(ours, "should_use_symm_mem", t)
 
@@ -773,8 +794,6 @@ def _drop_in_gpu_body(rank, world, devices, framework):
     """One rank of a drop-in (SGLang's or vLLM's class, without the framework: replace mode) that symmem
     serves on the GPU, driven as the framework does (ask, then call; over the cap, gloo stands in for the
     next backend) through gpu_scenario."""
-    import contextlib
-
     torch.cuda.set_device(devices[rank])
     env = "SYMMEM_" + framework.upper()
     os.environ.update({f"{env}_MODE": "replace", f"{env}_GROUPS": "all", f"{env}_MAX_BYTES": "512K"})
@@ -788,20 +807,7 @@ def _drop_in_gpu_body(rank, world, devices, framework):
     assert comm.backend == "symmem" and not comm.disabled, f"symmem does not serve the group: {comm.backend}"
     check = getattr(comm, should)
 
-    def reduce(x):
-        if check(x):
-            y = comm.all_reduce(x)
-            assert y is not None, "eligible, yet all_reduce declined"
-            return y
-        y = x.clone()
-        dist.all_reduce(y)
-        return y
-
-    @contextlib.contextmanager
-    def capture():
-        yield torch.cuda.Stream()
-
-    stats = gpu_scenario(rank, world, reduce, capture, check, comm.max_size)
+    stats = gpu_scenario(rank, world, reduce_or_gloo(comm, check), side_stream_capture, check, comm.max_size)
     dist.barrier()
     direct = getattr(comm.all_reduce, "__self__", None) is comm._inner
     comm.close()

@@ -5,11 +5,11 @@ communicator comes from the class vLLM's cuda_communicator imports, and the all-
 CudaCommunicator.all_reduce itself (vLLM's dispatch code, on an instance holding only our communicator)
 where vllm.distributed.device_communicators.cuda_communicator imports, else through the communicator.
 Skipped without CUDA or without vLLM."""
-import contextlib
 import importlib.util
 import unittest
 
-from test_integrations_common import gpu_ranks_and_devices, gpu_scenario, run_ranks
+from test_integrations_common import (gpu_ranks_and_devices, gpu_scenario, reduce_or_gloo, run_ranks,
+                                      side_stream_capture)
 
 try:
     import torch
@@ -47,18 +47,8 @@ def _body(rank, world, devices):
     assert comm.backend == "symmem" and not comm.disabled, f"symmem does not serve tp: backend {comm.backend}"
     reduce, why = _dispatcher(comm, dist.group.WORLD)
     if reduce is None:
-        def reduce(x):
-            y = comm.all_reduce(x)
-            if y is None:  # vLLM's next backend, as its dispatch would take it
-                y = x.clone()
-                dist.all_reduce(y)
-            return y
-
-    @contextlib.contextmanager
-    def capture():
-        yield torch.cuda.Stream()
-
-    stats = gpu_scenario(rank, world, reduce, capture, comm.should_use_symm_mem, comm.max_size)
+        reduce = reduce_or_gloo(comm)  # None from all_reduce: vLLM's next backend, as its dispatch would take it
+    stats = gpu_scenario(rank, world, reduce, side_stream_capture, comm.should_use_symm_mem, comm.max_size)
     dist.barrier()
     return dict(stats, max_size=comm.max_size, dispatch="CudaCommunicator.all_reduce" if not why else
                 f"the communicator (cuda_communicator does not import: {why})")

@@ -36,7 +36,13 @@ def _rank_entry(fn, rank, world, store, q, args):
     try:
         dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
                                 timeout=timedelta(seconds=60))
+        # init_process_group returns on one rank before the other has finished gloo's connection handshake;
+        # a body that makes no collective (a broken all_gather_object) would then let that rank exit and
+        # close the socket under its peer's handshake ("Connection closed by peer"). The barriers keep every
+        # rank in the group until all have joined it and all have finished the body.
+        dist.barrier()
         result = fn(rank, world, *args)
+        dist.barrier()
         dist.destroy_process_group()
         q.put((rank, True, result))
     except BaseException:  # noqa: BLE001 - reported to the parent

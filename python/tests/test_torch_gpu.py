@@ -146,7 +146,6 @@ def _proc_main(rank, nranks, init_file, body_name, q):
             globals()[body_name](rank, comm, ProcCtx(nranks))
         torch.cuda.synchronize()
         comm.close()
-        dist.barrier()  # no rank leaves the gloo group while a peer is still inside one of its calls
         dist.destroy_process_group()
         q.put((rank, "ok"))
     except BaseException:  # noqa: BLE001

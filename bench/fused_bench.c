@@ -379,7 +379,8 @@ static int setup(fb_t *b)
         cudaSetDevice(ctx->r[i].device);
         char **p[] = {&b->x[i], &b->res[i], &b->w[i], &b->out[i], &b->h[i]};
         for (int k = 0; k < 5; k++)
-            if (cudaMalloc((void **)p[k], bytes) != cudaSuccess || cudaMemset(*p[k], 0, bytes) != cudaSuccess) return -1;
+            if (cudaMalloc((void **)p[k], bytes) != cudaSuccess || cc_rank_memset(&ctx->r[i], *p[k], 0, bytes) != cudaSuccess)
+                return -1;
         if (fb_preload() != cudaSuccess) return -1;
     }
     b->have_nccl = 0;

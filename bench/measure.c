@@ -97,22 +97,25 @@ static int enqueue_all(bench_t *b, const geom_t *g, int set, int algo, int nccl)
 static int check_run(bench_t *b, const geom_t *g, int algo, int nccl, uint64_t seed, unsigned char *h)
 {
     cc_ctx_t *ctx = &b->ctx;
+    int upload_failed = 0;
     for (int i = 0; i < ctx->nlocal; i++) {
         void *sp, *rp;
         cudaSetDevice(ctx->r[i].device);
         set_ptrs(b, i, g, 0, nccl, &sp, &rp);
         if (b->o.coll->check) {
             cc_fill(h, b->o.dt, g->sbytes / symmem_dtype_size(b->o.dt), seed, ctx->r[i].rank, 0);
-            /* on the rank's stream, which cc_sync waits for: the legacy stream's cudaMemcpy from pageable
-             * memory may return before its DMA lands, and its cudaMemset is asynchronous */
-            cudaMemcpyAsync(sp, h, g->sbytes, cudaMemcpyHostToDevice, ctx->r[i].stream);
-            cudaMemsetAsync(rp, 0xFF, g->rbytes, ctx->r[i].stream);
-            cudaStreamSynchronize(ctx->r[i].stream); /* h is refilled for the next rank */
+            cudaError_t e = cc_rank_upload(&ctx->r[i], sp, h, g->sbytes);
+            if (e == cudaSuccess) e = cc_rank_memset(&ctx->r[i], rp, 0xFF, g->rbytes);
+            if (e != cudaSuccess) {
+                cc_log(ctx, "rank %d: uploading the check's input: %s", ctx->r[i].rank, cudaGetErrorString(e));
+                upload_failed = 1;
+            }
         }
     }
     cc_sync(ctx);
     if (cc_barrier(ctx) != 0) return -1;
-    int r = enqueue_all(b, g, 0, algo, nccl);
+    /* a failed upload is agreed on below like a failed enqueue, so no rank waits for the others */
+    int r = upload_failed ? -1 : enqueue_all(b, g, 0, algo, nccl);
     uint64_t st_l[CC_MAX_RANKS] = {0}, st_a[CC_MAX_RANKS];
     for (int i = 0; i < ctx->nlocal; i++) st_l[i] = (uint64_t)(int64_t)r;
     if (cc_allgather_u64(ctx, st_l, st_a) != 0) return -1;

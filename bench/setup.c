@@ -91,8 +91,11 @@ static size_t buffers(bench_t *b)
     for (int i = 0; i < ctx->nlocal; i++) {
         cudaSetDevice(ctx->r[i].device);
         if (!o->zero_copy && cudaMalloc((void **)&b->dev[i], need) != cudaSuccess) return 0;
-        /* Defined contents for the buffer sets that the check does not fill (timing only). */
-        if (cudaMemset(o->zero_copy ? symmem_buffer_ptr(b->sym[i]) : b->dev[i], 0, need) != cudaSuccess) return 0;
+        /* Defined contents for the buffer sets that the check does not fill (timing only); on the rank's
+         * stream and finished before the first check uploads its input there */
+        if (cc_rank_memset(&ctx->r[i], o->zero_copy ? symmem_buffer_ptr(b->sym[i]) : b->dev[i], 0, need) !=
+            cudaSuccess)
+            return 0;
     }
     return need;
 }
@@ -124,7 +127,8 @@ static int nccl_setup(bench_t *b, int child_rank, int ndev, size_t need)
     b->have_nccl = cc_sum_u64(ctx, nr != ncclSuccess) == 0;
     for (int i = 0; i < ctx->nlocal && b->have_nccl; i++) {
         cudaSetDevice(ctx->r[i].device);
-        if (cudaMalloc((void **)&b->ndev[i], need) != cudaSuccess || cudaMemset(b->ndev[i], 0, need) != cudaSuccess)
+        if (cudaMalloc((void **)&b->ndev[i], need) != cudaSuccess ||
+            cc_rank_memset(&ctx->r[i], b->ndev[i], 0, need) != cudaSuccess)
             return 1;
     }
     return 0;

@@ -265,6 +265,21 @@ void cc_free(cc_ctx_t *ctx, symmem_buffer_t *bufs)
     }
 }
 
+cudaError_t cc_rank_memset(const cc_rank_t *R, void *dst, int byte, size_t bytes)
+{
+    cudaError_t e = cudaSetDevice(R->device);
+    if (e == cudaSuccess) e = cudaMemsetAsync(dst, byte, bytes, R->stream);
+    return e == cudaSuccess ? cudaStreamSynchronize(R->stream) : e;
+}
+
+cudaError_t cc_rank_upload(const cc_rank_t *R, void *dst, const void *src, size_t bytes)
+{
+    cudaError_t e = cudaSetDevice(R->device);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, R->stream);
+    /* waited for: from pageable memory the copy may still read src after the call returns */
+    return e == cudaSuccess ? cudaStreamSynchronize(R->stream) : e;
+}
+
 cudaError_t cc_sync(cc_ctx_t *ctx)
 {
     cudaError_t first = cudaSuccess;

@@ -112,6 +112,13 @@ symmem_status_t cc_alloc(cc_ctx_t *ctx, size_t bytes, symmem_buffer_t *bufs /* [
 void cc_free(cc_ctx_t *ctx, symmem_buffer_t *bufs);
 /* Synchronise every local stream; returns the first CUDA error (and prints it) or cudaSuccess. */
 cudaError_t cc_sync(cc_ctx_t *ctx);
+/* Host-side writes into memory a collective of R will read or write: on R's stream, waited for before they
+ * return. The legacy default stream's cudaMemset and cudaMemcpy are not ordered with the ranks'
+ * non-blocking streams, so a large memset there can still be running when the first collective starts and
+ * overwrite its freshly uploaded input, and the collective then reports a wrong result that is not the
+ * library's. Tests and benchmarks write device memory only through these (tests/arch/check_streams.sh). */
+cudaError_t cc_rank_memset(const cc_rank_t *R, void *dst, int byte, size_t bytes);
+cudaError_t cc_rank_upload(const cc_rank_t *R, void *dst, const void *src, size_t bytes);
 /* First non-OK symmem_comm_get_async_error of the local ranks (message printed), or SYMMEM_OK. */
 symmem_status_t cc_async_error(cc_ctx_t *ctx);
 /* For tests that drive a communicator into its error state (one rank per process): wait up to 2 s for

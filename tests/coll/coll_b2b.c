@@ -112,10 +112,9 @@ static int allocate(cc_ctx_t *ctx, b2b_t *b)
             if (ops[j].in_bytes) cc_fill(hin + ops[j].in_off, ops[j].dt, ops[j].in_bytes / symmem_dtype_size(ops[j].dt), ops[j].seed, R->rank, 0);
         CC_CUDA_OK(ctx, cudaMalloc((void **)&din[i], in_total + 1));
         CC_CUDA_OK(ctx, cudaMalloc((void **)&dout[i], out_total + 1));
-        CC_CUDA_OK(ctx, cudaMemcpy(din[i], hin, in_total, cudaMemcpyHostToDevice));
-        CC_CUDA_OK(ctx, cudaMemset(dout[i], 0xFF, out_total));
-        CC_CUDA_OK(ctx, cudaMemset(symmem_buffer_ptr(flags[i]), 0, sizeof(uint64_t) * (size_t)K));
-        CC_CUDA_OK(ctx, cudaDeviceSynchronize());
+        CC_CUDA_OK(ctx, cc_rank_upload(R, din[i], hin, in_total));
+        CC_CUDA_OK(ctx, cc_rank_memset(R, dout[i], 0xFF, out_total));
+        CC_CUDA_OK(ctx, cc_rank_memset(R, symmem_buffer_ptr(flags[i]), 0, sizeof(uint64_t) * (size_t)K));
     }
     if (cc_barrier(ctx) != 0) return 1;
     return 0;

@@ -476,11 +476,9 @@ static int mixed_alloc(cc_ctx_t *ctx, mixed_run_t *m, int *fatal)
             return 1;
         }
         /* defined bytes between the operations' regions (the ranks' arenas are compared by hash) */
-        CC_CUDA_OK(ctx, cudaMemset(a_in[i], 0, total));
-        CC_CUDA_OK(ctx, cudaMemset(a_res[i], 0, total));
-        CC_CUDA_OK(ctx, cudaMemset(a_out[i], 0, total));
-        /* cudaMemset runs on the legacy stream, which the rank's non-blocking stream does not wait for */
-        CC_CUDA_OK(ctx, cudaDeviceSynchronize());
+        CC_CUDA_OK(ctx, cc_rank_memset(&ctx->r[i], a_in[i], 0, total));
+        CC_CUDA_OK(ctx, cc_rank_memset(&ctx->r[i], a_res[i], 0, total));
+        CC_CUDA_OK(ctx, cc_rank_memset(&ctx->r[i], a_out[i], 0, total));
     }
     return 0;
 }

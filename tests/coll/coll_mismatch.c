@@ -45,9 +45,8 @@ int main(int argc, char **argv)
     unsigned char *base = symmem_buffer_ptr(sym[0]);
     /* region 0: finite nonzero input; regions 1-3: a per-rank, per-region byte that no all-reduce of the
      * input could produce in every byte */
-    CC_CUDA_OK(&ctx, cudaMemset(base, 0x3c, REGION));
-    for (int k = 1; k < 4; k++) CC_CUDA_OK(&ctx, cudaMemset(base + k * REGION, 0xa0 + 16 * R->rank + k, REGION));
-    CC_CUDA_OK(&ctx, cudaDeviceSynchronize());
+    CC_CUDA_OK(&ctx, cc_rank_memset(R, base, 0x3c, REGION));
+    for (int k = 1; k < 4; k++) CC_CUDA_OK(&ctx, cc_rank_memset(R, base + k * REGION, 0xa0 + 16 * R->rank + k, REGION));
     if (cc_barrier(&ctx) != 0) return 1;
 
     int failures = 0;

@@ -41,8 +41,7 @@ int main(int argc, char **argv)
         return 1;
     }
     CC_CUDA_OK(&ctx, cudaMalloc(&d, count * 4));
-    CC_CUDA_OK(&ctx, cudaMemset(d, 0x3c, count * 4)); /* 0x3c3c3c3c: finite, nonzero */
-    CC_CUDA_OK(&ctx, cudaDeviceSynchronize());         /* the legacy stream's memset, before R->stream's work */
+    CC_CUDA_OK(&ctx, cc_rank_memset(R, d, 0x3c, count * 4)); /* 0x3c3c3c3c: finite, nonzero */
     if (cc_barrier(&ctx) != 0) return 1;
     int failures = 0;
     if (R->rank == 0) {
@@ -71,7 +70,7 @@ int main(int argc, char **argv)
         }
         CC_EXPECT(&ctx, failures, strstr(msg, "rank 1") || strstr(msg2, "rank 1"),
                   "neither message names the missing rank (\"rank 1\")");
-        e = cudaMemset(d, 0, count * 4);
+        e = cudaMemset(d, 0, count * 4); /* legacy stream: checks the whole context, not one stream */
         if (e == cudaSuccess) e = cudaDeviceSynchronize();
         CC_EXPECT(&ctx, failures, e == cudaSuccess, "the CUDA context is unusable after the timeout: %s",
                   cudaGetErrorString(e));

@@ -79,8 +79,7 @@ static int allocate(cc_ctx_t *ctx, tgraph_t *tg)
     }
     CC_CUDA_OK(ctx, cudaMalloc((void **)&iter, sizeof *iter));
     tg->iter = iter;
-    CC_CUDA_OK(ctx, cudaMemset(iter, 0, sizeof *iter));
-    CC_CUDA_OK(ctx, cudaDeviceSynchronize());
+    CC_CUDA_OK(ctx, cc_rank_memset(&ctx->r[0], iter, 0, sizeof *iter));
     return 0;
 }
 

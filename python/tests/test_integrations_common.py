@@ -28,11 +28,13 @@ try:
 except ImportError:  # pragma: no cover - the integration venvs always have torch
     torch = None
 
+import rank_harness  # noqa: E402
 from symmem.integrations import _common, _imphook  # noqa: E402
 
 
 # ----------------------------------------------------------------------------------------------- helpers
-def _rank_entry(fn, rank, world, store, q, args):
+def _rank_entry(fn, rank, world, store, q, args, stack_dir=None):
+    rank_harness.child_setup(stack_dir, rank)
     try:
         dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
                                 timeout=timedelta(seconds=60))
@@ -51,28 +53,23 @@ def _rank_entry(fn, rank, world, store, q, args):
 
 def run_ranks(fn, world=2, *args, timeout=120, context="fork"):
     """Run fn(rank, world, *args) in `world` processes joined by a gloo group; returns the results by rank.
-    A rank that raises fails the test with its traceback; one that hangs fails it after `timeout` s."""
+    A rank that raises fails the test with its traceback, one that dies with its exit status, one that hangs
+    after `timeout` s with its Python stacks (rank_harness)."""
     ctx = mp.get_context(context)
     q = ctx.Queue()
     with tempfile.TemporaryDirectory() as tmp:
         store = os.path.join(tmp, "store")
-        procs = [ctx.Process(target=_rank_entry, args=(fn, r, world, store, q, args)) for r in range(world)]
+        procs = [ctx.Process(target=_rank_entry, args=(fn, r, world, store, q, args, tmp)) for r in range(world)]
         for p in procs:
             p.start()
-        results, errors = {}, []
         try:
-            for _ in range(world):
-                rank, ok, value = q.get(timeout=timeout)
-                (results.__setitem__(rank, value) if ok else errors.append(f"rank {rank}:\n{value}"))
-        except Exception as e:  # noqa: BLE001 - queue.Empty: a rank hung
-            errors.append(f"no answer from every rank within {timeout} s ({type(e).__name__})")
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
+            got, errors = rank_harness.collect(procs, q, rank_harness.deadline_s(timeout), tmp)
+        finally:
+            rank_harness.stop(procs)
+        errors += [f"rank {r}:\n{value}" for r, (_, ok, value) in sorted(got.items()) if not ok]
         if errors:
             raise AssertionError("\n".join(errors))
-        return [results[r] for r in range(world)]
+        return [got[r][2] for r in range(world)]
 
 
 class LogCapture(logging.Handler):

@@ -18,6 +18,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import rank_harness  # noqa: E402
 import symmem  # noqa: E402
 import symmem.torch as st  # noqa: E402
 
@@ -101,11 +102,17 @@ def run_threads(nranks, body, timeout_ms=TIMEOUT_MS, **kw):
             errors[rank] = traceback.format_exc()
             ctx._bar.abort()
 
-    threads = [threading.Thread(target=main, args=(r,), name=f"rank{r}") for r in range(nranks)]
+    threads = [threading.Thread(target=main, args=(r,), name=f"rank{r}", daemon=True) for r in range(nranks)]
     for t in threads:
         t.start()
+    end = time.monotonic() + rank_harness.deadline_s()
     for t in threads:
-        t.join(600)
+        t.join(max(0.0, end - time.monotonic()))
+    stuck = [r for r, t in enumerate(threads) if t.is_alive()]
+    if stuck:
+        # the communicators stay open: closing one under a rank still inside a collective is not allowed
+        pytest.fail(f"ranks {stuck} (threads rank<r>) gave no result within {rank_harness.deadline_s():.0f} s; "
+                    f"every thread's Python stack:\n{rank_harness.dump_threads()}")
     for c in comms:
         c.close()
     bad = {r: e for r, e in enumerate(errors) if e}
@@ -130,7 +137,8 @@ class ProcCtx:
         return out
 
 
-def _proc_main(rank, nranks, init_file, body_name, q):
+def _proc_main(rank, nranks, init_file, body_name, q, stack_dir):
+    rank_harness.child_setup(stack_dir, rank)
     import torch.distributed as dist
     os.environ["NCCL_CUMEM_ENABLE"] = "1"  # NCCL registers cuMem memory only on its cuMem path
     try:
@@ -156,27 +164,23 @@ def multiprocess_ok(nranks):
     return torch.cuda.device_count() >= nranks or os.environ.get("SYMMEM_TEST_MPS") == "1"
 
 
-def run_processes(nranks, body):
+def run_processes(nranks, body, deadline=None):
+    """body in nranks spawned processes; a rank that raises, dies or hangs fails the test with its traceback,
+    exit status or stacks (rank_harness)."""
     import torch.multiprocessing as mp
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     with tempfile.TemporaryDirectory() as d:
-        procs = [ctx.Process(target=_proc_main, args=(r, nranks, os.path.join(d, "init"), body.__name__, q))
+        procs = [ctx.Process(target=_proc_main, args=(r, nranks, os.path.join(d, "init"), body.__name__, q, d))
                  for r in range(nranks)]
         for p in procs:
             p.start()
-        results = {}
         try:
-            for _ in range(nranks):
-                r, v = q.get(timeout=600)
-                results[r] = v
+            got, errors = rank_harness.collect(procs, q, rank_harness.deadline_s(deadline or 120), d)
         finally:
-            for p in procs:
-                p.join(60)
-                if p.is_alive():
-                    p.kill()
-    bad = {r: v for r, v in results.items() if v != "ok"}
-    assert len(results) == nranks and not bad, "\n".join(f"rank {r}:\n{v}" for r, v in bad.items())
+            rank_harness.stop(procs, grace=60)
+    errors += [f"rank {r}:\n{item[1]}" for r, item in sorted(got.items()) if item[1] != "ok"]
+    assert not errors, "\n".join(errors)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,0 +1,74 @@
+"""The test harness's promise (rank_harness.py): a rank process that dies fails its test at once with its exit
+status, and one that hangs fails it at the deadline with its Python stack, instead of the parent waiting on a
+queue until pytest's timeout. CPU only."""
+import multiprocessing as mp
+import os
+import tempfile
+import threading
+import time
+
+import rank_harness
+
+
+def _rank(rank, q, stack_dir, mode):
+    rank_harness.child_setup(stack_dir, rank)
+    if rank == 1 and mode == "die":
+        os._exit(3)
+    if rank == 1 and mode == "hang":
+        _stuck_in_a_named_frame()
+    q.put((rank, "ok"))
+
+
+def _stuck_in_a_named_frame():
+    while True:
+        time.sleep(0.05)
+
+
+def _run(mode, deadline):
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    with tempfile.TemporaryDirectory() as d:
+        procs = [ctx.Process(target=_rank, args=(r, q, d, mode)) for r in range(2)]
+        for p in procs:
+            p.start()
+        t0 = time.monotonic()
+        try:
+            got, errors = rank_harness.collect(procs, q, deadline, d)
+        finally:
+            rank_harness.stop(procs, grace=2)
+        return got, errors, time.monotonic() - t0
+
+
+def test_every_rank_reports():
+    got, errors, _ = _run("ok", 30)
+    assert errors == [] and sorted(got) == [0, 1]
+
+
+def test_a_dead_rank_is_named_with_its_exit_status_before_the_deadline():
+    got, errors, took = _run("die", 600)
+    assert 0 in got
+    assert any("rank 1 exited (exit status 3)" in e for e in errors), errors
+    assert took < 60, took  # the deadline is 600 s: the death was noticed, not waited out
+
+
+def test_a_hung_rank_fails_at_the_deadline_with_its_stack():
+    got, errors, _ = _run("hang", 3)
+    text = "\n".join(errors)
+    assert "ranks [1] gave no result within 3 s" in text, text
+    assert "_stuck_in_a_named_frame" in text, text
+    assert list(got) == [0]
+
+
+def test_thread_stacks_name_the_waiting_function():
+    stop = threading.Event()
+
+    def _waiting_thread_body():
+        stop.wait(30)
+
+    t = threading.Thread(target=_waiting_thread_body)
+    t.start()
+    try:
+        assert "_waiting_thread_body" in rank_harness.dump_threads()
+    finally:
+        stop.set()
+        t.join()

@@ -39,17 +39,8 @@ cmake --build "$build" -j "$(nproc)" > "$OUTDIR/build.log" 2>&1 || { grep -E "er
 echo "build: $((SECONDS - t0)) s, $ngpu GPU(s)"
 
 mps=${SYMMEM_GPU_MPS:-$([ "$ngpu" -eq 1 ] && echo 1 || echo 0)}
-mps_started=0
-start_mps() {
-  export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/symmem-mps} CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/symmem-mpslog}
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  nvidia-cuda-mps-control -d && mps_started=1 && echo "MPS daemon started ($CUDA_MPS_PIPE_DIRECTORY)"
-}
-stop_mps() {
-  if [ "$mps_started" = 1 ]; then echo quit | nvidia-cuda-mps-control; mps_started=0; sleep 1; fi
-  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-}
-trap stop_mps EXIT
+source scripts/mps.sh
+trap symmem_mps_stop EXIT
 
 run_ctest() { # label selection..., log name
   local log=$1; shift
@@ -63,10 +54,14 @@ if [ "$part" != procs ]; then
   run_ctest ctest_inproc.log "${sel[@]}" -L inproc -j "${CTEST_JOBS:-1}" || rc=$?
 fi
 if [ "$part" != inproc ]; then
-  [ "$mps" = 1 ] && start_mps
-  run_ctest ctest_gpu.log "${sel[@]}" -LE inproc || rc=$?
+  if [ "$mps" = 1 ] && ! symmem_mps_start; then
+    echo "the tests with a process per rank need MPS on one GPU: not run" | tee "$OUTDIR/ctest_gpu.log"
+    rc=1
+  else
+    run_ctest ctest_gpu.log "${sel[@]}" -LE inproc || rc=$?
+  fi
 fi
-stop_mps
+symmem_mps_stop
 cat "$OUTDIR"/ctest_*.log | grep -E "Test +#|tests passed|Skipped|Failed|\*\*\*" | tail -80
 echo "ctest rc=$rc after $((SECONDS - t0)) s"
 exit $rc

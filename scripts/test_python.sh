@@ -72,23 +72,24 @@ if [ "$mode" = --gpu ]; then
     -C build-dir="$work/wheel-gpu" "${launcher[@]}" "$repo"
   # Ranks that are threads of one process run outside MPS (under MPS the process's streams may share too
   # few hardware queues: docs/collectives.md, "Residency"); then MPS for the tests with one process per rank.
-  # A hung test fails alone (pytest-timeout, where the machine has it) instead of stopping the run.
-  "$venv/bin/python" -c "import pytest_timeout" 2>/dev/null && set -- "$1" --timeout 150 "${@:2}"
+  # A rank that hangs fails its test at the harness's deadline with its stacks (python/tests/rank_harness.py);
+  # pytest-timeout, where the machine has it, is the backstop for anything else and fires later.
+  export SYMMEM_TEST_RANK_DEADLINE_S=${SYMMEM_TEST_RANK_DEADLINE_S:-150}
+  "$venv/bin/python" -c "import pytest_timeout" 2>/dev/null && set -- "$1" --timeout 200 "${@:2}"
   step "pytest, ranks as threads (no MPS)"
   rc_threads=0
   # PyTorch's own kernels load lazily, which threads of one process cannot afford (docs/collectives.md).
   CUDA_MODULE_LOADING=EAGER SYMMEM_EXPECT_OP_LIBRARY=1 \
     run_pytest "$venv" -v -rs "$repo/python/tests/test_torch_gpu.py" -k threads "${@:2}" ||
     rc_threads=$?
-  mps_started=0
+  source "$repo/scripts/mps.sh"
   if [ -z "${SYMMEM_TEST_NO_MPS:-}" ] && command -v nvidia-cuda-mps-control >/dev/null; then
-    export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/mps} CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/mpslog}
-    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-    if nvidia-cuda-mps-control -d; then
-      mps_started=1
+    trap symmem_mps_stop EXIT
+    if symmem_mps_start; then
       export SYMMEM_TEST_MPS=1
-      trap 'echo quit | nvidia-cuda-mps-control || true' EXIT
-      step "MPS started ($CUDA_MPS_PIPE_DIRECTORY)"
+    else
+      echo "error: MPS is not usable here; the tests with a process per rank would wait for it"
+      exit 1
     fi
   fi
   step "pytest (GPU tests included; multi-process tests: SYMMEM_TEST_MPS=${SYMMEM_TEST_MPS:-0})"

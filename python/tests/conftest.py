@@ -21,4 +21,7 @@ def pytest_runtest_logreport(report):
     if report.failed and os.environ.get("SYMMEM_TEST_REPORT_NOW") == "1" and _config is not None:
         tr = _config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None:
-            tr.write_line(f"\n--- {report.nodeid} failed ({report.when}):\n{report.longreprtext[-6000:]}\n---")
+            # a spawned rank that fails before it can report writes its traceback to stderr only
+            err = "".join(text for name, text in report.sections if "stderr" in name)
+            err = f"\n--- its stderr (last 3000 characters):\n{err[-3000:]}" if err else ""
+            tr.write_line(f"\n--- {report.nodeid} failed ({report.when}):\n{report.longreprtext[-6000:]}{err}\n---")

@@ -20,7 +20,6 @@ from pathlib import Path
 
 for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
     os.environ[_k] = _v
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 try:
     import torch  # noqa: F401
@@ -576,6 +575,45 @@ class Negotiation(unittest.TestCase):
         outs, gathers = run_ranks(_veto_body, 2)[0]
         self.assertEqual(outs, [("off", "group 'pp' is not selected"), ("off", "SYMMEM_TEST_MODE=off")])
         self.assertEqual(gathers, 0)
+
+
+def _symmem_location(q):
+    try:
+        import symmem
+        q.put((0, os.path.dirname(os.path.abspath(symmem.__file__))))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        q.put((0, f"{type(e).__name__}: {e}"))
+
+
+class SpawnedRanks(unittest.TestCase):
+    def test_a_spawned_rank_imports_the_symmem_the_tests_imported_first(self):
+        """GPU rank processes are spawned (CUDA is not fork-safe) and start from their parent's sys.path. The
+        GPU tests import symmem first and these helpers later (pytest collects test_torch_gpu.py before the
+        test_integrations_gpu files): importing the helpers must not put another symmem (the source tree's,
+        which has no libsymmem beside it) ahead of the one already imported, or every rank dies at import."""
+        import subprocess
+        import sys
+        here = os.path.dirname(os.path.abspath(__file__))
+        code = textwrap.dedent(f"""
+            import multiprocessing as mp, os, sys
+            sys.path.insert(0, {here!r})
+            import symmem
+            first = os.path.dirname(os.path.abspath(symmem.__file__))
+            import rank_harness, test_integrations_common as t
+            ctx = mp.get_context("spawn")
+            q = ctx.Queue()
+            p = ctx.Process(target=t._symmem_location, args=(q,))
+            p.start()
+            got, errors = rank_harness.collect([p], q, 120, None, what="spawned process")
+            rank_harness.stop([p])
+            print("RESULT", first, "|", got[0][1] if 0 in got else errors)
+        """)
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                           cwd=tempfile.gettempdir())
+        line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
+        self.assertTrue(line, r.stdout[-2000:] + r.stderr[-3000:])
+        first, child = line[-1][len("RESULT "):].split(" | ", 1)
+        self.assertEqual(child, first, r.stderr[-3000:])
 
 
 class Helpers(unittest.TestCase):

@@ -786,11 +786,14 @@ def test_processes_rmsnorm(nranks, body):
     run_processes(nranks, body)
 
 
-def test_rmsnorm_through_the_ctypes_ops(tmp_path):
+def test_threads_rmsnorm_through_the_ctypes_ops(tmp_path):
     """The same checks with the ops defined in Python over the ctypes binding (SYMMEM_TORCH_OPS=python),
-    in a child process (the op set is chosen at import)."""
+    in a child process (the op set is chosen at import). Its ranks are threads: it runs with the other
+    thread tests (its name says so), outside MPS and with eager module loading."""
     if os.environ.get("SYMMEM_TORCH_OPS") == "python":
         pytest.skip("already the ctypes ops")
+    if os.environ.get("CUDA_MODULE_LOADING") != "EAGER":
+        pytest.skip("ranks as threads need CUDA_MODULE_LOADING=EAGER (PyTorch's kernels load lazily)")
     import subprocess
     import sys
     env = dict(os.environ, SYMMEM_TORCH_OPS="python")

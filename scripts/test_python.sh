@@ -11,6 +11,7 @@
 #     `pip install --no-build-isolation .`, then pytest -v on the files that use a GPU (test_torch_gpu.py,
 #     test_integrations_gpu_*.py): ranks as threads without MPS, then MPS started for the rest and stopped
 #     after. The CPU-only files are CI's (SYMMEM_TEST_GPU_ALL_FILES=1 runs them here too).
+#     SYMMEM_TEST_GPU_PART=threads|procs runs one of the two pytest runs (default all: both).
 #   scripts/test_python.sh --wheelhouse   (PyPI reachable) puts pytest and scikit-build-core wheels for
 #     Python 3.12 into build-python/wheelhouse, to carry to the GPU machine.
 #
@@ -76,12 +77,17 @@ if [ "$mode" = --gpu ]; then
   # pytest-timeout, where the machine has it, is the backstop for anything else and fires later.
   export SYMMEM_TEST_RANK_DEADLINE_S=${SYMMEM_TEST_RANK_DEADLINE_S:-150}
   "$venv/bin/python" -c "import pytest_timeout" 2>/dev/null && set -- "$1" --timeout 200 "${@:2}"
-  step "pytest, ranks as threads (no MPS)"
+  part=${SYMMEM_TEST_GPU_PART:-all}
+  case $part in all|threads|procs) ;; *) echo "SYMMEM_TEST_GPU_PART=$part: use all, threads or procs"; exit 2 ;; esac
   rc_threads=0
-  # PyTorch's own kernels load lazily, which threads of one process cannot afford (docs/collectives.md).
-  CUDA_MODULE_LOADING=EAGER SYMMEM_EXPECT_OP_LIBRARY=1 \
-    run_pytest "$venv" -v -rs "$repo/python/tests/test_torch_gpu.py" -k threads "${@:2}" ||
-    rc_threads=$?
+  if [ "$part" != procs ]; then
+    step "pytest, ranks as threads (no MPS)"
+    # PyTorch's own kernels load lazily, which threads of one process cannot afford (docs/collectives.md).
+    CUDA_MODULE_LOADING=EAGER SYMMEM_EXPECT_OP_LIBRARY=1 \
+      run_pytest "$venv" -v -rs "$repo/python/tests/test_torch_gpu.py" -k threads "${@:2}" ||
+      rc_threads=$?
+  fi
+  [ "$part" = threads ] && exit $rc_threads
   source "$repo/scripts/mps.sh"
   if [ -z "${SYMMEM_TEST_NO_MPS:-}" ] && command -v nvidia-cuda-mps-control >/dev/null; then
     trap symmem_mps_stop EXIT

@@ -179,21 +179,27 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
     comm->coll = co;
     int blocks_per_sm = 0;
     symmem_status_t st;
+    const double t0 = now_ms();
     SYMMEM_CHECK_GOTO(load_kernels(&blocks_per_sm), st, fail);
+    const double t1 = now_ms();
     symmem_coll_island_init(comm, co); /* before the table: its facts include the islands */
     SYMMEM_CHECK_GOTO(symmem_coll_agree(comm, co, blocks_per_sm), st, fail);
     find_colocated(comm, co);
+    const double t2 = now_ms();
     SYMMEM_CHECK_GOTO(symmem_coll_workspace_init(comm, co), st, fail);
+    const double t3 = now_ms();
     /* The defaults become final here: the probe's decision comes from allgathered minima, so it is the same on
      * every rank (the tuning-file table, agreed above by hash, is not touched and still wins). */
     if (co->probe) SYMMEM_CHECK_GOTO(probe_links(comm, co), st, fail);
     SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
                 "collectives ready: workspace %zu bytes (Lamport 3 x %zu, data 2 x %zu), %d blocks/kernel of %d..%d "
-                "threads, PDL %s, links %s, fingerprint %s, table %s%s",
+                "threads, PDL %s, links %s, fingerprint %s, table %s%s; %.0f ms: kernels loaded %.0f, agreed %.0f, "
+                "workspace %.0f, probe %.0f",
                 co->layout.ws_bytes, co->layout.lam_buf_bytes, co->layout.half_bytes, co->grid.max_grid,
                 co->grid.min_threads, SYMMEM_COLL_THREADS, co->pdl ? "on" : "off", topo_link_name(comm->link_class),
                 comm->fingerprint, co->tuning.table.nrules ? "from the tuning file" : "built-in",
-                co->tuning.prefer == TOPO_PREFER_PULL ? " (defaults: pull, from the probe)" : "");
+                co->tuning.prefer == TOPO_PREFER_PULL ? " (defaults: pull, from the probe)" : "", now_ms() - t0,
+                t1 - t0, t2 - t1, t3 - t2, now_ms() - t3);
     return SYMMEM_OK;
 fail:
     symmem_coll_comm_fini(comm);

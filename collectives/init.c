@@ -141,20 +141,34 @@ static void find_colocated(symmem_comm_t comm, struct symmem_coll *co)
         if (q != comm->rank && comm->peers[q].pid == comm->peers[comm->rank].pid &&
             strcmp(comm->peers[q].pci_bus_id, comm->peers[comm->rank].pci_bus_id) == 0)
             co->colocated_peer = q;
-    /* Under MPS a client process gets only a few hardware work queues (CUDA_DEVICE_MAX_CONNECTIONS, shared
-     * pool); several ranks' streams of this process may then share one queue, and a rank's collective
-     * waits behind a co-located rank's that waits for it: a timeout (coll_b2b --inproc 4 under MPS: timed
-     * out; with CUDA_DEVICE_MAX_CONNECTIONS=32: passed; bench/NOTES.md). Say so before it happens. */
-    if (co->colocated_peer >= 0 && co->mps && comm->rank < co->colocated_peer) {
-        const char *conn = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-        if (!conn || atoi(conn) <= comm->ranks_per_device)
-            SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
-                        "ranks %d and %d of this process share GPU %s under MPS, where the process's streams may "
-                        "share hardware work queues: their collectives would then run one after the other and "
-                        "time out. Set CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts, or run such ranks "
-                        "without MPS (docs/collectives.md, \"Residency\")",
-                        comm->rank, co->colocated_peer, comm->peers[comm->rank].pci_bus_id);
-    }
+    /* Several ranks' streams of this process may share one hardware work queue, and a rank's collective
+     * then waits behind a co-located rank's work that waits for it: a timeout. Under MPS a client process
+     * gets only a few queues (CUDA_DEVICE_MAX_CONNECTIONS, shared pool: coll_b2b --inproc 4 under MPS timed
+     * out; with CUDA_DEVICE_MAX_CONNECTIONS=32 it passed; bench/NOTES.md); without MPS a context has
+     * CUDA_DEVICE_MAX_CONNECTIONS queues (8 by default), too few once more ranks of the process share the
+     * GPU. Said once per GPU (by its lowest rank here), before it happens. */
+    if (co->colocated_peer < 0 || comm->rank > co->colocated_peer) return;
+    const char *conn = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    const int queues = conn ? atoi(conn) : 8;
+    int here = 0; /* ranks of this process on this GPU */
+    for (int q = 0; q < comm->nranks; q++)
+        here += comm->peers[q].pid == comm->peers[comm->rank].pid &&
+                strcmp(comm->peers[q].pci_bus_id, comm->peers[comm->rank].pci_bus_id) == 0;
+    if (co->mps && (!conn || queues <= comm->ranks_per_device))
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
+                    "ranks %d and %d of this process share GPU %s under MPS, where the process's streams may "
+                    "share hardware work queues: their collectives would then run one after the other and "
+                    "time out. Set CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts, or run such ranks "
+                    "without MPS (docs/collectives.md, \"Residency\")",
+                    comm->rank, co->colocated_peer, comm->peers[comm->rank].pci_bus_id);
+    else if (!co->mps && here > queues)
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
+                    "%d ranks of this process share GPU %s, more than its %d hardware work queues "
+                    "(CUDA_DEVICE_MAX_CONNECTIONS%s): two ranks' streams then share a queue, and what one rank "
+                    "enqueues after a collective that waits holds back the other's collective behind it, until "
+                    "the timeout. Set CUDA_DEVICE_MAX_CONNECTIONS=32 (the most CUDA allows) before CUDA starts "
+                    "(docs/collectives.md, \"Residency\")",
+                    here, comm->peers[comm->rank].pci_bus_id, queues, conn ? "" : ", 8 by default");
 }
 
 symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
@@ -165,21 +179,27 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
     comm->coll = co;
     int blocks_per_sm = 0;
     symmem_status_t st;
+    const double t0 = now_ms();
     SYMMEM_CHECK_GOTO(load_kernels(&blocks_per_sm), st, fail);
+    const double t1 = now_ms();
     symmem_coll_island_init(comm, co); /* before the table: its facts include the islands */
     SYMMEM_CHECK_GOTO(symmem_coll_agree(comm, co, blocks_per_sm), st, fail);
     find_colocated(comm, co);
+    const double t2 = now_ms();
     SYMMEM_CHECK_GOTO(symmem_coll_workspace_init(comm, co), st, fail);
+    const double t3 = now_ms();
     /* The defaults become final here: the probe's decision comes from allgathered minima, so it is the same on
      * every rank (the tuning-file table, agreed above by hash, is not touched and still wins). */
     if (co->probe) SYMMEM_CHECK_GOTO(probe_links(comm, co), st, fail);
     SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
                 "collectives ready: workspace %zu bytes (Lamport 3 x %zu, data 2 x %zu), %d blocks/kernel of %d..%d "
-                "threads, PDL %s, links %s, fingerprint %s, table %s%s",
+                "threads, PDL %s, links %s, fingerprint %s, table %s%s; %.0f ms: kernels loaded %.0f, agreed %.0f, "
+                "workspace %.0f, probe %.0f",
                 co->layout.ws_bytes, co->layout.lam_buf_bytes, co->layout.half_bytes, co->grid.max_grid,
                 co->grid.min_threads, SYMMEM_COLL_THREADS, co->pdl ? "on" : "off", topo_link_name(comm->link_class),
                 comm->fingerprint, co->tuning.table.nrules ? "from the tuning file" : "built-in",
-                co->tuning.prefer == TOPO_PREFER_PULL ? " (defaults: pull, from the probe)" : "");
+                co->tuning.prefer == TOPO_PREFER_PULL ? " (defaults: pull, from the probe)" : "", now_ms() - t0,
+                t1 - t0, t2 - t1, t3 - t2, now_ms() - t3);
     return SYMMEM_OK;
 fail:
     symmem_coll_comm_fini(comm);

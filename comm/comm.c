@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "alloc/alloc.h"
 #include "base/bootstrap.h"
@@ -19,6 +20,13 @@
 #include "symmem/topo.h"
 
 /* ---- creation and destruction ----------------------------------------------------------------------- */
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
 
 static const char *placement_name(symmem_placement_t p)
 {
@@ -87,21 +95,35 @@ static symmem_status_t comm_create(const symmem_boot_id_t *id, int nranks, int r
     pthread_mutex_init(&c->lock, NULL);
     int prev_rank = symmem_log_set_rank(rank);
     symmem_status_t st;
+    /* Where init spends its time, per step (said in the "communicator ready" line): each step ends in an
+     * exchange with every rank, so a step's time here includes waiting for the slowest rank's step before. */
+    double t[5];
+    t[0] = now_ms();
     SYMMEM_CHECK_GOTO(symmem_boot_create(id, nranks, rank, o.timeout_ms, &c->boot), st, fail);
+    t[1] = now_ms();
     SYMMEM_CHECK_GOTO(symmem_comm_agree_facts(c, &o), st, fail);
+    t[2] = now_ms();
     SYMMEM_CHECK_GOTO(symmem_comm_agree_reachability(c), st, fail);
+    t[3] = t[4] = now_ms();
     if (c->backend == SYMMEM_BACKEND_CUDA) {
         SYMMEM_CHECK_GOTO(symmem_coll_comm_init(c), st, fail);
+        t[4] = now_ms();
         int grid = 0, capacity = 0;
         symmem_coll_residency(c, &grid, &capacity);
         symmem_watch_add(c, grid, capacity);
     }
     dump_topology(c);
+    char times[192];
+    const int cuda = c->backend == SYMMEM_BACKEND_CUDA;
+    snprintf(times, sizeof times, "init %.0f ms: bootstrap mesh %.0f, facts %.0f%s, links %.0f%s, collectives %.0f",
+             t[4] - t[0], t[1] - t[0], t[2] - t[1], cuda ? " (CUDA context, GPU attributes)" : "", t[3] - t[2],
+             cuda ? " (P2P, NVML)" : "", t[4] - t[3]);
     if (c->backend == SYMMEM_BACKEND_HOST)
-        SYMMEM_INFO(SYMMEM_SUBSYS_CORE, "communicator ready: %d ranks, host backend (memfd memory, no GPU)", nranks);
+        SYMMEM_INFO(SYMMEM_SUBSYS_CORE, "communicator ready: %d ranks, host backend (memfd memory, no GPU); %s", nranks,
+                    times);
     else
-        SYMMEM_INFO(SYMMEM_SUBSYS_CORE, "communicator ready: %d ranks, GPU %d (%s), %s placement", nranks,
-                    c->device, c->peers[rank].pci_bus_id, placement_name(c->placement));
+        SYMMEM_INFO(SYMMEM_SUBSYS_CORE, "communicator ready: %d ranks, GPU %d (%s), %s placement; %s", nranks,
+                    c->device, c->peers[rank].pci_bus_id, placement_name(c->placement), times);
     if (!symmem_comm_live_add(c)) {
         st = symmem_set_error(SYMMEM_OUT_OF_MEMORY, "out of host memory");
         goto fail;

@@ -91,6 +91,16 @@ int topo_nvml_nvlinks(topo_gpu_facts_t *f)
     int links[TOPO_MAX_GPUS][TOPO_MAX_GPUS];
     memset(links, 0, sizeof links);
     for (int i = 0; i < f->ngpus && ok; i++) {
+        /* A GPU listed again (ranks that share it: a communicator passes one bus id per rank) has the row of
+         * its first listing: each row costs NVML two or three queries per link, and every rank of a
+         * communicator asks for all rows at once at init. */
+        int first = 0;
+        while (first < i && strcmp(f->gpus[first].bus_id, f->gpus[i].bus_id) != 0) first++;
+        if (first < i) {
+            memcpy(links[i], links[first], sizeof links[i]);
+            to_switch[i] = to_switch[first];
+            continue;
+        }
         nvml_device_t dev;
         ok = api.by_bus_id(f->gpus[i].bus_id, &dev) == NVML_SUCCESS;
         if (ok) count_links(&api, dev, f, links[i], &to_switch[i]);

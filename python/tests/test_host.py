@@ -59,10 +59,10 @@ def test_unique_id():
     assert isinstance(e.value, RuntimeError)
 
 
-def test_three_processes():
+@pytest.mark.parametrize("n", [3, 16])  # 16: SYMMEM_MAX_RANKS, every pair of the bootstrap mesh and mappings
+def test_processes(n):
     ctx = mp.get_context("fork")
     uid = symmem.new_unique_id()
-    n = 3
     barrier, q = ctx.Barrier(n), ctx.Queue()
     procs = [ctx.Process(target=_rank_main, args=(r, n, uid, barrier, q)) for r in range(n)]
     for p in procs:

@@ -616,6 +616,70 @@ class SpawnedRanks(unittest.TestCase):
         self.assertEqual(child, first, r.stderr[-3000:])
 
 
+def _host_comm_body(rank, world):
+    """symmem's own communicator over the group's gloo allgather, as SymmemCommunicator makes it (its
+    bootstrap: the unique id through all_gather_object, then the library's socket mesh), on the host backend:
+    init, a symmetric allocation every rank writes, every peer's part read back, teardown."""
+    import ctypes
+
+    import symmem
+
+    def allgather(data):
+        out = [None] * world
+        dist.all_gather_object(out, data)
+        return out
+    comm = symmem.Comm(world, rank, allgather=allgather, backend=symmem.BACKEND_HOST, timeout_ms=60000)
+    size = comm.size
+    buf = comm.alloc(65536)
+    ctypes.memset(buf.ptr, rank + 1, buf.size)
+    dist.barrier()
+    seen = [ctypes.string_at(buf.peer_ptr(p), buf.size) == bytes([p + 1]) * buf.size for p in range(world)]
+    dist.barrier()  # nobody frees its part while a peer may still read it
+    buf.free()
+    comm.destroy()
+    return size, seen
+
+
+# Sixteen ranks (SYMMEM_MAX_RANKS; hosts with 16 PCIe GPUs): the drop-ins' negotiation and symmem's own
+# bootstrap at the largest world size, in forked processes over gloo (a few seconds per test on two cores).
+SIXTEEN = 16
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class SixteenRanks(unittest.TestCase):
+    def test_every_rank_serves_and_agrees_on_the_smallest_cap(self):
+        caps = {r: 4 << 20 for r in range(SIXTEEN)}
+        caps[13] = 256 << 10
+        res = run_ranks(_agreement_body, SIXTEEN, None, caps, None, timeout=180)
+        self.assertEqual([r[:2] for r in res], [("symmem", 256 << 10)] * SIXTEEN)
+        self.assertEqual([r[3] for r in res], [[False]] * SIXTEEN, "a serving rank's communicator was closed")
+
+    def test_one_rank_failing_disables_all_sixteen_and_names_it(self):
+        res = run_ranks(_agreement_body, SIXTEEN, 11, {}, None, timeout=180)
+        for rank, (backend, max_size, reason, closed, _) in enumerate(res):
+            self.assertEqual((backend, max_size), ("off", 0), f"rank {rank}")
+            self.assertIn("rank 11: symmem init failed: symmem communicator disabled: SYMMEM_TIMEOUT", reason)
+            self.assertEqual(closed, [True], f"rank {rank}'s communicator must be closed when rank 11 failed")
+        self.assertEqual(len(res[0][4]), 1, "rank 0 says it once")
+        self.assertEqual([len(r[4]) for r in res[1:]], [0] * (SIXTEEN - 1), "the other ranks stay quiet")
+
+    def test_fallback_keeps_torch_only_where_all_sixteen_have_it(self):
+        up = {r: r != 7 for r in range(SIXTEEN)}
+        res = run_ranks(_stock_body, SIXTEEN, up, timeout=180)
+        self.assertEqual([r[0] for r in res], ["symmem"] * SIXTEEN)
+        self.assertEqual([r[3] for r in res], [1] * SIXTEEN)
+        res = run_ranks(_stock_body, SIXTEEN, {r: True for r in range(SIXTEEN)}, timeout=180)
+        self.assertEqual(res, [("torch", [False], [False], 0)] * SIXTEEN)
+
+    def test_ranks_out_of_step_read_nothing(self):
+        want = (None, [10 * r for r in range(SIXTEEN)])
+        self.assertEqual(run_ranks(_out_of_step_body, SIXTEEN, timeout=180), [want] * SIXTEEN)
+
+    def test_host_backend_communicator_over_gloo(self):
+        for size, seen in run_ranks(_host_comm_body, SIXTEEN, timeout=180):
+            self.assertEqual((size, seen), (SIXTEEN, [True] * SIXTEEN))
+
+
 class Helpers(unittest.TestCase):
     def test_parse_bytes(self):
         for text, value in (("65536", 65536), ("512K", 512 << 10), ("512KiB", 512 << 10), ("4m", 4 << 20),

@@ -155,6 +155,14 @@ class SGLangPlugin(unittest.TestCase):
         self.assertEqual((disabled, backend, world), (True, "off", 1))
         self.assertIn("world size 1", said[0])
 
+    def test_sixteen_ranks_disable_together_without_raising(self):
+        # 16 ranks (SYMMEM_MAX_RANKS), as on a 16-GPU host: one gather, one reason, rank 0 says it
+        res = run_ranks(_construct_body, 16, "cpu", timeout=180)
+        for disabled, backend, world, eligible, result, said in res:
+            self.assertEqual((disabled, backend, world, eligible, result), (True, "off", 16, False, None))
+        self.assertEqual(len(res[0][5]), 1, res[0][5])
+        self.assertIn("not a CUDA device", res[0][5][0])
+
     def test_group_coordinator_instantiates_symmem(self):
         res = run_ranks(_group_coordinator_body, 2, context="spawn", timeout=300)
         for made in res:

@@ -144,6 +144,14 @@ class VLLMPlugin(unittest.TestCase):
         res = run_ranks(_construct_body, 1, 0, {})[0]
         self.assertEqual(res[:3] + (res[6],), (True, "off", 1, 0))
 
+    def test_sixteen_ranks_disable_together_without_raising(self):
+        # 16 ranks (SYMMEM_MAX_RANKS), as on a 16-GPU host: one gather, one reason, rank 0 says it
+        res = run_ranks(_construct_body, 16, "cpu", {}, timeout=180)
+        for disabled, backend, world, eligible, result, said, gathers in res:
+            self.assertEqual((disabled, backend, world, eligible, result, gathers), (True, "off", 16, False, None, 1))
+        self.assertEqual(len(res[0][5]), 1)
+        self.assertIn("not a CUDA device", res[0][5][0])
+
     def test_batch_invariant_is_honoured_before_any_collective(self):
         res = run_ranks(_construct_body, 2, torch.device("cuda", 0), {"VLLM_BATCH_INVARIANT": "1"})
         for disabled, backend, _, _, _, _, gathers in res:

@@ -804,3 +804,119 @@ def test_threads_rmsnorm_through_the_ctypes_ops(tmp_path):
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
     assert "3 passed" in r.stdout.splitlines()[-1], r.stdout[-2000:]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 16 ranks (SYMMEM_MAX_RANKS; hosts with 16 PCIe GPUs), as processes sharing the GPU under MPS. One spawn of
+# 16 ranks runs every check (sixteen Python processes start in tens of seconds), and ranks compare digests of
+# their outputs, not the outputs: gathering whole tensors over gloo costs n^2 host traffic.
+# ---------------------------------------------------------------------------------------------------------
+SIXTEEN = 16
+
+
+def _digest(t):
+    import ctypes
+    import hashlib
+    t = host(t).contiguous()
+    return hashlib.sha256(ctypes.string_at(t.data_ptr(), t.numel() * t.element_size())).hexdigest()
+
+
+def _same_digest_on_every_rank(rank, ctx, t, what):
+    d = ctx.gather(rank, _digest(t))
+    differ = [r for r in range(len(d)) if d[r] != d[0]]
+    assert not differ, f"{what}: ranks {differ} differ bitwise from rank 0"
+
+
+def body_sixteen(rank, comm, ctx):
+    """Eager all-reduce (every dtype x op, odd sizes, out of place, out=, in place) against the exact
+    emulation and float64; reduce-scatter and all-gather; the fused all-reduce + RMSNorm; a tensor-parallel
+    forward (per layer a GEMM, then the all-reduce of its output) eager and in a replayed CUDA graph; every
+    output bitwise equal on every rank."""
+    n, dev = comm.world_size, comm.device
+    assert n == SIXTEEN, n
+    seed = 16000
+    for dtype in DTYPES:
+        for op in OPS:
+            for count in (7, 6147, 65537):
+                seed += 1
+                parts = parts_for((count,), dtype, n, seed)
+                what = f"all_reduce {dtype} {op} count {count} ({n} ranks)"
+                x = to_dev(parts[rank], dev)
+                y = comm.all_reduce(x, op=op)
+                check(y, parts, op, what)
+                _same_digest_on_every_rank(rank, ctx, y, what)
+                o = torch.empty_like(x)
+                assert comm.all_reduce(x, out=o, op=op) is o
+                check(o, parts, op, what + " out=")
+                assert comm.all_reduce(x, out=x, op=op) is x
+                check(x, parts, op, what + " in place")
+    for dtype in DTYPES:
+        for rows, cols in ((1, 7), (64, 100)):
+            seed += 1
+            parts = parts_for((n * rows, cols), dtype, n, seed)
+            x = to_dev(parts[rank], dev)
+            rs = comm.reduce_scatter(x)
+            check(rs, [p[rank * rows:(rank + 1) * rows] for p in parts], "sum", f"reduce_scatter {dtype} {rows}x{cols}")
+            ag = comm.all_gather(to_dev(parts[rank][:rows], dev))
+            assert torch.equal(host(ag), torch.cat([p[:rows] for p in parts])), f"all_gather {dtype} {rows}x{cols}"
+            _same_digest_on_every_rank(rank, ctx, ag, f"all_gather {dtype}")
+    for tokens, hidden in ((3, 4097), (17, 7168)):
+        seed += 1
+        xs, residual, weight = rms_inputs((tokens, hidden), torch.bfloat16, n, seed)
+        r = to_dev(residual, dev)
+        out = comm.all_reduce_add_rmsnorm(to_dev(xs[rank], dev), r, to_dev(weight, dev), 1e-6)
+        check_rms(out, r, xs, residual, weight, 1e-6, f"all_reduce_add_rmsnorm {tokens}x{hidden} ({n} ranks)")
+        _same_digest_on_every_rank(rank, ctx, out, f"all_reduce_add_rmsnorm {tokens}x{hidden}")
+    _tp_forward(rank, comm, ctx, layers=4, tokens=16, hidden=1024)
+    ctx.barrier()
+
+
+def _tp_forward(rank, comm, ctx, layers, tokens, hidden):
+    """The tensor-parallel forward that once reported nothing at 16 ranks (bench/tp_phases.py measures its
+    phases): h = x @ W then the all-reduce of h, per layer, eager and then captured and replayed; each
+    layer's output against the float64 sum of every rank's h (gathered whole: small) and bitwise equal."""
+    n, dev = comm.world_size, comm.device
+    g = torch.Generator().manual_seed(4242 + rank)
+    ws = [(torch.randn(hidden, hidden, generator=g) / hidden ** 0.5).to(dev, torch.bfloat16) for _ in range(layers)]
+    xs = [torch.randn(tokens, hidden, generator=g).to(dev, torch.bfloat16) for _ in range(layers)]
+    hs = [torch.empty(tokens, hidden, dtype=torch.bfloat16, device=dev) for _ in range(layers)]
+    outs = [torch.empty_like(h) for h in hs]
+
+    def forward():
+        for k in range(layers):
+            torch.matmul(xs[k], ws[k], out=hs[k])
+            comm.all_reduce(hs[k], out=outs[k])
+
+    def verify(what):
+        for k in range(layers):
+            mine = host(hs[k])
+            every = ctx.gather(rank, mine)  # 16 x 32 KiB per layer: small enough to gather whole
+            ref = sum(p.double() for p in every)
+            got = host(outs[k]).double()
+            err = ((got - ref).norm() / ref.norm()).item()
+            assert err < 1.6e-2, f"{what}: layer {k}: relative error {err} against float64 ({n} ranks)"
+            assert torch.equal(host(outs[k]), exact(every, "sum")), f"{what}: layer {k}: not the rank-order fp32 sum"
+            _same_digest_on_every_rank(rank, ctx, outs[k], f"{what}: layer {k}")
+
+    forward()
+    verify("tp forward, eager")
+    s = torch.cuda.current_stream(dev)
+    graph = torch.cuda.CUDAGraph()
+
+    def capture():
+        with torch.cuda.graph(graph, stream=s, capture_error_mode="thread_local"):
+            forward()
+    ctx.one_at_a_time(rank, capture)
+    for it in range(3):
+        for k in range(layers):
+            xs[k].copy_(torch.randn(tokens, hidden, generator=g).to(torch.bfloat16))
+            outs[k].zero_()
+        graph.replay()
+        verify(f"tp forward, graph replay {it}")
+    del graph
+
+
+def test_processes_sixteen_ranks():
+    if not multiprocess_ok(SIXTEEN):
+        pytest.skip(f"{SIXTEEN} processes need {SIXTEEN} GPUs or MPS (SYMMEM_TEST_MPS=1)")
+    run_processes(SIXTEEN, body_sixteen)

@@ -213,20 +213,34 @@ static void find_colocated(symmem_comm_t comm, struct symmem_coll *co)
         if (q != comm->rank && comm->peers[q].pid == comm->peers[comm->rank].pid &&
             strcmp(comm->peers[q].pci_bus_id, comm->peers[comm->rank].pci_bus_id) == 0)
             co->colocated_peer = q;
-    /* Under MPS a client process gets only a few hardware work queues (CUDA_DEVICE_MAX_CONNECTIONS, shared
-     * pool); several ranks' streams of this process may then share one queue, and a rank's collective
-     * waits behind a co-located rank's that waits for it: a timeout (coll_b2b --inproc 4 under MPS: timed
-     * out; with CUDA_DEVICE_MAX_CONNECTIONS=32: passed; bench/NOTES.md). Say so before it happens. */
-    if (co->colocated_peer >= 0 && co->mps && comm->rank < co->colocated_peer) {
-        const char *conn = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-        if (!conn || atoi(conn) <= comm->ranks_per_device)
-            SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
-                        "ranks %d and %d of this process share GPU %s under MPS, where the process's streams may "
-                        "share hardware work queues: their collectives would then run one after the other and "
-                        "time out. Set CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts, or run such ranks "
-                        "without MPS (docs/collectives.md, \"Residency\")",
-                        comm->rank, co->colocated_peer, comm->peers[comm->rank].pci_bus_id);
-    }
+    /* Several ranks' streams of this process may share one hardware work queue, and a rank's collective
+     * then waits behind a co-located rank's work that waits for it: a timeout. Under MPS a client process
+     * gets only a few queues (CUDA_DEVICE_MAX_CONNECTIONS, shared pool: coll_b2b --inproc 4 under MPS timed
+     * out; with CUDA_DEVICE_MAX_CONNECTIONS=32 it passed; bench/NOTES.md); without MPS a context has
+     * CUDA_DEVICE_MAX_CONNECTIONS queues (8 by default), too few once more ranks of the process share the
+     * GPU. Said once per GPU (by its lowest rank here), before it happens. */
+    if (co->colocated_peer < 0 || comm->rank > co->colocated_peer) return;
+    const char *conn = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    const int queues = conn ? atoi(conn) : 8;
+    int here = 0; /* ranks of this process on this GPU */
+    for (int q = 0; q < comm->nranks; q++)
+        here += comm->peers[q].pid == comm->peers[comm->rank].pid &&
+                strcmp(comm->peers[q].pci_bus_id, comm->peers[comm->rank].pci_bus_id) == 0;
+    if (co->mps && (!conn || queues <= comm->ranks_per_device))
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
+                    "ranks %d and %d of this process share GPU %s under MPS, where the process's streams may "
+                    "share hardware work queues: their collectives would then run one after the other and "
+                    "time out. Set CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts, or run such ranks "
+                    "without MPS (docs/collectives.md, \"Residency\")",
+                    comm->rank, co->colocated_peer, comm->peers[comm->rank].pci_bus_id);
+    else if (!co->mps && here > queues)
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
+                    "%d ranks of this process share GPU %s, more than its %d hardware work queues "
+                    "(CUDA_DEVICE_MAX_CONNECTIONS%s): two ranks' streams then share a queue, and what one rank "
+                    "enqueues after a collective that waits holds back the other's collective behind it, until "
+                    "the timeout. Set CUDA_DEVICE_MAX_CONNECTIONS=32 (the most CUDA allows) before CUDA starts "
+                    "(docs/collectives.md, \"Residency\")",
+                    here, comm->peers[comm->rank].pci_bus_id, queues, conn ? "" : ", 8 by default");
 }
 
 symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)

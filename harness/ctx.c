@@ -207,6 +207,16 @@ int cc_start(int *argc, char **argv, const char *name, int default_nranks, int t
         if (*exit_code == CC_EXIT_SKIP) printf("[%s] SKIP: every rank skipped\n", name);
         return 0;
     }
+    /* Threads of one process drive their ranks' streams through the context's hardware work queues
+     * (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default). With more ranks than queues two ranks' streams share
+     * one, and whatever a rank enqueues behind its waiting collective (its next call, a copy-engine call's
+     * later steps) holds back the other rank's collective queued after it in that queue, which the first
+     * waits for: a timeout (docs/collectives.md, "Residency"). The variable is read when CUDA starts. */
+    if (!multiproc && nranks > CC_CUDA_DEFAULT_QUEUES && getenv("CUDA_DEVICE_MAX_CONNECTIONS") == NULL) {
+        setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 1);
+        printf("[%s] %d ranks as threads: CUDA_DEVICE_MAX_CONNECTIONS=32 (one hardware work queue per rank's "
+               "stream; the default is %d)\n", name, nranks, CC_CUDA_DEFAULT_QUEUES);
+    }
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev <= 0) {
         if (child <= 0) printf("[%s] SKIP: no CUDA device (cudaGetDeviceCount)\n", name);

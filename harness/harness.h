@@ -31,6 +31,8 @@ extern "C" {
 #define CC_EXIT_SKIP 77
 #define CC_MAX_RANKS SYMMEM_MAX_RANKS
 #define CC_SLOT_BYTES 512
+/* CUDA's default CUDA_DEVICE_MAX_CONNECTIONS: hardware work queues per context (see cc_start). */
+#define CC_CUDA_DEFAULT_QUEUES 8
 
 /* ---- host channel between rank processes (shared memory) ------------------------------------------- */
 typedef struct cc_shm cc_shm_t;
@@ -93,7 +95,8 @@ typedef struct cc_ctx {
  * of a multi-process run it launches the children and returns 0 with *exit_code set; otherwise it
  * initialises CUDA and the communicator(s) and returns 1 (run the test body), or returns 0 with
  * *exit_code 77 when no GPU is present (the skip ctest shows). opts_in: NULL or options to start from
- * (device is set per rank). extra_env goes to children. */
+ * (device is set per rank). extra_env goes to children. In-process with more ranks than CUDA's default 8
+ * hardware work queues it sets CUDA_DEVICE_MAX_CONNECTIONS=32 when unset (one queue per rank's stream). */
 int cc_start(int *argc, char **argv, const char *name, int default_nranks, int timeout_s,
              const symmem_options_t *opts_in, const char *const *extra_env, cc_ctx_t *ctx, int *exit_code);
 /* Destroys the communicators and streams. */

@@ -8,7 +8,11 @@
  * 4 KiB .. 16 MiB of bf16 (odd counts too), plus reduce-scatter and all-gather, in windows of back-to-back
  * operations without host synchronisation; every result is checked against the float64 reference and must
  * be bitwise equal on every rank.
- * Usage: coll_busy [--mp N | --inproc N] [--ops K]
+ * Usage: coll_busy [--mp N | --inproc N] [--ops K] [--sizes S]
+ *   --sizes S: the all-reduces at the first S sizes only (default all 4). Residency does not grow with the size
+ *   beyond the one at which a kernel takes every block the rule grants (1 MiB does once 9 or more ranks
+ *   share an H200: 11 down to 6 blocks each), while the float64 reference of a 16 MiB all-reduce grows with
+ *   the ranks: 9..16 co-located ranks run --sizes 3.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,8 +37,10 @@ typedef struct busy_op {
 static const symmem_dtype_t dt = SYMMEM_BFLOAT16;
 static const size_t es = 2;
 
-/* bf16 element counts: 4 KiB, 64 KiB + 1 element, 1 MiB - 3 elements, 16 MiB */
+/* bf16 element counts: 4 KiB, 64 KiB + 1 element, 1 MiB - 3 elements, 16 MiB; the run uses the first n_sizes */
 static const size_t ar_counts[] = {2048, 32769, 524285, 8388608};
+#define N_AR_COUNTS ((int)(sizeof ar_counts / sizeof *ar_counts))
+static int n_sizes = N_AR_COUNTS;
 
 /* The run's state: the plan, WINDOW operations' worth of per-rank inputs and outputs, the side streams. */
 typedef struct busy {
@@ -52,7 +58,7 @@ static void plan(const cc_ctx_t *ctx, busy_t *b)
 {
     const int n = ctx->nranks, K = b->K;
     busy_op_t *ops = calloc((size_t)K, sizeof *ops);
-    const int nar = SYMMEM_ALGO_COUNT * (int)(sizeof ar_counts / sizeof *ar_counts);
+    const int nar = SYMMEM_ALGO_COUNT * n_sizes;
     size_t in_max = 0, out_max = 0;
     for (int j = 0; j < K; j++) {
         busy_op_t *o = &ops[j];
@@ -60,7 +66,7 @@ static void plan(const cc_ctx_t *ctx, busy_t *b)
             o->kind = K_AR;
             o->algo = (symmem_algo_t)(j % SYMMEM_ALGO_COUNT);
             if (!cc_algo_known(o->algo)) o->algo = SYMMEM_ALGO_AUTO;
-            o->count = ar_counts[(size_t)(j / SYMMEM_ALGO_COUNT) % (sizeof ar_counts / sizeof *ar_counts)];
+            o->count = ar_counts[(j / SYMMEM_ALGO_COUNT) % n_sizes];
         } else {
             o->kind = (j - nar) % 2 ? K_AG : K_RS;
             o->algo = (symmem_algo_t)((j - nar) / 2 % SYMMEM_ALGO_COUNT);
@@ -220,7 +226,14 @@ int main(int argc, char **argv)
     const int n = ctx.nranks;
     busy_t b;
     memset(&b, 0, sizeof b);
-    b.K = SYMMEM_ALGO_COUNT * (int)(sizeof ar_counts / sizeof *ar_counts) + 6;
+    for (int a = 1; a + 1 < argc; a++)
+        if (!strcmp(argv[a], "--sizes")) n_sizes = atoi(argv[a + 1]);
+    if (n_sizes < 1 || n_sizes > N_AR_COUNTS) {
+        cc_log(&ctx, "FAIL: --sizes takes 1..%d", N_AR_COUNTS);
+        cc_finish(&ctx);
+        return 1;
+    }
+    b.K = SYMMEM_ALGO_COUNT * n_sizes + 6;
     for (int a = 1; a + 1 < argc; a++)
         if (!strcmp(argv[a], "--ops")) b.K = atoi(argv[a + 1]);
     const int K = b.K;
@@ -245,7 +258,8 @@ int main(int argc, char **argv)
     const uint64_t failed = cc_sum_u64(&ctx, (uint64_t)(wrong_ops + (size_t)fail));
     release(&ctx, &b);
     if (cc_is_root(&ctx))
-        cc_log(&ctx, "checked %d operations (every algorithm, 4 KiB..16 MiB) interleaved with SM-occupying work on "
-               "the same and a second stream, %d ranks: %s", K, n, failed ? "FAILED" : "all correct");
+        cc_log(&ctx, "checked %d operations (every algorithm, all-reduces of 4 KiB..%zu KiB) interleaved with "
+               "SM-occupying work on the same and a second stream, %d ranks: %s", K, ar_counts[n_sizes - 1] * es >> 10,
+               n, failed ? "FAILED" : "all correct");
     return failed ? 1 : 0;
 }

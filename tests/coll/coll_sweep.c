@@ -6,7 +6,11 @@
  *  - bitwise equality of the output across ranks (all-reduce, all-gather);
  *  - sizes around the workspace limit (symmem_comm_max_message_bytes: chunked path), and one 256 MiB
  *    all-reduce per dtype (multi-process mode).
- * Usage: coll_sweep [--mp N | --inproc N] [--quick] [--algo NAME]   (--algo: only that algorithm's cases)
+ * Usage: coll_sweep [--mp N | --inproc N] [--quick | --lean] [--algo NAME]   (--algo: only that algorithm's cases)
+ *   --quick: five counts, every placement at the small ones; --lean: the same five counts, one placement per
+ *   case, rotating through all eight over the run (every operation x dtype x op x algorithm still, about a
+ *   fifteenth of the in-process cases: what keeps 9..16 co-located ranks, whose every case costs a host round
+ *   per rank, within a minute).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -326,8 +330,9 @@ static const size_t counts_mp[] = {1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 
 static const size_t counts_inproc[] = {1, 2, 3, 7, 16, 17, 33, 255, 1025, 4099, 65537, 262147};
 static const size_t counts_quick[] = {1, 3, 17, 1025, 65537};
 
-static void build_cases(caselist_t *l, const size_t *counts, size_t ncounts, size_t max_msg, int big, int nranks)
-/* big: also the chunk-boundary sizes and the 256 MiB cases (multi-process runs) */
+static void build_cases(caselist_t *l, const size_t *counts, size_t ncounts, size_t max_msg, int big, int lean,
+                        int nranks)
+/* big: also the chunk-boundary sizes and the 256 MiB cases (multi-process runs); lean: one placement per case */
 {
     size_t idx = 0;
     for (int coll = 0; coll < OP_COUNT; coll++)
@@ -339,7 +344,7 @@ static void build_cases(caselist_t *l, const size_t *counts, size_t ncounts, siz
                         size_t bytes = counts[k] * symmem_dtype_size(c.dt) * (coll == OP_AR ? 1 : (size_t)nranks);
                         c.big = max_msg && bytes > max_msg;
                         /* Small sizes: every placement. Larger: one placement, rotating. */
-                        if (counts[k] <= 1025) {
+                        if (counts[k] <= 1025 && !lean) {
                             for (int v = 0; v < NVARIANTS; v++) {
                                 c.variant = v;
                                 add(l, c);
@@ -371,16 +376,16 @@ static void build_cases(caselist_t *l, const size_t *counts, size_t ncounts, siz
     }
 }
 
-/* The case list for this run: quick, multi-process (chunk boundaries and 256 MiB cases too) or in-process
- * counts; with --algo only that algorithm's cases. */
-static void plan_cases(const cc_ctx_t *ctx, int quick, symmem_algo_t only, size_t max_msg, caselist_t *cases)
+/* The case list for this run: quick or lean, multi-process (chunk boundaries and 256 MiB cases too) or
+ * in-process counts; with --algo only that algorithm's cases. */
+static void plan_cases(const cc_ctx_t *ctx, int quick, int lean, symmem_algo_t only, size_t max_msg, caselist_t *cases)
 {
-    if (quick)
-        build_cases(cases, counts_quick, sizeof counts_quick / sizeof *counts_quick, max_msg, 0, ctx->nranks);
+    if (quick || lean)
+        build_cases(cases, counts_quick, sizeof counts_quick / sizeof *counts_quick, max_msg, 0, lean, ctx->nranks);
     else if (ctx->multiproc)
-        build_cases(cases, counts_mp, sizeof counts_mp / sizeof *counts_mp, max_msg, 1, ctx->nranks);
+        build_cases(cases, counts_mp, sizeof counts_mp / sizeof *counts_mp, max_msg, 1, 0, ctx->nranks);
     else
-        build_cases(cases, counts_inproc, sizeof counts_inproc / sizeof *counts_inproc, max_msg, 0, ctx->nranks);
+        build_cases(cases, counts_inproc, sizeof counts_inproc / sizeof *counts_inproc, max_msg, 0, 0, ctx->nranks);
     if (only != SYMMEM_ALGO_COUNT) {
         size_t w = 0;
         for (size_t k = 0; k < cases->n; k++)
@@ -453,10 +458,11 @@ int main(int argc, char **argv)
     symmem_options_t opts = SYMMEM_OPTIONS_INIT;
     opts.timeout_ms = 15000; /* a hang fails the case within 15 s instead of the default 30 */
     if (!cc_start(&argc, argv, "coll_sweep", 2, 290, &opts, NULL, &ctx, &rc)) return rc;
-    int quick = 0;
+    int quick = 0, lean = 0;
     symmem_algo_t only = SYMMEM_ALGO_COUNT; /* every algorithm */
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--quick")) quick = 1;
+        if (!strcmp(argv[a], "--lean")) lean = 1;
         if (!strcmp(argv[a], "--algo") && (a + 1 >= argc || symmem_algo_from_name(argv[a + 1], &only) != SYMMEM_OK)) {
             cc_log(&ctx, "FAIL: --algo needs an algorithm name");
             cc_finish(&ctx);
@@ -466,7 +472,7 @@ int main(int argc, char **argv)
 
     size_t max_msg = symmem_comm_max_message_bytes(ctx.r[0].comm);
     caselist_t cases = {0, 0, 0};
-    plan_cases(&ctx, quick, only, max_msg, &cases);
+    plan_cases(&ctx, quick, lean, only, max_msg, &cases);
     bufs_t b;
     if (alloc_bufs(&ctx, &cases, max_msg, &b) != 0) return 1;
 

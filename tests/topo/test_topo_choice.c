@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "collectives/island.h"
 #include "collectives/tune.h"
 #include "symmem/symmem.h"
 #include "topo/topo_test.h"
@@ -351,6 +352,87 @@ static void island_choice_two_sockets(const char *fixtures)
     symmem_topo_destroy(t);
 }
 
+/* The hosts with more than eight GPUs (pcie-2socket-16gpu: two sockets of two switches of four GPUs;
+ * pcie-2socket-10gpu: two sockets of one switch of five), as a communicator with one rank per GPU sees them.
+ * What any sound choice must hold there, whatever its exact bounds: the islands are the two sockets; buffers
+ * in device memory (every pair has P2P); the island schedule exists for every rank and every operation of
+ * that split; the table follows the least floor at every size and runs the island schedule where the floors
+ * put it first (mid and large all-reduces: each byte over the socket link once); and every rank builds the
+ * same table from its own view (its islands through symmem_island_split_from_numa, as collectives init
+ * does), equal to symmem-topo's. The exact bounds are printed, not asserted: they are the model's
+ * (topology/choice.c) to set, and the measured-choice work owns them. */
+static void island_choice_many_gpus(const char *fixtures, const char *name, int n)
+{
+    char root[4096];
+    snprintf(root, sizeof root, "%s/%s", fixtures, name);
+    symmem_topo_options_t o = SYMMEM_TOPO_OPTIONS_INIT;
+    o.sysfs_root = root;
+    symmem_topo_t t = NULL;
+    CHECK(symmem_topo_discover(&o, &t) == SYMMEM_OK);
+    if (!t) return;
+    const int fails = test_failures;
+    CHECK(symmem_topo_gpu_count(t) == n);
+    symmem_coll_tuning_t tu;
+    symmem_placement_t placement;
+    int probed = 0;
+    communicator_choice(t, &tu, &placement, &probed);
+    CHECK(placement == SYMMEM_PLACEMENT_DEVICE && !probed);
+    int numa[SYMMEM_TOPO_MAX_GPUS];
+    for (int i = 0; i < n; i++) {
+        symmem_topo_gpu_info_t g;
+        CHECK(symmem_topo_gpu_info(t, i, &g) == SYMMEM_OK);
+        numa[i] = g.numa_node;
+    }
+    topo_choice_facts_t f = {.nranks = n, .link = SYMMEM_LINK_PCIE};
+    topo_island_facts(n, numa, &f);
+    CHECK(f.islands == 2 && f.island_size[0] == n / 2 && f.island_size[1] == n / 2);
+    /* every rank's view: the split collectives init makes from the NUMA nodes, each rank's schedules */
+    symmem_island_split_t split;
+    symmem_island_split_from_numa(n, numa, &split);
+    CHECK(split.count == 2);
+    for (int q = 0; q < n; q++) CHECK(split.of[q] == (q < n / 2 ? 0 : 1));
+    uint64_t first_hash = 0;
+    for (int r = 0; r < n; r++) {
+        for (int k = 0; k <= SYMMEM_COLL_ALL_GATHER; k++) {
+            symmem_island_sched_t sc;
+            char err[512];
+            const int ok = symmem_island_schedule(&split, (symmem_coll_kind_t)k, r, &sc, err, sizeof err) == 0;
+            if (!ok) fprintf(stderr, "%s: rank %d: %s\n", name, r, err);
+            CHECK(ok && sc.nsteps > 0);
+        }
+        int key[SYMMEM_MAX_RANKS];
+        for (int q = 0; q < n; q++) key[q] = split.of[q];
+        topo_choice_facts_t mine = {.nranks = n, .link = SYMMEM_LINK_PCIE};
+        topo_island_facts(n, key, &mine);
+        symmem_coll_tuning_t rt;
+        symmem_coll_tune_init(&rt, "fixture", &mine);
+        const uint64_t h = topo_table_hash(&rt.defaults);
+        if (r == 0) first_hash = h;
+        CHECK(h == first_hash && h == topo_table_hash(&tu.defaults) && h == topo_table_hash(&t->model.table));
+    }
+    follows_floors(&f, &tu.defaults);
+    /* where the floors put the island schedule first, the table runs it */
+    static const size_t sizes[] = {96 * KIB_, 1 * MIB_, 64 * MIB_};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const symmem_coll_kind_t kind = SYMMEM_COLL_ALL_REDUCE;
+        const double o1 = topo_island_floor_us(&f, kind, SYMMEM_ALGO_ONESHOT_PUSH, sizes[i]);
+        const double sg = topo_island_floor_us(&f, kind, SYMMEM_ALGO_STAGED, sizes[i]);
+        const double is = topo_island_floor_us(&f, kind, SYMMEM_ALGO_ISLAND, sizes[i]);
+        printf("%s island floors, all_reduce of %zu B: oneshot_push %.2f us, staged %.2f us, island %.2f us\n", name,
+               sizes[i], o1, sg, is);
+        CHECK(is < o1 && is < sg);
+        CHECK(symmem_coll_choose(&tu, kind, sizes[i]) == SYMMEM_ALGO_ISLAND);
+    }
+    CHECK(topo_table_lookup(&tu.defaults, SYMMEM_COLL_REDUCE_SCATTER, SIZE_MAX) == SYMMEM_ALGO_ISLAND);
+    CHECK(topo_table_lookup(&tu.defaults, SYMMEM_COLL_ALL_GATHER, SIZE_MAX) == SYMMEM_ALGO_ISLAND);
+    for (int i = 0; i < tu.defaults.nrules; i++)
+        printf("%s table: %s up to %zu B: %s\n", name, symmem_coll_kind_name((symmem_coll_kind_t)tu.defaults.rules[i].kind),
+               tu.defaults.rules[i].max_bytes, symmem_algo_name(tu.defaults.rules[i].algo));
+    printf("%s %s: islands 2 x %d, island schedule for every rank, every rank's table the same\n",
+           test_failures == fails ? "ok  " : "FAIL", name, n / 2);
+    symmem_topo_destroy(t);
+}
+
 /* Where the island rule does not apply: one island, NVLink, pull preferred; and unequal islands (3+5) still
  * choose by the floors. */
 static void island_choice_elsewhere(void)
@@ -486,8 +568,10 @@ int main(int argc, char **argv)
     }
     closedir(d);
     copy_engine_rule();
-    CHECK(machines >= 8 && measured >= 2); /* every fixture; NVLink and PCIe ones with figures */
+    CHECK(machines >= 10 && measured >= 2); /* every fixture; NVLink and PCIe ones with figures */
     island_choice_two_sockets(argv[1]);
+    island_choice_many_gpus(argv[1], "pcie-2socket-16gpu", 16);
+    island_choice_many_gpus(argv[1], "pcie-2socket-10gpu", 10);
     island_choice_elsewhere();
     lab_model();
     printf("%s: %d machines (%d measured), %d failures\n", argv[0], machines, measured, test_failures);

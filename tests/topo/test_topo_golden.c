@@ -105,6 +105,32 @@ static void check_facts(const char *name, symmem_topo_t t)
         /* two NUMA islands: the largest all-reduces run the island schedule, not the staged permutation */
         CHECK(a.islands == 2 && !a.staged && a.placement == SYMMEM_PLACEMENT_DEVICE);
         CHECK(symmem_topo_warning_count(t) == 0); /* ACS on root ports alone is harmless */
+    } else if (!strcmp(name, "pcie-2socket-16gpu") || !strcmp(name, "pcie-2socket-10gpu")) {
+        /* two sockets of PCIe switches (16 GPUs: two switches of four per socket; 10: one switch of five per
+         * socket), no NVLink: one switch PIX, two switches of one socket NODE, across the sockets SYS; every
+         * pair P2P; the islands are the sockets, and the largest all-reduces run the island schedule */
+        const int n = symmem_topo_gpu_count(t), per_socket = n / 2, per_switch = n == 16 ? 4 : 5;
+        CHECK(n == (!strcmp(name, "pcie-2socket-16gpu") ? 16 : 10));
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++) {
+                if (i == j) continue;
+                const symmem_topo_class_t want = i / per_socket != j / per_socket ? SYMMEM_TOPO_SYS
+                                                 : i / per_switch == j / per_switch ? SYMMEM_TOPO_PIX
+                                                                                    : SYMMEM_TOPO_NODE;
+                symmem_topo_pair_info_t p;
+                CHECK(symmem_topo_pair_info(t, i, j, &p) == SYMMEM_OK && p.path == want && p.p2p_access == 1 &&
+                      p.nvlinks == 0);
+            }
+        for (int i = 0; i < n; i++) {
+            symmem_topo_gpu_info_t g;
+            CHECK(symmem_topo_gpu_info(t, i, &g) == SYMMEM_OK && g.numa_node == i / per_socket);
+        }
+        CHECK(a.islands == 2 && !a.staged && a.placement == SYMMEM_PLACEMENT_DEVICE && a.direction == SYMMEM_TOPO_PUSH);
+        CHECK(!a.measured && !symmem_topo_measured(t));
+        CHECK(symmem_topo_warning_count(t) == 0); /* ACS off on the switch ports, on at the root ports only */
+        CHECK_CONTAINS(symmem_topo_recommendation(t), n == 16 ? "2 (GPUs 0 1 2 3 4 5 6 7 | 8 9 10 11 12 13 14 15)"
+                                                              : "2 (GPUs 0 1 2 3 4 | 5 6 7 8 9)");
+        CHECK_CONTAINS(symmem_topo_recommendation(t), "above island");
     } else if (!strcmp(name, "pcie-switch-4gpu")) {
         CHECK(symmem_topo_gpu_count(t) == 4 && path(t, 0, 3) == SYMMEM_TOPO_PIX);
         CHECK(a.placement == SYMMEM_PLACEMENT_HOST_NUMA);
@@ -134,8 +160,10 @@ static void check_facts(const char *name, symmem_topo_t t)
 
 int main(int argc, char **argv)
 {
-    static const char *const fixtures[] = {"h200-nvlink-vm", "h200x2-captured", "pcie-2socket-8gpu", "pcie-switch-4gpu",
-                                           "acs-redirect", "pcie-measured-4gpu", "no-gpu", "malformed"};
+    static const char *const fixtures[] = {"h200-nvlink-vm",     "h200x2-captured",    "pcie-2socket-8gpu",
+                                           "pcie-2socket-16gpu", "pcie-2socket-10gpu", "pcie-switch-4gpu",
+                                           "acs-redirect",       "pcie-measured-4gpu", "no-gpu",
+                                           "malformed"};
     if (argc != 2) {
         fprintf(stderr, "usage: %s FIXTURES_DIR\n", argv[0]);
         return 2;

@@ -155,6 +155,7 @@ int main(int argc, char **argv)
     test_exit_codes();
     test_live_without_driver();
     test_capture_round_trip("pcie-2socket-8gpu");
+    test_capture_round_trip("pcie-2socket-16gpu"); /* 16 GPUs behind switches: the widest report */
     test_capture_round_trip("acs-redirect");
     test_capture_round_trip("h200-nvlink-vm");
     printf("test_topo_tool: %d failures\n", test_failures);

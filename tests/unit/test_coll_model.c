@@ -387,8 +387,10 @@ static void grid_rule(void)
                     /* SYMMEM_MAX_BLOCKS only ever lowers it */
                     CHECK(symmem_coll_grid_rule(bps, sms, n, share, 3) == (g < 3 ? g : 3));
                 }
-    /* 8 co-located ranks on an H200: 12 blocks each, 96 of 132 */
+    /* 8 co-located ranks on an H200: 12 blocks each, 96 of 132; 16 (SYMMEM_MAX_RANKS): 6 each, 96 of 132 */
     CHECK(symmem_coll_grid_rule(1, 132, 8, 75, 0) == 12);
+    CHECK(symmem_coll_grid_rule(1, 132, SYMMEM_MAX_RANKS, 75, 0) == 6);
+    CHECK(symmem_coll_grid_rule(1, 132, 12, 75, 0) == 8 && symmem_coll_grid_rule(1, 132, 9, 75, 0) == 11);
     /* out-of-range shares are clamped to 1..100 */
     CHECK(symmem_coll_grid_rule(1, 132, 1, 0, 0) == symmem_coll_grid_rule(1, 132, 1, 1, 0));
     CHECK(symmem_coll_grid_rule(1, 132, 1, 400, 0) == 132);

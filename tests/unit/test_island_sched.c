@@ -510,7 +510,7 @@ static void splits_contiguous(void)
     }
 }
 
-/* The splits the issue names must be scheduled, not refused; and 16 ranks. */
+/* The splits the issue names must be scheduled, not refused; and 9..16 ranks. */
 static void splits_required(void)
 {
     static const struct {
@@ -518,7 +518,9 @@ static void splits_required(void)
         const char *list;
     } req[] = {{8, "0-3,4-7"},  {8, "0-1,2-3,4-5,6-7"}, {8, "0-2,3-7"}, {8, "0-7"},       {8, "0-1+4-5,2-3+6-7"},
                {6, "0-2,3-5"},  {6, "0-1,2-3,4-5"},     {7, "0-2,3-6"}, {5, "0-1,2-4"},   {3, "0,1-2"},
-               {2, "0,1"},      {1, "0"},          {4, "0-1,2-3"},         {16, "0-7,8-15"}, {16, "0-3,4-7,8-11,12-15"}};
+               {2, "0,1"},      {1, "0"},          {4, "0-1,2-3"},         {16, "0-7,8-15"}, {16, "0-3,4-7,8-11,12-15"},
+               /* the GPU tests' splits of 16-, 12-, 10- and 9-GPU hosts (tests/coll/CMakeLists.txt, ranks16) */
+               {16, "0-4,5-15"}, {12, "0-3,4-7,8-11"}, {10, "0-4,5-9"}, {9, "0-3,4-8"}};
     for (size_t i = 0; i < sizeof req / sizeof req[0]; i++) {
         symmem_island_split_t s;
         char err[512];

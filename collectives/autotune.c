@@ -47,6 +47,12 @@ int symmem_autotune_wish(const symmem_autotune_wish_in_t *in, symmem_autotune_st
         *state = SYMMEM_AUTOTUNE_LOADED;
         return *why = "the tuning file has the table for this key (SYMMEM_AUTOTUNE=force measures again)", 0;
     }
+    if (in->shared_queues) {
+        *state = SYMMEM_AUTOTUNE_SKIPPED;
+        return *why = "ranks of this process share the GPU with fewer hardware work queues than ranks (set "
+                      "CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts; docs/collectives.md, \"Residency\")",
+               0;
+    }
     if (in->capturing) {
         *state = SYMMEM_AUTOTUNE_SKIPPED;
         return *why = "a CUDA graph capture is running on this device (the autotune never runs inside one; a "

@@ -53,6 +53,8 @@ typedef struct symmem_autotune_wish_in {
     int table_loaded; /* the tuning file had rules for this key (agreed across ranks) */
     int capturing;    /* a CUDA graph capture is running that this init could disturb */
     int host_backend; /* no GPU kernels to time */
+    int shared_queues; /* ranks of this process on its GPU could share hardware queues (coll_internal.h,
+                          symmem_coll_private_streams_safe): measuring could wait for itself */
 } symmem_autotune_wish_in_t;
 /* 1 (measure) or 0, with *state what init reports when nothing is measured and *why a short reason
  * ("SYMMEM_AUTOTUNE=off", "a CUDA graph capture is running", ...). */

@@ -158,6 +158,8 @@ static int capturing(void)
 static int ctx_open(gpu_ctx_t *g, const symmem_autotune_cfg_t *cfg)
 {
     const size_t half = (cfg->max_bytes + 4095) / 4096 * 4096;
+    /* the ranks of this process create their streams together: consecutive creations, distinct queues */
+    if (symmem_comm_barrier(g->comm) != SYMMEM_OK) return -1;
     int32_t ok = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking) == cudaSuccess, oks[SYMMEM_MAX_RANKS];
     for (int i = 0; i < 2 * AT_REPLAYS && ok; i++) ok = cudaEventCreate(&g->ev[i]) == cudaSuccess;
     (void)cudaGetLastError();
@@ -269,7 +271,8 @@ static symmem_status_t run(symmem_comm_t comm, struct symmem_coll *co, const cha
 symmem_status_t symmem_coll_autotune_init(symmem_comm_t comm, struct symmem_coll *co)
 {
     const symmem_autotune_wish_in_t in = {symmem_autotune_mode(), comm->nranks, co->tuning.env_algo != SYMMEM_ALGO_AUTO,
-                                          co->tuning.table.nrules > 0, comm->nranks > 1 && capturing(), 0};
+                                          co->tuning.table.nrules > 0, comm->nranks > 1 && capturing(), 0,
+                                          !symmem_coll_private_streams_safe(comm, co)};
     symmem_autotune_state_t state;
     const char *why;
     const int32_t want = symmem_autotune_wish(&in, &state, &why);

@@ -134,6 +134,15 @@ void symmem_coll_island_init(symmem_comm_t comm, struct symmem_coll *co);
 void symmem_coll_choice_facts(symmem_comm_t comm, const struct symmem_coll *co, double rd, double wr, double ce,
                               topo_choice_facts_t *f);
 
+/* Local: whether kernels that wait for each other may run from private streams that this rank creates at
+ * init (the probe's barrier, the autotune's graphs): always for the only rank of this process on its GPU;
+ * for several, only when every one of them can have a hardware work queue of its own
+ * (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default; under MPS it must be set above the ranks per GPU): two
+ * waiting ranks' streams in one queue wait for each other until the timeout (docs/collectives.md,
+ * "Residency"). The ranks create such streams between two host barriers, so that consecutive creations
+ * get distinct queues. */
+int symmem_coll_private_streams_safe(symmem_comm_t comm, const struct symmem_coll *co);
+
 /* ---- the autotune at init (autotune_gpu.c; collectives/autotune.h) ---------------------------------------- */
 /* Collective, at the end of init (workspace ready, probe done): decide with every rank whether to measure
  * the table, measure, agree, save, and log what was chosen and why. A failure to measure leaves the model's

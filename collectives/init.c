@@ -49,12 +49,17 @@ static cudaError_t wait_quietly(cudaEvent_t ev)
 
 /* The cost model's fixed cost of a kernel with one sync (topo_choice_facts_t.barrier_us): barrier kernels back
  * to back on a private stream, every rank at once, the slowest rank's time per barrier. Every rank launches
- * the same kernels once every rank has its stream and events (a rank that could not: no figure anywhere). */
-static symmem_status_t time_barrier(symmem_comm_t comm, double *us)
+ * the same kernels once every rank has its stream and events (a rank that could not, or whose stream could
+ * share a hardware queue with a co-located rank's: no figure anywhere). */
+static symmem_status_t time_barrier(symmem_comm_t comm, const struct symmem_coll *co, double *us)
 {
     cudaStream_t s = NULL;
     cudaEvent_t e0 = NULL, e1 = NULL;
-    int32_t ok = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess &&
+    /* the ranks of this process create their streams together, so that they get hardware queues of their
+     * own where there are enough (symmem_coll_private_streams_safe); elsewhere no barrier is timed */
+    SYMMEM_CHECK(symmem_comm_barrier(comm));
+    int32_t ok = symmem_coll_private_streams_safe(comm, co) &&
+                 cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess &&
                  cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess,
             oks[SYMMEM_MAX_RANKS];
     (void)cudaGetLastError();
@@ -106,7 +111,7 @@ static symmem_status_t probe_links(symmem_comm_t comm, struct symmem_coll *co)
     double bar = 0.0;
     const double t0 = now_ms();
     SYMMEM_CHECK(topo_probe_ring(comm, &b, &fig));
-    SYMMEM_CHECK(time_barrier(comm, &bar));
+    SYMMEM_CHECK(time_barrier(comm, co, &bar));
     co->probed = 1;
     co->probe_read_gbs = fig.read_gbs;
     co->probe_write_gbs = fig.write_gbs;
@@ -241,6 +246,19 @@ static void find_colocated(symmem_comm_t comm, struct symmem_coll *co)
                     "the timeout. Set CUDA_DEVICE_MAX_CONNECTIONS=32 (the most CUDA allows) before CUDA starts "
                     "(docs/collectives.md, \"Residency\")",
                     here, comm->peers[comm->rank].pci_bus_id, queues, conn ? "" : ", 8 by default");
+}
+
+int symmem_coll_private_streams_safe(symmem_comm_t comm, const struct symmem_coll *co)
+{
+    if (co->colocated_peer < 0) return 1; /* no other rank of this process on this GPU */
+    const char *conn = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    const int queues = conn ? atoi(conn) : 8;
+    int here = 0;
+    for (int q = 0; q < comm->nranks; q++)
+        here += comm->peers[q].pid == comm->peers[comm->rank].pid &&
+                strcmp(comm->peers[q].pci_bus_id, comm->peers[comm->rank].pci_bus_id) == 0;
+    if (co->mps) return conn && queues > comm->ranks_per_device;
+    return here <= queues;
 }
 
 symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)

@@ -1,6 +1,7 @@
 /* coll_autotune: the autotune at init (SYMMEM_AUTOTUNE, collectives/autotune.h) on the GPU, as processes or
  * as threads of one process. The parent makes a fresh tuning file (SYMMEM_TUNE_FILE in a new temporary
- * folder) and sets SYMMEM_AUTOTUNE=auto for every rank. Asserted on every rank:
+ * folder) and sets SYMMEM_AUTOTUNE=auto for every rank (and CUDA_DEVICE_MAX_CONNECTIONS=32 unless set: ranks
+ * that are threads on one GPU measure only where each can have a hardware queue). Asserted on every rank:
  *  1. the harness's communicators measured their table at init (state "measured"), and every rank holds the
  *     same table (its hash, allgathered), with all-reduce rules (the first op measured);
  *  2. AUTO all-reduces, reduce-scatters and all-gathers at sizes on both sides of the tuned bounds complete
@@ -39,6 +40,8 @@ static void fresh_tune_file(void)
     snprintf(path, sizeof path, "%s/tune.txt", tune_dir);
     setenv("SYMMEM_TUNE_FILE", path, 1);
     setenv("SYMMEM_AUTOTUNE", "auto", 1);
+    /* ranks as threads on one GPU measure only with a hardware queue each (under MPS too); read at CUDA start */
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
 }
 
 static void remove_tune_dir(void)

@@ -42,7 +42,7 @@ static void wish_rules(void)
 {
     symmem_autotune_state_t st;
     const char *why = NULL;
-    symmem_autotune_wish_in_t in = {SYMMEM_AUTOTUNE_AUTO, 4, 0, 0, 0, 0};
+    symmem_autotune_wish_in_t in = {SYMMEM_AUTOTUNE_AUTO, 4, 0, 0, 0, 0, 0};
     CHECK(symmem_autotune_wish(&in, &st, &why) == 1 && strstr(why, "no table"));
     in.table_loaded = 1; /* a later init: the file has the key */
     CHECK(symmem_autotune_wish(&in, &st, &why) == 0 && st == SYMMEM_AUTOTUNE_LOADED);
@@ -50,13 +50,17 @@ static void wish_rules(void)
     CHECK(symmem_autotune_wish(&in, &st, &why) == 1 && strstr(why, "force"));
     in.capturing = 1; /* never inside a capture, even forced */
     CHECK(symmem_autotune_wish(&in, &st, &why) == 0 && st == SYMMEM_AUTOTUNE_SKIPPED && strstr(why, "capture"));
-    in = (symmem_autotune_wish_in_t){SYMMEM_AUTOTUNE_OFF, 4, 0, 0, 0, 0};
+    /* co-located ranks of one process that could share a hardware queue: never (a wait for itself) */
+    in = (symmem_autotune_wish_in_t){SYMMEM_AUTOTUNE_FORCE, 4, 0, 0, 0, 0, 1};
+    CHECK(symmem_autotune_wish(&in, &st, &why) == 0 && st == SYMMEM_AUTOTUNE_SKIPPED &&
+          strstr(why, "CUDA_DEVICE_MAX_CONNECTIONS"));
+    in = (symmem_autotune_wish_in_t){SYMMEM_AUTOTUNE_OFF, 4, 0, 0, 0, 0, 0};
     CHECK(symmem_autotune_wish(&in, &st, &why) == 0 && st == SYMMEM_AUTOTUNE_NOT_RUN && strstr(why, "off"));
-    in = (symmem_autotune_wish_in_t){SYMMEM_AUTOTUNE_FORCE, 4, 1, 0, 0, 0};
+    in = (symmem_autotune_wish_in_t){SYMMEM_AUTOTUNE_FORCE, 4, 1, 0, 0, 0, 0};
     CHECK(symmem_autotune_wish(&in, &st, &why) == 0 && strstr(why, "SYMMEM_ALGO"));
-    in = (symmem_autotune_wish_in_t){SYMMEM_AUTOTUNE_FORCE, 4, 0, 0, 0, 1};
+    in = (symmem_autotune_wish_in_t){SYMMEM_AUTOTUNE_FORCE, 4, 0, 0, 0, 1, 0};
     CHECK(symmem_autotune_wish(&in, &st, &why) == 0 && strstr(why, "host backend"));
-    in = (symmem_autotune_wish_in_t){SYMMEM_AUTOTUNE_FORCE, 1, 0, 0, 0, 0};
+    in = (symmem_autotune_wish_in_t){SYMMEM_AUTOTUNE_FORCE, 1, 0, 0, 0, 0, 0};
     CHECK(symmem_autotune_wish(&in, &st, &why) == 0);
 }
 
@@ -262,7 +266,7 @@ static void saved_table_round_trips(symmem_comm_t *comms)
         CHECK(topo_table_hash(&later.table) == jobs[0].res.hash);
         symmem_autotune_state_t st;
         const char *why;
-        const symmem_autotune_wish_in_t in = {SYMMEM_AUTOTUNE_AUTO, N, 0, later.table.nrules > 0, 0, 0};
+        const symmem_autotune_wish_in_t in = {SYMMEM_AUTOTUNE_AUTO, N, 0, later.table.nrules > 0, 0, 0, 0};
         CHECK(symmem_autotune_wish(&in, &st, &why) == 0 && st == SYMMEM_AUTOTUNE_LOADED);
     }
     /* another key in the same file survives a second save; the file has no leftovers */

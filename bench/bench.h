@@ -128,9 +128,9 @@ result_t bench_measure(bench_t *b, const geom_t *g, int algo, int nccl, uint64_t
 /* report.c */
 void bench_print_columns(const bench_t *b);
 void bench_print_header(const bench_t *b);
-/* model_us: the cost model's prediction for the row (--model), negative: none printed. */
+/* model_us, floor_us: the cost model's prediction and floor for the row (--model), negative: "-". */
 void bench_print_row(const bench_t *b, const geom_t *g, const char *label, const result_t *sr, const result_t *nr,
-                     double busf, double model_us);
+                     double busf, double model_us, double floor_us);
 void bench_print_best(const bench_t *b, const size_rec_t *recs, int nrec);
 /* --model: per size, auto (its choice and time) against the best forced algorithm, the model's floor, as
  * markdown rows (bench/lab_sweep.sh collects them), and a pass/fail line for auto <= 1.10x best. */

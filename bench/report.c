@@ -32,9 +32,9 @@ void bench_print_columns(const bench_t *b)
 {
     printf("#%11s %12s %9s %6s %17s | %10s %7s %7s %7s | %10s %7s %7s %7s | %6s%s\n", "size", "count", "type", "redop",
            "algo", "time", "algbw", "busbw", "#wrong", "nccl time", "algbw", "busbw", "#wrong", "ratio",
-           b->o.model ? " |      model" : "");
+           b->o.model ? " |      model      floor" : "");
     printf("#%11s %12s %9s %6s %17s | %10s %7s %7s %7s | %10s %7s %7s %7s | %6s%s\n", "(B)", "(elements)", "", "", "",
-           "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "", b->o.model ? " |       (us)" : "");
+           "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "", b->o.model ? " |       (us)       (us)" : "");
 }
 
 /* What the run's memory is: the PCIe lab (host memory, every rank on one GPU) said plainly, what it is and
@@ -67,8 +67,8 @@ static void print_memory_header(const bench_t *b)
     if (rw > 0.0 || bar > 0.0)
         printf("# init probe: loads and stores at once %.1f GB/s, a barrier kernel %.2f us (slowest rank)\n", rw, bar);
     if (b->o.model)
-        printf("# model: the cost model's prediction for the row on this communicator's machine (topology/cost.h; "
-               "figures of the init probe where it ran, else defaults)\n");
+        printf("# model, floor: the cost model's prediction for the row on this communicator's machine and its floor "
+               "(links and trips only) (topology/cost.h; figures of the init probe where it ran, else defaults)\n");
 }
 
 /* The --tune lines of the header. */
@@ -121,7 +121,7 @@ void bench_print_header(const bench_t *b)
 }
 
 void bench_print_row(const bench_t *b, const geom_t *g, const char *label, const result_t *sr, const result_t *nr,
-                     double busf, double model_us)
+                     double busf, double model_us, double floor_us)
 {
     const opts_t *o = &b->o;
     char s1[96], s2[96], ratio[16];
@@ -134,10 +134,12 @@ void bench_print_row(const bench_t *b, const geom_t *g, const char *label, const
         snprintf(ratio, sizeof ratio, "%6.2f", sr->us / nr->us);
     else
         snprintf(ratio, sizeof ratio, "%6s", "-");
-    char model[24] = "";
+    char model[48] = "";
     if (o->model) {
-        if (model_us >= 0) snprintf(model, sizeof model, " | %10.2f", model_us);
-        else snprintf(model, sizeof model, " | %10s", "-");
+        char m[16] = "-", f[16] = "-";
+        if (model_us >= 0) snprintf(m, sizeof m, "%.2f", model_us);
+        if (floor_us >= 0) snprintf(f, sizeof f, "%.2f", floor_us);
+        snprintf(model, sizeof model, " | %10s %10s", m, f);
     }
     printf(" %11zu %12zu %9s %6s %17s | %s | %s | %s%s\n", g->bytes, g->total, symmem_dtype_name(o->dt),
            o->coll->reduces ? symmem_redop_name(o->op) : "none", label, s1, s2, ratio, model);

@@ -78,7 +78,8 @@ static int run(bench_t *b)
                 snprintf(x->best_label, sizeof x->best_label, "%s", label);
             }
             if (root)
-                bench_print_row(b, &g, label, &sr, &x->nccl, busf, o->model ? bench_model_us(b, &g, o->algos[a], 0) : -1.0);
+                bench_print_row(b, &g, label, &sr, &x->nccl, busf, o->model ? bench_model_us(b, &g, o->algos[a], 0) : -1.0,
+                                o->model ? bench_model_us(b, &g, o->algos[a], 1) : -1.0);
         }
         if (nrec < BENCH_MAX_SIZES) nrec++;
         if (!o->coll->sized) break;

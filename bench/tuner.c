@@ -291,7 +291,10 @@ int bench_tune_finish(bench_t *b, size_rec_t *recs, int nrec, double busf, uint6
         x->after_algo = bench_auto_choice(b, &x->g);
         x->after = bench_measure(b, &x->g, SYMMEM_ALGO_AUTO, 0, cc_mix64(cc_mix64(0xbe4c8ull ^ x->g.bytes) + 0x7475));
         *wrong_total += x->after.wrong;
-        if (root) bench_print_row(b, &x->g, label, &x->after, &x->nccl, busf, b->o.model ? bench_model_us(b, &x->g, SYMMEM_ALGO_AUTO, 0) : -1.0);
+        if (root)
+            bench_print_row(b, &x->g, label, &x->after, &x->nccl, busf,
+                            b->o.model ? bench_model_us(b, &x->g, SYMMEM_ALGO_AUTO, 0) : -1.0,
+                            b->o.model ? bench_model_us(b, &x->g, SYMMEM_ALGO_AUTO, 1) : -1.0);
     }
     if (root) print_tune_summary(recs, nrec);
     return rc;

@@ -32,7 +32,9 @@ extern "C" {
     X(MIN_BLOCK_THREADS, INT, "128", "fewest threads per block of a collective kernel (32..512): smaller spreads small messages over more SMs") \
     X(LAMPORT_CHECK, INT, "0", "check that every rank made the same Lamport call (round headers; +0.35 us per small all-reduce)") \
     X(PDL, INT, "1", "programmatic dependent launch of collective kernels on sm_90+ (0 disables)")          \
-    X(COLL_PROBE, STR, "auto", "measure peer read/write bandwidth at init to choose pull or push: auto (PCIe only), force, 0") \
+    X(COLL_PROBE, STR, "auto", "measure peer read/write bandwidth and a barrier at init for the cost model: auto (PCIe or host-memory placement), force, 0") \
+    X(AUTOTUNE, STR, "auto", "measure the algorithm table at the first init on a machine and save it: auto (when no tuning file has it), off, force (every init)") \
+    X(AUTOTUNE_BUDGET_MS, INT, "2000", "the autotune starts no new size after this many milliseconds (slowest rank)") \
     X(TUNE_FILE, STR, "", "algorithm table (written by symmem-bench --tune); empty: <cache dir>/tune.txt if present")   \
     X(SYSFS_ROOT, STR, "", "read sysfs and procfs under this root instead of / (captured trees)")         \
     X(TOPO_CACHE_DIR, STR, "", "cache folder (topology figures, algorithm table); empty: $XDG_CACHE_HOME/symmem")       \

@@ -60,6 +60,8 @@ typedef struct opts {
     double factor;
     int iters, warmup, replays, check, graph, zero_copy, nranks, inprocess, nccl, tune;
     int align;             /* one untimed replay (eager: operation) before each timed one */
+    int model;             /* --model: the cost model's prediction beside each row, floors and a markdown summary */
+    symmem_placement_t placement; /* --placement: the communicator's (options API); DEFAULT: SYMMEM_PLACEMENT */
     const char *tune_file; /* --tune FILE; NULL: $SYMMEM_TUNE_FILE, else <cache dir>/tune.txt */
     int algo_given;        /* -a was on the command line (--tune ignores it) */
     symmem_dtype_t dt;
@@ -124,17 +126,30 @@ int bench_geometry(const bench_t *b, size_t size, geom_t *g);
 result_t bench_measure(bench_t *b, const geom_t *g, int algo, int nccl, uint64_t seed);
 
 /* report.c */
-void bench_print_columns(void);
+void bench_print_columns(const bench_t *b);
 void bench_print_header(const bench_t *b);
+/* model_us, floor_us: the cost model's prediction and floor for the row (--model), negative: "-". */
 void bench_print_row(const bench_t *b, const geom_t *g, const char *label, const result_t *sr, const result_t *nr,
-                     double busf);
-void bench_print_best(const size_rec_t *recs, int nrec);
+                     double busf, double model_us, double floor_us);
+void bench_print_best(const bench_t *b, const size_rec_t *recs, int nrec);
+/* --model: per size, auto (its choice and time) against the best forced algorithm, the model's floor, as
+ * markdown rows (bench/lab_sweep.sh collects them), and a pass/fail line for auto <= 1.10x best. */
+void bench_print_model_summary(const bench_t *b, const size_rec_t *recs, int nrec);
 
 /* tuner.c: the algorithm table (what auto resolves to) and --tune. */
 /* The byte count the library looks the table up by, from the same count argument the call gets. */
 size_t bench_table_key(const bench_t *b, const geom_t *g);
 /* What SYMMEM_ALGO_AUTO resolves to on this process's first rank (every rank holds the same table). */
 int bench_auto_choice(const bench_t *b, const geom_t *g);
+/* What the cost model's table alone (no tuning file, no autotune) chooses at this size. */
+int bench_model_choice(const bench_t *b, const geom_t *g);
+/* The cost model's microseconds for `algo` (AUTO: what auto resolves to) at this size on the communicator's
+ * machine; floor: links and trips only. Negative: no prediction (barrier, no collectives). */
+double bench_model_us(const bench_t *b, const geom_t *g, int algo, int floor);
+/* For the header: where symmetric memory lives, how many ranks share a GPU's link, what the autotune did
+ * at init (symmem_autotune_state_t), the probe's loads-and-stores figure and barrier. 0 without collectives. */
+int bench_model_facts(const bench_t *b, int *host_memory, int *ranks_per_link, int *autotune, double *rw_gbs,
+                      double *barrier_us);
 /* The algorithm column: the name, or "auto:<chosen>" (the barrier has no algorithm to choose). Call it
  * while the table is the one the measurement uses. */
 const char *bench_algo_label(const bench_t *b, const geom_t *g, int algo, char *buf, size_t len);

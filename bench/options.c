@@ -51,6 +51,11 @@ static void usage(void)
            "  --inprocess ranks as one process (symmem_comm_init_all); N may exceed the GPU count\n"
            "  --nccl 0|1  NCCL baseline in the same run (default 1 when built with NCCL)\n"
            "  --align 0|1 one untimed replay before each timed one, so ranks start the clock together (default 1)\n"
+           "  --placement auto|device|host_numa  where the communicator puts symmetric memory (options API; default\n"
+           "              SYMMEM_PLACEMENT). host_numa with every rank on one GPU is the PCIe lab: every peer access\n"
+           "              crosses that GPU's PCIe link to pinned host memory (the header says what it is and is not)\n"
+           "  --model 0|1 the cost model's prediction beside each row (model column), its floor in the summary, and\n"
+           "              a markdown summary: auto against the best forced algorithm per size (use with -a all)\n"
            "  --tune [FILE]  tune the algorithm table for -t/-d/-o over the -b..-e sizes: time every algorithm\n"
            "              (-a is ignored), take per size the fastest with #wrong 0 (slowest-rank time), set it on\n"
            "              every rank as contiguous size ranges, write the table to FILE (default\n"
@@ -160,11 +165,11 @@ static const struct int_opt {
     {"-R", offsetof(opts_t, replays), 0},   {"-c", offsetof(opts_t, check), 0},
     {"-G", offsetof(opts_t, graph), 1},     {"-z", offsetof(opts_t, zero_copy), 1},
     {"-N", offsetof(opts_t, nranks), 0},    {"--nccl", offsetof(opts_t, nccl), 1},
-    {"--align", offsetof(opts_t, align), 1},
+    {"--align", offsetof(opts_t, align), 1},      {"--model", offsetof(opts_t, model), 1},
 };
 
 /* The options that take a value besides int_opts. */
-static const char *const valued_opts[] = {"-b", "-e", "-f", "-d", "-o", "-t", "-a"};
+static const char *const valued_opts[] = {"-b", "-e", "-f", "-d", "-o", "-t", "-a", "--placement"};
 
 static int takes_value(const char *a)
 {
@@ -195,6 +200,11 @@ static int parse_valued(const char *a, const char *v, opts_t *o)
         if (redop_from_name(v, &o->op) != 0) what = "unknown op";
     } else if (!strcmp(a, "-t")) {
         if (coll_from_name(v, &o->coll) != 0) what = "unknown collective";
+    } else if (!strcmp(a, "--placement")) {
+        if (!strcasecmp(v, "auto")) o->placement = SYMMEM_PLACEMENT_AUTO;
+        else if (!strcasecmp(v, "device")) o->placement = SYMMEM_PLACEMENT_DEVICE;
+        else if (!strcasecmp(v, "host_numa") || !strcasecmp(v, "host")) o->placement = SYMMEM_PLACEMENT_HOST_NUMA;
+        else what = "unknown placement (auto, device, host_numa)";
     } else {
         return parse_algos(v, o); /* -a */
     }

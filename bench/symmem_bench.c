@@ -77,7 +77,9 @@ static int run(bench_t *b)
                 x->best_us = sr.us;
                 snprintf(x->best_label, sizeof x->best_label, "%s", label);
             }
-            if (root) bench_print_row(b, &g, label, &sr, &x->nccl, busf);
+            if (root)
+                bench_print_row(b, &g, label, &sr, &x->nccl, busf, o->model ? bench_model_us(b, &g, o->algos[a], 0) : -1.0,
+                                o->model ? bench_model_us(b, &g, o->algos[a], 1) : -1.0);
         }
         if (nrec < BENCH_MAX_SIZES) nrec++;
         if (!o->coll->sized) break;
@@ -85,7 +87,8 @@ static int run(bench_t *b)
     if (o->tune) {
         if (bench_tune_finish(b, recs, nrec, busf, &wrong_total) != 0) rc = 1;
     } else if (root) {
-        bench_print_best(recs, nrec);
+        bench_print_best(b, recs, nrec);
+        if (o->model) bench_print_model_summary(b, recs, nrec);
     }
     if (root)
         printf("# out of bounds values: %llu %s\n", (unsigned long long)wrong_total, wrong_total ? "FAILED" : "OK");

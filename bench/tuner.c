@@ -25,6 +25,30 @@ int bench_auto_choice(const bench_t *b, const geom_t *g)
     return (int)symmem_coll_choose(symmem_coll_tuning(b->ctx.r[0].comm), b->o.coll->kind, bench_table_key(b, g));
 }
 
+int bench_model_choice(const bench_t *b, const geom_t *g)
+{
+    const symmem_coll_tuning_t *t = symmem_coll_tuning(b->ctx.r[0].comm);
+    if (!t || !b->o.coll->tunable) return SYMMEM_ALGO_AUTO;
+    return (int)topo_table_lookup(&t->defaults, b->o.coll->kind, bench_table_key(b, g));
+}
+
+double bench_model_us(const bench_t *b, const geom_t *g, int algo, int floor)
+{
+    if (!b->o.coll->tunable) return -1.0;
+    const int a = algo == SYMMEM_ALGO_AUTO ? bench_auto_choice(b, g) : algo;
+    return symmem_coll_predict_us(b->ctx.r[0].comm, b->o.coll->kind, (symmem_algo_t)a, bench_table_key(b, g), floor);
+}
+
+int bench_model_facts(const bench_t *b, int *host_memory, int *ranks_per_link, int *autotune, double *rw_gbs,
+                      double *barrier_us)
+{
+    symmem_comm_t comm = b->ctx.r[0].comm;
+    *rw_gbs = *barrier_us = 0.0;
+    symmem_coll_probe_more(comm, rw_gbs, barrier_us);
+    *autotune = symmem_coll_autotune_state(comm);
+    return symmem_coll_model_memory(comm, host_memory, ranks_per_link);
+}
+
 const char *bench_algo_label(const bench_t *b, const geom_t *g, int algo, char *buf, size_t len)
 {
     if (algo != SYMMEM_ALGO_AUTO || !b->o.coll->tunable)
@@ -258,7 +282,7 @@ int bench_tune_finish(bench_t *b, size_rec_t *recs, int nrec, double busf, uint6
         }
         print_table_commented(c);
         printf("#\n# after tuning: auto with the new table (NCCL columns repeat the tuning pass's measurement)\n");
-        bench_print_columns();
+        bench_print_columns(b);
     }
     for (int k = 0; k < nrec; k++) {
         size_rec_t *x = &recs[k];
@@ -267,7 +291,10 @@ int bench_tune_finish(bench_t *b, size_rec_t *recs, int nrec, double busf, uint6
         x->after_algo = bench_auto_choice(b, &x->g);
         x->after = bench_measure(b, &x->g, SYMMEM_ALGO_AUTO, 0, cc_mix64(cc_mix64(0xbe4c8ull ^ x->g.bytes) + 0x7475));
         *wrong_total += x->after.wrong;
-        if (root) bench_print_row(b, &x->g, label, &x->after, &x->nccl, busf);
+        if (root)
+            bench_print_row(b, &x->g, label, &x->after, &x->nccl, busf,
+                            b->o.model ? bench_model_us(b, &x->g, SYMMEM_ALGO_AUTO, 0) : -1.0,
+                            b->o.model ? bench_model_us(b, &x->g, SYMMEM_ALGO_AUTO, 1) : -1.0);
     }
     if (root) print_tune_summary(recs, nrec);
     return rc;

@@ -111,16 +111,30 @@ static int probe_wanted(symmem_comm_t comm)
     if (strcasecmp(v, "force") == 0 || strcmp(v, "1") == 0) return 1;
     if (v[0] && strcasecmp(v, "auto") != 0)
         SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_COLL_PROBE=%s is not auto, force or 0; using auto", v);
-    return topo_probe_useful(comm->link_class);
+    /* in host memory every access crosses the GPU's link, whose figures the cost model needs (the PCIe lab) */
+    return topo_probe_useful(comm->link_class) || comm->placement == SYMMEM_PLACEMENT_HOST_NUMA;
 }
 
-/* SYMMEM_ALGO, then the table measured on this machine (symmem-bench --tune): SYMMEM_TUNE_FILE, else the cache
- * folder's tune.txt when it exists. A table that does not parse is ignored with a warning. */
+/* The tuning key: the topology fingerprint (rank count, ranks per GPU, GPU, links), the placement (host
+ * memory is another machine as far as the table goes) and the library version (another version may have
+ * other algorithms). The same string on every rank. */
+static void tune_key(symmem_comm_t comm, char *out, size_t len)
+{
+    snprintf(out, len, "%s.%s.v%d.%d.%d", comm->fingerprint,
+             comm->placement == SYMMEM_PLACEMENT_HOST_NUMA ? "host_numa" : "device", SYMMEM_VERSION_MAJOR,
+             SYMMEM_VERSION_MINOR, SYMMEM_VERSION_PATCH);
+}
+
+/* SYMMEM_ALGO, then the table measured on this machine (symmem-bench --tune, or the autotune of an earlier
+ * init): SYMMEM_TUNE_FILE, else the cache folder's tune.txt when it exists, its section for this key. A table
+ * that does not parse is ignored with a warning. */
 static void table_wishes(symmem_comm_t comm, struct symmem_coll *co)
 {
     topo_choice_facts_t facts;
+    char key[sizeof co->tuning.fingerprint];
     symmem_coll_choice_facts(comm, co, 0.0, 0.0, 0.0, &facts);
-    symmem_coll_tune_init(&co->tuning, comm->fingerprint, &facts);
+    tune_key(comm, key, sizeof key);
+    symmem_coll_tune_init(&co->tuning, key, &facts);
     const char *env = symmem_param_str(SYMMEM_PARAM_ALGO);
     const int env_algo = env[0] ? symmem_algo_lookup(env) : SYMMEM_ALGO_AUTO;
     co->tuning.env_algo = env_algo < 0 ? SYMMEM_ALGO_AUTO : (symmem_algo_t)env_algo;

@@ -208,26 +208,31 @@ symmem_status_t symmem_all_gather(symmem_comm_t comm, const void *sendbuf, void 
     return entry(comm, &c);
 }
 
+symmem_status_t symmem_coll_run(symmem_comm_t comm, const symmem_coll_call_t *c) { return run_collective(comm, c); }
+
+symmem_status_t symmem_coll_enqueue_barrier(symmem_comm_t comm, symmem_stream_t stream, const char *name)
+{
+    struct symmem_coll *co = comm->coll;
+    symmem_coll_params_t p;
+    symmem_coll_params_base(comm, &p);
+    p.kind = SYMMEM_COLL_BARRIER;
+    p.algo = SYMMEM_ALGO_AUTO;
+    p.tag = symmem_hash_fold16(symmem_fnv32_u64(SYMMEM_FNV32_INIT, SYMMEM_COLL_BARRIER));
+    symmem_coll_check_stream(comm, stream, name);
+    const cudaError_t ce = (cudaError_t)symmem_coll_launch_barrier(&p, stream, co->pdl);
+    if (ce != cudaSuccess)
+        return symmem_set_error(SYMMEM_CUDA_ERROR, "%s: kernel launch failed: %s (%s)", name, cudaGetErrorName(ce),
+                                cudaGetErrorString(ce));
+    symmem_coll_record_launch(co, p.tag, SYMMEM_COLL_BARRIER, SYMMEM_ALGO_AUTO, SYMMEM_FLOAT32, 0);
+    return SYMMEM_OK;
+}
+
 symmem_status_t symmem_barrier(symmem_comm_t comm, symmem_stream_t stream)
 {
     symmem_entry_t e;
     SYMMEM_CHECK(symmem_entry_begin(comm, "symmem_barrier", &e));
     symmem_status_t st = symmem_coll_check_usable(comm, "symmem_barrier");
-    if (st == SYMMEM_OK) {
-        struct symmem_coll *co = comm->coll;
-        symmem_coll_params_t p;
-        symmem_coll_params_base(comm, &p);
-        p.kind = SYMMEM_COLL_BARRIER;
-        p.algo = SYMMEM_ALGO_AUTO;
-        p.tag = symmem_hash_fold16(symmem_fnv32_u64(SYMMEM_FNV32_INIT, SYMMEM_COLL_BARRIER));
-        symmem_coll_check_stream(comm, stream, "symmem_barrier");
-        const cudaError_t ce = (cudaError_t)symmem_coll_launch_barrier(&p, stream, co->pdl);
-        if (ce != cudaSuccess)
-            st = symmem_set_error(SYMMEM_CUDA_ERROR, "symmem_barrier: kernel launch failed: %s (%s)", cudaGetErrorName(ce),
-                                  cudaGetErrorString(ce));
-        else
-            symmem_coll_record_launch(co, p.tag, SYMMEM_COLL_BARRIER, SYMMEM_ALGO_AUTO, SYMMEM_FLOAT32, 0);
-    }
+    if (st == SYMMEM_OK) st = symmem_coll_enqueue_barrier(comm, stream, "symmem_barrier");
     symmem_entry_end(&e);
     return st;
 }

@@ -54,6 +54,12 @@ struct symmem_coll {
     int probed;                             /* the figures below were measured */
     double probe_read_gbs, probe_write_gbs; /* SM peer load / store GB/s, all ranks at once, min over ranks */
     double probe_ce_gbs;                    /* copy-engine peer copies, the same way (the copy-engine two-shot's choice) */
+    double probe_rw_gbs;                    /* SM loads and stores at once, the same way (the model's duplex) */
+    double probe_barrier_us;                /* a barrier kernel among back-to-back ones, the slowest rank */
+    /* The cost model's machine (topology/cost.h) for this communicator: its facts and, where the probe ran,
+     * its figures; the same on every rank. What the autotune prunes with and symmem-bench --model prints. */
+    topo_cost_machine_t machine;
+    int autotune_state;                     /* symmem_autotune_state_t (collectives/autotune.h) */
     /* The island algorithm (island.h): the split (SYMMEM_ISLANDS, else NUMA nodes: the same facts on every
      * rank; the tag covers its hash), this rank's schedules of all_reduce, reduce_scatter, all_gather, or
      * why there are none (island_error non-empty: its calls fail with that). */
@@ -83,6 +89,11 @@ int symmem_coll_zero_copy_in(symmem_comm_t comm, const symmem_coll_call_t *c, si
                              int any_size, symmem_coll_params_t *p, uint32_t *h);
 int symmem_coll_zero_copy_out(symmem_comm_t comm, const symmem_coll_call_t *c, size_t out_bytes,
                               symmem_coll_params_t *p, uint32_t *h);
+/* A call as the public entry points run it, without their entry checks: for the library's own calls at
+ * init (the probe's barriers, the autotune's measurements), whose communicator is not handed out yet.
+ * Stream-ordered and capturable as the public calls. */
+symmem_status_t symmem_coll_run(symmem_comm_t comm, const symmem_coll_call_t *c);
+symmem_status_t symmem_coll_enqueue_barrier(symmem_comm_t comm, symmem_stream_t stream, const char *name);
 /* The 16-bit tag of a planned call: what every rank's call must agree on (the kernels compare it). */
 uint32_t symmem_coll_tag(const symmem_coll_call_t *c, const symmem_coll_params_t *p, int grid, int threads,
                          uint32_t hz);
@@ -122,6 +133,21 @@ void symmem_coll_island_init(symmem_comm_t comm, struct symmem_coll *co);
  * write, copy engine), its islands (one when the island algorithm is unavailable). */
 void symmem_coll_choice_facts(symmem_comm_t comm, const struct symmem_coll *co, double rd, double wr, double ce,
                               topo_choice_facts_t *f);
+
+/* Local: whether kernels that wait for each other may run from private streams that this rank creates at
+ * init (the probe's barrier, the autotune's graphs): always for the only rank of this process on its GPU;
+ * for several, only when every one of them can have a hardware work queue of its own
+ * (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default; under MPS it must be set above the ranks per GPU): two
+ * waiting ranks' streams in one queue wait for each other until the timeout (docs/collectives.md,
+ * "Residency"). The ranks create such streams between two host barriers, so that consecutive creations
+ * get distinct queues. */
+int symmem_coll_private_streams_safe(symmem_comm_t comm, const struct symmem_coll *co);
+
+/* ---- the autotune at init (autotune_gpu.c; collectives/autotune.h) ---------------------------------------- */
+/* Collective, at the end of init (workspace ready, probe done): decide with every rank whether to measure
+ * the table, measure, agree, save, and log what was chosen and why. A failure to measure leaves the model's
+ * table (warned); an error only when the communicator itself failed (a peer gone, a kernel timed out). */
+symmem_status_t symmem_coll_autotune_init(symmem_comm_t comm, struct symmem_coll *co);
 
 #ifdef __cplusplus
 }

@@ -3,9 +3,12 @@
 #include "collectives/tune.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -205,45 +208,76 @@ void symmem_coll_tune_print(const symmem_coll_tuning_t *tu, FILE *out)
     print_table(&eff, tu->fingerprint, out);
 }
 
+/* The exclusive lock that orders writers of `path` (a lock file beside it; released when fd closes), or -1
+ * when none can be taken (the write then goes on unlocked: a lost section only costs a later re-measure). */
+static int lock_path(const char *path)
+{
+    char lock[4096];
+    if ((size_t)snprintf(lock, sizeof lock, "%s.lock", path) >= sizeof lock) return -1;
+    const int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) return -1;
+    while (flock(fd, LOCK_EX) != 0)
+        if (errno != EINTR) {
+            close(fd);
+            return -1;
+        }
+    return fd;
+}
+
+/* The other sections of an existing file (its header comments dropped: ours replaces them). */
+static void copy_other_sections(const symmem_coll_tuning_t *tu, const char *path, FILE *out)
+{
+    FILE *in = fopen(path, "r");
+    if (!in) return;
+    char line[512];
+    int skip = 0, header_done = 0;
+    while (fgets(line, sizeof line, in)) {
+        char copy[512];
+        snprintf(copy, sizeof copy, "%s", line);
+        char *s = trim(copy);
+        if (!header_done && (*s == '#' || !*s)) continue;
+        header_done = 1;
+        if (*s == '[') {
+            char *end = strchr(s, ']');
+            if (end) *end = '\0';
+            skip = strcmp(trim(s + 1), tu->fingerprint) == 0;
+        }
+        if (!skip) fputs(line, out);
+    }
+    fclose(in);
+}
+
 symmem_status_t symmem_coll_tune_save(const symmem_coll_tuning_t *tu, const char *path)
 {
     char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= sizeof tmp)
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= sizeof tmp)
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "symmem_coll_tune_save: path too long");
-    FILE *out = fopen(tmp, "w");
-    if (!out) return symmem_set_error(SYMMEM_SYSTEM_ERROR, "cannot write %s: %s", tmp, strerror(errno));
-    fprintf(out, "# symmem algorithm table v1 (SYMMEM_TUNE_FILE): <op> <max_bytes|inf> <algorithm> per line,\n"
-                 "# under the [fingerprint] of the topology it was measured on\n");
-    /* keep the other sections of an existing file */
-    FILE *in = fopen(path, "r");
-    if (in) {
-        char line[512];
-        int skip = 0, header_done = 0;
-        while (fgets(line, sizeof line, in)) {
-            char copy[512];
-            snprintf(copy, sizeof copy, "%s", line);
-            char *s = trim(copy);
-            if (!header_done && (*s == '#' || !*s)) continue; /* our header replaces the old one */
-            header_done = 1;
-            if (*s == '[') {
-                char *end = strchr(s, ']');
-                if (end) *end = '\0';
-                skip = strcmp(trim(s + 1), tu->fingerprint) == 0;
-            }
-            if (!skip) fputs(line, out);
-        }
-        fclose(in);
+    const int lock = lock_path(path);
+    const int fd = mkstemp(tmp); /* a new file, never one that existed (or a link someone placed there) */
+    FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!out) {
+        const int err = errno;
+        if (fd >= 0) close(fd), unlink(tmp);
+        if (lock >= 0) close(lock);
+        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "cannot write %s: %s", tmp, strerror(err));
     }
+    (void)fchmod(fd, 0644); /* later inits of the user's other jobs read it; nobody else writes it */
+    fprintf(out, "# symmem algorithm table v1 (SYMMEM_TUNE_FILE): <op> <max_bytes|inf> <algorithm> per line,\n"
+                 "# under the [key] it was measured for: topology fingerprint, placement, library version\n");
+    copy_other_sections(tu, path, out);
     symmem_coll_tune_print(tu, out);
     const int bad = ferror(out);
     if (fclose(out) != 0 || bad) {
         unlink(tmp);
+        if (lock >= 0) close(lock);
         return symmem_set_error(SYMMEM_SYSTEM_ERROR, "writing %s failed", tmp);
     }
     if (rename(tmp, path) != 0) {
         const int err = errno;
         unlink(tmp);
+        if (lock >= 0) close(lock);
         return symmem_set_error(SYMMEM_SYSTEM_ERROR, "cannot rename %s to %s: %s", tmp, path, strerror(err));
     }
+    if (lock >= 0) close(lock);
     return SYMMEM_OK;
 }

@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 typedef struct symmem_coll_tuning {
-    char fingerprint[128];  /* the section of the tuning file that applies */
+    char fingerprint[192];  /* the section of the tuning file that applies (its key) */
     symmem_algo_t env_algo; /* SYMMEM_ALGO, AUTO if unset: beats the table */
     topo_table_t table;     /* active rules: the tuning file's, or symmem_coll_tune_set's */
     topo_table_t defaults;  /* built-in (topo_choose); used for a kind the active table lacks */
@@ -62,7 +62,9 @@ symmem_status_t symmem_coll_tune_set(symmem_coll_tuning_t *t, symmem_coll_kind_t
  * file with one warning, symmem-bench --tune refuses to run). */
 symmem_status_t symmem_coll_tune_load(symmem_coll_tuning_t *t, const char *path);
 /* Write the effective table as the section of t's fingerprint in `path`, keeping the other sections of an
- * existing file (written to a temporary file and renamed). */
+ * existing file: under an exclusive lock on `path`.lock (writers of other processes wait their turn, so none
+ * loses another's section), into a new temporary file (mode 0644, never a file that existed) renamed over
+ * `path`, so a reader sees the old file or the new one, never a part. */
 symmem_status_t symmem_coll_tune_save(const symmem_coll_tuning_t *t, const char *path);
 /* The effective table (active rules, the defaults for kinds without any) in the file format. */
 void symmem_coll_tune_print(const symmem_coll_tuning_t *t, FILE *out);
@@ -79,6 +81,20 @@ symmem_coll_tuning_t *symmem_coll_tuning(symmem_comm_t comm);
 int symmem_coll_probe_figures(symmem_comm_t comm, double *read_gbs, double *write_gbs);
 /* The probe's copy-engine figure (peer copies by cudaMemcpyAsync, the same way): 1 and filled, or 0. */
 int symmem_coll_probe_ce_figure(symmem_comm_t comm, double *ce_gbs);
+/* Its other figures: SM loads and stores at once (GB/s) and a barrier kernel (us, slowest rank): 1 and filled,
+ * or 0. */
+int symmem_coll_probe_more(symmem_comm_t comm, double *rw_gbs, double *barrier_us);
+
+/* The cost model (topology/cost.h) on this communicator's machine (its facts and the probe's figures):
+ * microseconds for one operation of `kind` with `algo` at `bytes` (as the table counts them); floor: links
+ * and trips only (topo_cost_floor_us). Negative without collectives or where the model has no such
+ * algorithm. */
+double symmem_coll_predict_us(symmem_comm_t comm, symmem_coll_kind_t kind, symmem_algo_t algo, size_t bytes, int floor);
+/* Whether the communicator's symmetric memory is pinned host memory and how many ranks share a GPU's link,
+ * as the model sees it: 1 and filled, or 0 without collectives. */
+int symmem_coll_model_memory(symmem_comm_t comm, int *host_memory, int *ranks_per_link);
+/* What the autotune did at init: symmem_autotune_state_t (collectives/autotune.h). */
+int symmem_coll_autotune_state(symmem_comm_t comm);
 
 #ifdef __cplusplus
 }

@@ -111,6 +111,8 @@ static symmem_status_t comm_create(const symmem_boot_id_t *id, int nranks, int r
         int grid = 0, capacity = 0;
         symmem_coll_residency(c, &grid, &capacity);
         symmem_watch_add(c, grid, capacity);
+    } else {
+        symmem_coll_autotune_host_note(c);
     }
     dump_topology(c);
     char times[192];

@@ -47,6 +47,7 @@ static void gather(const topo_model_t *m, advice_stats_t *s)
 static void comm_facts(const topo_model_t *m, const advice_stats_t *s, topo_choice_facts_t *f)
 {
     int32_t links[TOPO_MAX_GPUS * TOPO_MAX_GPUS] = {0}; /* only the ngpus x ngpus corner is read */
+    memset(f, 0, sizeof *f); /* one rank per GPU, device memory, no probe barrier */
     for (int i = 0; i < m->ngpus; i++)
         for (int j = 0; j < m->ngpus; j++) links[i * TOPO_MAX_GPUS + j] = (int32_t)topo_model_pair_link(m, i, j);
     f->nranks = m->ngpus;
@@ -97,25 +98,25 @@ static void why_direction(const topo_choice_facts_t *f, const topo_choice_t *c, 
                  f->read_gbs, f->write_gbs,
                  c->prefer == TOPO_PREFER_PULL   ? "writes below 70% of reads, so pull"
                  : c->prefer == TOPO_PREFER_PUSH ? "reads below 70% of writes, so push"
-                                                 : "no clear winner, so the built-in table (push) stands");
+                                                 : "no clear winner, so push (the cost model prices it with these figures)");
     else if (f->link == SYMMEM_LINK_HOST)
-        topo_fmt(why, len, "some pair has no P2P: two-shot push, the fewest crossings of the host bus");
+        topo_fmt(why, len, "some pair has no P2P: pushes through pinned host memory, where every access crosses "
+                           "the GPU's link (the cost model's table)");
     else if (f->link == SYMMEM_LINK_PCIE)
         topo_fmt(why, len, "PCIe posted writes do not wait for a round trip, so pushes usually win; not measured, "
                            "and PCIe boxes differ up to 20x between reads and writes: run symmem-topo to measure "
                            "(a communicator measures at init)");
     else
-        topo_fmt(why, len, "NVLink: stores go through NVLink better than loads (the built-in table)%s",
+        topo_fmt(why, len, "NVLink: stores go through NVLink better than loads (the cost model's defaults)%s",
                  s->ring_read > 0 ? "; measured figures decide on PCIe only" : "");
 }
 
 static void why_staged(const topo_choice_facts_t *f, const topo_choice_t *c, char *why, size_t len)
 {
-    if (c->staged && f->nranks <= 2)
-        topo_fmt(why, len, "PCIe: large all-reduces push as a permutation, with two GPUs one peer each way");
-    else if (c->staged)
-        topo_fmt(why, len, "%d GPUs on PCIe: all-to-all traffic contends at the root complex, so large all-reduces "
-                           "push as a permutation, every GPU one inbound and one outbound peer per pass",
+    if (c->staged)
+        topo_fmt(why, len, "%d GPUs on PCIe: large all-reduces push as a permutation, every GPU one inbound and "
+                           "one outbound peer per pass (all-to-all traffic contends at the root complex), and "
+                           "move 2(n-1)/n of the message through each GPU against one-shot's n-1",
                  f->nranks);
     else if (topo_table_lookup(&c->table, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX) == SYMMEM_ALGO_ISLAND)
         topo_fmt(why, len, "%d NUMA islands: large all-reduces run the island schedule (reduce inside each island, "
@@ -125,6 +126,9 @@ static void why_staged(const topo_choice_facts_t *f, const topo_choice_t *c, cha
         topo_fmt(why, len, "pulls: every GPU loads what it needs itself");
     else if (f->link == SYMMEM_LINK_HOST)
         topo_fmt(why, len, "no P2P: through pinned host memory");
+    else if (f->link == SYMMEM_LINK_PCIE)
+        topo_fmt(why, len, "two GPUs on PCIe: one-shot push moves the same bytes as a permutation with one trip "
+                           "instead of two syncs");
     else
         topo_fmt(why, len, "NVLink carries every pair at once");
 }

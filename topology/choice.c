@@ -1,5 +1,6 @@
-/* The algorithm choice (see choice.h): the table, the push/pull rule, the built-in rules by link class and
- * rank count, and the fused call's one-shot/two-shot crossover. */
+/* The algorithm choice (see choice.h): the table, the push/pull rule, the built-in table as the cost model's
+ * output (cost.h) with its default figures, the island and copy-engine rules, and the fused call's
+ * one-shot/two-shot crossover. */
 #include "topology/choice.h"
 
 #include <string.h>
@@ -80,68 +81,135 @@ symmem_placement_t topo_choose_placement(symmem_link_t link)
                                                                   : SYMMEM_PLACEMENT_DEVICE;
 }
 
-/* ---- the built-in rules ------------------------------------------------------------------------------------- */
-/* Reasoning (docs/collectives.md; the measurements behind each bound are in bench/NOTES.md):
- *  - small messages: latency is the kernel launch plus one one-way trip, which only the Lamport one-shot
- *    push achieves (no flag round trip, no barrier);
- *  - large: two-shot (2(n-1)/n of the message into each GPU against one-shot's n-1), pushed: stores go
- *    through NVLink better than loads, and PCIe posted writes do not wait for a round trip;
- *  - PCIe: one-shot only while (n-1)*S is a few microseconds of wire, then the staged permutation, so that
- *    each GPU has one inbound and one outbound stream (root complexes collapse under all-to-all traffic);
- *  - no P2P (host memory): two-shot push, the fewest crossings of the host bus. */
-static void rules_host(topo_table_t *t)
+/* ---- the built-in table: the cost model's output ------------------------------------------------------------ */
+/* The figures the model prices with where nothing was measured, per GPU link and direction (divided among
+ * the ranks that share a GPU); the probe's figures replace them where it measured (bench/NOTES.md, "The cost
+ * model", has the sources):
+ *  - NVLink: stores 340 GB/s, loads 300 GB/s (the ring probe on 2x H200: 331-335 and 307 GB/s), a one-way
+ *    trip 1.3 us (symmem-topo's flag latency there);
+ *  - PCIe, device memory: 25 GB/s each way with every peer driven at once (25.4 GB/s on the boxes of
+ *    ANCHORS.md), a trip 1.0 us (posted writes 0.63-1.36 us), 1.3 us across sockets (a sync waits for the
+ *    farthest rank);
+ *  - every rank on one GPU, device memory: the GPU's own memory, 1500 GB/s of SM copies, a trip 0.8 us
+ *    (a store and a poll through L2);
+ *  - host memory (SYMMEM_PLACEMENT=host_numa, or no P2P): the GPU's PCIe link, 25 GB/s each way (Gen4 x16;
+ *    Gen5 in the lab: 50.8 / 52.3 GB/s), loads and stores at once taking turns half of the time (duplex
+ *    0.5), a trip 2.0 us (a posted write, then the poll's read round trip: 1.44 us host latency measured
+ *    by symmem-topo);
+ *  - a rank's own passes over device memory 2000 GB/s per GPU; a kernel among back-to-back ones 2.0 us (a
+ *    1 KiB all-reduce replayed in a graph takes 2.9 us with its trip); a flag sync's release fence and
+ *    barrier 0.5 us beyond its trip; a copy-engine copy TOPO_CE_COPY_NS; the link into an island 40 GB/s
+ *    (ISL_LINK_BYTES_PER_US). */
+#define DEF_NVLINK_WRITE 340.0
+#define DEF_NVLINK_READ 300.0
+#define DEF_NVLINK_TRIP 1.3
+#define DEF_PCIE_GBS 25.0
+#define DEF_PCIE_TRIP 1.0
+#define DEF_SAME_GPU_GBS 1500.0
+#define DEF_SAME_GPU_TRIP 0.8
+#define DEF_HOST_GBS 25.0
+#define DEF_HOST_DUPLEX 0.5
+#define DEF_HOST_TRIP 2.0
+#define DEF_LOCAL_GBS 4000.0
+#define DEF_KERNEL_US 1.6
+/* The island floors' figures (below): a trip across the sockets, SM stores into one GPU with its peers
+ * driven at once, the link into an island. */
+#define ISL_TRIP_US 1.3
+#define ISL_GPU_BYTES_PER_US 25e3
+#define ISL_LINK_BYTES_PER_US 40e3
+
+static int figure_ok(double v) { return v > 0.0 && v <= 1e300; }
+
+/* The duplex factor from a copy that loads and stores at once (rw GB/s, each byte loaded and stored): one
+ * byte takes 1/rw; with full overlap it would take max(1/W, 1/R), taking turns 1/W + 1/R. */
+static double duplex_from(double rd, double wr, double rw)
 {
-    topo_table_add(t, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH);
-    topo_table_add(t, SYMMEM_COLL_REDUCE_SCATTER, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH);
-    topo_table_add(t, SYMMEM_COLL_ALL_GATHER, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH);
+    const double full = 1.0 / (rd < wr ? rd : wr), half = 1.0 / rd + 1.0 / wr, got = 1.0 / rw;
+    const double d = (half - got) / (half - full);
+    return d < 0 ? 0 : d > 1 ? 1 : d;
 }
 
-static void rules_pcie(topo_table_t *t, int n)
+void topo_choice_machine(const topo_choice_facts_t *f, topo_cost_machine_t *m)
 {
-    topo_table_add(t, SYMMEM_COLL_ALL_REDUCE, n <= 4 ? 64 * KIB : 32 * KIB, SYMMEM_ALGO_ONESHOT_PUSH);
-    topo_table_add(t, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_STAGED);
-    topo_table_add(t, SYMMEM_COLL_REDUCE_SCATTER, 64 * KIB, SYMMEM_ALGO_ONESHOT_PUSH);
-    topo_table_add(t, SYMMEM_COLL_REDUCE_SCATTER, SIZE_MAX, SYMMEM_ALGO_STAGED);
-    topo_table_add(t, SYMMEM_COLL_ALL_GATHER, SIZE_MAX, SYMMEM_ALGO_STAGED);
-}
-
-/* NVLink, or every rank on one GPU. Two ranks: one-shot and two-shot move the same bytes, so the Lamport
- * push (no sync at all) up to 2 MiB, then the Lamport two-shot (no sync either, half the bytes per step).
- * More ranks: one-shot moves (n-1)S per GPU against two-shot's 2(n-1)S/n, so two-shot takes over early: the
- * Lamport two-shot up to 4 MiB, two-shot push above. All-gather at two ranks: push while latency-bound, then
- * the two-shot push, then pull once the wire dominates. symmem-bench --tune measures the real machine. */
-static void rules_nvlink(topo_table_t *t, int n)
-{
-    if (n <= 2) {
-        topo_table_add(t, SYMMEM_COLL_ALL_REDUCE, 2 * MIB, SYMMEM_ALGO_ONESHOT_PUSH);
-        topo_table_add(t, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_LAMPORT);
+    memset(m, 0, sizeof *m);
+    const int n = f->nranks, rpg = f->ranks_per_gpu > 1 ? f->ranks_per_gpu : 1;
+    m->nranks = n;
+    m->host_memory = f->host_memory || f->link == SYMMEM_LINK_HOST || f->link == SYMMEM_LINK_NONE;
+    m->ranks_per_link = rpg;
+    m->duplex = 1.0;
+    double wr, rd;
+    if (m->host_memory) {
+        wr = rd = DEF_HOST_GBS;
+        m->duplex = DEF_HOST_DUPLEX;
+        m->trip_us = DEF_HOST_TRIP;
+    } else if (rpg >= n) {
+        wr = rd = DEF_SAME_GPU_GBS;
+        m->trip_us = DEF_SAME_GPU_TRIP;
+    } else if (f->link == SYMMEM_LINK_PCIE) {
+        wr = rd = DEF_PCIE_GBS;
+        m->trip_us = f->islands > 1 ? ISL_TRIP_US : DEF_PCIE_TRIP;
     } else {
-        topo_table_add(t, SYMMEM_COLL_ALL_REDUCE, n <= 4 ? 256 * KIB : 128 * KIB, SYMMEM_ALGO_ONESHOT_PUSH);
-        topo_table_add(t, SYMMEM_COLL_ALL_REDUCE, 4 * MIB, SYMMEM_ALGO_TWOSHOT_LAMPORT);
-        topo_table_add(t, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH);
+        wr = DEF_NVLINK_WRITE;
+        rd = DEF_NVLINK_READ;
+        m->trip_us = DEF_NVLINK_TRIP;
     }
-    topo_table_add(t, SYMMEM_COLL_REDUCE_SCATTER, 256 * KIB, SYMMEM_ALGO_ONESHOT_PUSH);
-    topo_table_add(t, SYMMEM_COLL_REDUCE_SCATTER, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH);
-    if (n <= 2) {
-        topo_table_add(t, SYMMEM_COLL_ALL_GATHER, 256 * KIB, SYMMEM_ALGO_ONESHOT_PUSH);
-        topo_table_add(t, SYMMEM_COLL_ALL_GATHER, 8 * MIB, SYMMEM_ALGO_TWOSHOT_PUSH);
-        topo_table_add(t, SYMMEM_COLL_ALL_GATHER, SIZE_MAX, SYMMEM_ALGO_ONESHOT_PULL);
-    } else {
-        topo_table_add(t, SYMMEM_COLL_ALL_GATHER, 256 * KIB, SYMMEM_ALGO_ONESHOT_PULL);
-        topo_table_add(t, SYMMEM_COLL_ALL_GATHER, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH);
+    m->write_gbs = wr / rpg;
+    m->read_gbs = rd / rpg;
+    m->local_gbs = DEF_LOCAL_GBS / rpg;
+    m->kernel_us = DEF_KERNEL_US;
+    m->sync_us = m->trip_us;
+    m->ce_copy_us = TOPO_CE_COPY_NS * 1e-3;
+    m->socket_gbs = ISL_LINK_BYTES_PER_US * 1e-3;
+    m->islands = f->islands;
+    memcpy(m->island_size, f->island_size, sizeof m->island_size);
+    /* the probe's figures are per rank with every rank at once already */
+    if (figure_ok(f->read_gbs) && figure_ok(f->write_gbs)) {
+        m->read_gbs = f->read_gbs;
+        m->write_gbs = f->write_gbs;
+        if (figure_ok(f->rw_gbs)) m->duplex = duplex_from(f->read_gbs, f->write_gbs, f->rw_gbs);
+    }
+    if (figure_ok(f->ce_gbs)) m->ce_gbs = f->ce_gbs;
+    if (figure_ok(f->barrier_us)) {
+        const double k = f->barrier_us - m->trip_us - m->sync_us;
+        m->kernel_us = k > 0.3 ? k : 0.3;
     }
 }
 
-/* Pull instead: one-shot push becomes one-shot pull, the two-shot pushes (staged and Lamport included)
- * two-shot pull, every op; the bounds stay. */
-static void rules_to_pull(topo_table_t *t)
+void topo_choice_candidates(const topo_choice_facts_t *f, topo_prefer_t prefer, symmem_coll_kind_t kind,
+                            topo_cost_candidates_t *out)
 {
-    for (int i = 0; i < t->nrules; i++) {
-        topo_rule_t *r = &t->rules[i];
-        if (r->algo == SYMMEM_ALGO_ONESHOT_PUSH) r->algo = SYMMEM_ALGO_ONESHOT_PULL;
-        else if (r->algo == SYMMEM_ALGO_TWOSHOT_PUSH || r->algo == SYMMEM_ALGO_STAGED ||
-                 r->algo == SYMMEM_ALGO_TWOSHOT_LAMPORT)
-            r->algo = SYMMEM_ALGO_TWOSHOT_PULL;
+    const int pcie = f->link == SYMMEM_LINK_PCIE && !f->host_memory;
+    out->n = 0;
+    if (prefer == TOPO_PREFER_PULL) {
+        out->algo[out->n++] = SYMMEM_ALGO_ONESHOT_PULL;
+        out->algo[out->n++] = SYMMEM_ALGO_TWOSHOT_PULL;
+        return;
+    }
+    /* all-gather: the push algorithms but staged run one flag push, listed first so the table names
+     * the two-shot (or staged) schedule */
+    if (kind == SYMMEM_COLL_ALL_GATHER) {
+        out->algo[out->n++] = pcie ? SYMMEM_ALGO_STAGED : SYMMEM_ALGO_TWOSHOT_PUSH;
+        if (!pcie) out->algo[out->n++] = SYMMEM_ALGO_STAGED;
+        return;
+    }
+    out->algo[out->n++] = SYMMEM_ALGO_ONESHOT_PUSH;
+    if (!pcie) out->algo[out->n++] = SYMMEM_ALGO_TWOSHOT_LAMPORT;
+    out->algo[out->n++] = pcie ? SYMMEM_ALGO_STAGED : SYMMEM_ALGO_TWOSHOT_PUSH;
+}
+
+/* Every op's rules: the least predicted time among the candidates at every size (topo_cost_rules). */
+static void rules_model(topo_table_t *t, const topo_choice_facts_t *f, topo_prefer_t prefer)
+{
+    topo_cost_machine_t m;
+    topo_choice_machine(f, &m);
+    for (int k = 0; k <= SYMMEM_COLL_ALL_GATHER; k++) {
+        topo_cost_candidates_t c;
+        topo_choice_candidates(f, prefer, (symmem_coll_kind_t)k, &c);
+        size_t max_bytes[TOPO_TABLE_MAX_RULES / 3];
+        symmem_algo_t algo[TOPO_TABLE_MAX_RULES / 3];
+        const int nr = topo_cost_rules(&m, (symmem_coll_kind_t)k, &c, topo_cost_us, max_bytes, algo,
+                                       TOPO_TABLE_MAX_RULES / 3);
+        for (int i = 0; i < nr; i++) topo_table_add(t, k, max_bytes[i], algo[i]);
     }
 }
 
@@ -168,7 +236,6 @@ size_t topo_fused_crossover_bytes(int n, symmem_link_t link)
 }
 
 /* ---- the copy-engine two-shot ----------------------------------------------------------------------------------- */
-static int figure_ok(double v) { return v > 0.0 && v <= 1e300; }
 
 size_t topo_copy_engine_above_bytes(int n, int kind, double sm_gbs, double ce_gbs)
 {
@@ -199,7 +266,7 @@ static void table_above(topo_table_t *t, int kind, size_t above, symmem_algo_t a
 static void topo_copy_engine_rule(const topo_choice_facts_t *f, topo_choice_t *c)
 {
     c->copy_engine_above = SIZE_MAX;
-    if (f->link != SYMMEM_LINK_PCIE || !c->measured) return;
+    if (f->link != SYMMEM_LINK_PCIE || f->host_memory || !c->measured) return;
     /* Across islands its all-to-all passes carry up to max m_i(n - m_i)/n of the message over the link
      * between them, where the island schedule carries each byte once; the probe's figures (successor
      * copies) do not see that link's share, so the island schedule's rules stand. */
@@ -227,21 +294,14 @@ void topo_island_facts(int n, const int *key, topo_choice_facts_t *f)
     }
 }
 
-/* The floors' figures (ANCHORS.md, PCIe Gen5 boxes of the user story): a one-way trip across the CPU
- * sockets 1.3 us (flag latency across NUMA 1.27-1.36 us; every sync of ours waits for every rank, so for
- * the farthest one); SM stores into one GPU with several peers driven at once 25 GB/s (25.4 measured); the
- * link between two islands 40 GB/s per direction for all the pairs that cross it (P2P across NUMA 39-51 GB/s
- * for one pair: the link is taken as no wider than one pair). */
-#define ISL_TRIP_US 1.3
-#define ISL_GPU_BYTES_PER_US 25e3
-#define ISL_LINK_BYTES_PER_US 40e3
-
-static double max2(double a, double b) { return a > b ? a : b; }
-
-/* Per operation of S bytes (as the table counts them: all-reduce the message, reduce-scatter and all-gather
- * the whole n-shard buffer) over n ranks in k islands of sizes m_i; m is the smallest island (its owners own
- * the most shards, its ranks receive the most foreign data), c = max m_i(n - m_i) (bench/NOTES.md, "Island
- * schedule: floors"):
+/* The island floors (bench/NOTES.md, "Island schedule: floors"): the cost model's floor (topo_cost_floor_us:
+ * links and trips, no fixed costs) on the machine of the floors' figures (ANCHORS.md, PCIe Gen5 boxes of
+ * the user story): a one-way trip across the CPU sockets 1.3 us (flag latency across NUMA 1.27-1.36 us;
+ * every sync of ours waits for every rank, so for the farthest one); SM stores into one GPU with several
+ * peers driven at once 25 GB/s (25.4 measured); the link between two islands 40 GB/s per direction for all
+ * the pairs that cross it (P2P across NUMA 39-51 GB/s for one pair: the link is taken as no wider than one
+ * pair). Per operation of S bytes over n ranks in k islands of sizes m_i (m the smallest, c = max
+ * m_i(n - m_i)) that gives:
  *  all-reduce      one-shot push: 1 trip, (n-1)S into each GPU, cS over the link into an island;
  *                  staged: 2 syncs, per phase (n-1)S/n and cS/n;
  *                  island: 3 syncs (2 with one island), 2(1-1/m)S and (k-1)S/m into a GPU, (k-1)S over the link;
@@ -251,37 +311,18 @@ static double max2(double a, double b) { return a > b ? a : b; }
  *                  island: 2 syncs, (n-1)S/n into a GPU, (n-m)S/n over the link (each shard crosses once). */
 double topo_island_floor_us(const topo_choice_facts_t *f, symmem_coll_kind_t kind, symmem_algo_t algo, size_t bytes)
 {
-    const double S = (double)bytes, n = f->nranks, B = ISL_GPU_BYTES_PER_US, X = ISL_LINK_BYTES_PER_US;
-    const double L = ISL_TRIP_US;
-    const int k = f->islands > 1 ? f->islands : 1;
-    double c = 0, m = n, mmax = n;
-    if (k > 1) {
-        mmax = 0;
-        for (int i = 0; i < k; i++) {
-            const double mi = f->island_size[i];
-            c = max2(c, mi * (n - mi));
-            if (mi < m) m = mi;
-            mmax = max2(mmax, mi);
-        }
-    }
-    const double per_gpu = (n - 1) * S / (n * B), link = c * S / (n * X); /* one all-to-all phase */
     if (algo != SYMMEM_ALGO_ONESHOT_PUSH && algo != SYMMEM_ALGO_STAGED && algo != SYMMEM_ALGO_ISLAND) return -1;
-    switch (kind) {
-    case SYMMEM_COLL_ALL_REDUCE:
-        if (algo == SYMMEM_ALGO_ONESHOT_PUSH) return L + max2((n - 1) * S / B, c * S / X);
-        if (algo == SYMMEM_ALGO_STAGED) return 2 * L + 2 * max2(per_gpu, link);
-        if (k == 1) return 2 * L + 2 * (1 - 1 / n) * S / B;
-        return 3 * L + 2 * (1 - 1 / m) * S / B + max2((k - 1) * S / (m * B), (k - 1) * S / X);
-    case SYMMEM_COLL_REDUCE_SCATTER:
-        if (algo != SYMMEM_ALGO_ISLAND) return L + max2(per_gpu, link);
-        if (k == 1) return L + (1 - 1 / n) * S / B;
-        return 2 * L + (1 - 1 / m) * S / B + max2((k - 1) * S / (n * B), (k - 1) * mmax * S / (n * X));
-    case SYMMEM_COLL_ALL_GATHER:
-        if (algo != SYMMEM_ALGO_ISLAND) return L + max2(per_gpu, link);
-        if (k == 1) return L + per_gpu;
-        return 2 * L + max2(per_gpu, (n - m) * S / (n * X));
-    default: return -1;
-    }
+    topo_cost_machine_t m;
+    memset(&m, 0, sizeof m);
+    m.nranks = f->nranks;
+    m.ranks_per_link = 1;
+    m.write_gbs = m.read_gbs = ISL_GPU_BYTES_PER_US * 1e-3;
+    m.duplex = 1.0;
+    m.trip_us = ISL_TRIP_US;
+    m.socket_gbs = ISL_LINK_BYTES_PER_US * 1e-3;
+    m.islands = f->islands;
+    memcpy(m.island_size, f->island_size, sizeof m.island_size);
+    return topo_cost_floor_us(&m, kind, algo, bytes);
 }
 
 /* The least floor at `bytes`; a tie keeps what the rules before (`base`) say: the floors see bytes and
@@ -335,11 +376,8 @@ void topo_choose(const topo_choice_facts_t *f, topo_choice_t *c)
     c->measured = f->read_gbs > 0.0 && f->write_gbs > 0.0 && f->read_gbs <= 1e300 && f->write_gbs <= 1e300;
     c->direction = c->prefer == TOPO_PREFER_PULL ? SYMMEM_TOPO_PULL : SYMMEM_TOPO_PUSH;
     c->placement = topo_choose_placement(f->link);
-    if (f->link == SYMMEM_LINK_HOST || f->link == SYMMEM_LINK_NONE) rules_host(&c->table);
-    else if (f->link == SYMMEM_LINK_PCIE) rules_pcie(&c->table, f->nranks);
-    else rules_nvlink(&c->table, f->nranks);
-    if (c->direction == SYMMEM_TOPO_PULL) rules_to_pull(&c->table);
-    else rules_islands(&c->table, f); /* the island schedule pushes */
+    rules_model(&c->table, f, c->prefer);
+    if (c->direction == SYMMEM_TOPO_PUSH && !f->host_memory) rules_islands(&c->table, f); /* the island schedule pushes */
     c->staged = topo_table_lookup(&c->table, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX) == SYMMEM_ALGO_STAGED;
     c->fused_oneshot_max = topo_fused_crossover_bytes(f->nranks, f->link);
     /* the copy-engine two-shot: above the SM schedule chosen so far (staged says what runs below it) */

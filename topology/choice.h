@@ -14,6 +14,7 @@
 
 #include "base/kinds.h"
 #include "symmem/symmem.h"
+#include "topology/cost.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -76,6 +77,15 @@ typedef struct topo_choice_facts {
      * nodes, or SYMMEM_ISLANDS) and each island's size; islands <= 1: none, or no schedule for the split. */
     int islands;
     uint8_t island_size[SYMMEM_MAX_RANKS];
+    /* Where symmetric memory lives and who shares a link (the cost model, cost.h): */
+    int host_memory;   /* pinned host memory (SYMMEM_PLACEMENT=host_numa): every access to it, a rank's own
+                          included, crosses its GPU's link (also implied by link HOST) */
+    int ranks_per_gpu; /* most ranks on one GPU (<= 1: one each; nranks: every rank on one GPU, as in the
+                          PCIe lab, whose ranks then share that GPU's one link) */
+    double rw_gbs;     /* the probe's SM copy from the successor's memory into the successor's memory, loads
+                          and stores at once (how far they overlap on the link); <= 0: none */
+    double barrier_us; /* the probe's barrier kernel among back-to-back ones, the slowest rank (a kernel's
+                          fixed cost, one sync); <= 0: none */
 } topo_choice_facts_t;
 
 typedef struct topo_choice {
@@ -90,6 +100,15 @@ typedef struct topo_choice {
 } topo_choice_t;
 
 void topo_choose(const topo_choice_facts_t *facts, topo_choice_t *out);
+
+/* The machine the cost model prices for these facts (cost.h): per-link-class defaults (choice.c states each
+ * figure and where it comes from), replaced by the facts' measured figures where they are valid. */
+void topo_choice_machine(const topo_choice_facts_t *facts, topo_cost_machine_t *m);
+/* The algorithms the built-in table chooses among for `kind` (in order of preference on a tie): the push
+ * algorithms, or the pull ones where the figures prefer pull; on PCIe (device memory) one-shot push and the
+ * staged permutation only (root complexes under all-to-all traffic, which the model does not see). */
+void topo_choice_candidates(const topo_choice_facts_t *facts, topo_prefer_t prefer, symmem_coll_kind_t kind,
+                            topo_cost_candidates_t *out);
 
 /* The placement the choice makes for a link class (SYMMEM_PLACEMENT=auto). */
 symmem_placement_t topo_choose_placement(symmem_link_t link);

@@ -42,12 +42,12 @@ static cudaError_t wait_event(symmem_comm_t comm, cudaEvent_t ev, int peer)
 }
 
 /* One phase on this rank (0: SM loads from the successor, 1: SM stores into it, 2: copy-engine copies into
- * it); *gbs the median. */
+ * it, 3: SM loads from it and stores into it at once); *gbs the median. */
 static cudaError_t phase(symmem_comm_t comm, const topo_probe_buffers_t *b, int w, cudaStream_t s, cudaEvent_t *ev,
                          double *gbs)
 {
     void *dst = w ? b->peer_dst : b->own_dst;
-    const void *src = w ? b->own_src : b->peer_src;
+    const void *src = w == 0 || w == 3 ? b->peer_src : b->own_src;
     cudaError_t e = w == 2 ? topo_ce_runs(dst, src, b->bytes, s, 1, PROBE_RUNS, ev)
                            : topo_copy_runs(dst, src, b->bytes, b->grid, b->threads, s, 1, PROBE_RUNS, ev);
     if (e == cudaSuccess) e = wait_event(comm, ev[PROBE_RUNS], (comm->rank + 1) % comm->nranks);
@@ -65,27 +65,25 @@ static int copy_phase_recoverable(cudaStream_t s)
 }
 
 /* The minima over ranks, or the error naming the rank whose probe failed (its log names the CUDA error). */
-static symmem_status_t minima(symmem_comm_t comm, double all[][3], double *rd, double *wr, double *ce)
+#define PHASES 4
+static symmem_status_t minima(symmem_comm_t comm, double all[][PHASES], double *fig)
 {
     for (int r = 0; r < comm->nranks; r++)
-        if (all[r][0] < 0 || all[r][1] < 0 || all[r][2] < 0)
-            return symmem_set_error(SYMMEM_CUDA_ERROR,
-                                    "the peer-bandwidth probe at init failed on rank %d (its log names the CUDA "
-                                    "error); SYMMEM_COLL_PROBE=0 skips the probe",
-                                    r);
-    *rd = all[0][0];
-    *wr = all[0][1];
-    *ce = all[0][2];
-    for (int r = 1; r < comm->nranks; r++) {
-        if (all[r][0] < *rd) *rd = all[r][0];
-        if (all[r][1] < *wr) *wr = all[r][1];
-        if (all[r][2] < *ce) *ce = all[r][2];
+        for (int w = 0; w < PHASES; w++)
+            if (all[r][w] < 0)
+                return symmem_set_error(SYMMEM_CUDA_ERROR,
+                                        "the peer-bandwidth probe at init failed on rank %d (its log names the CUDA "
+                                        "error); SYMMEM_COLL_PROBE=0 skips the probe",
+                                        r);
+    for (int w = 0; w < PHASES; w++) {
+        fig[w] = all[0][w];
+        for (int r = 1; r < comm->nranks; r++)
+            if (all[r][w] < fig[w]) fig[w] = all[r][w];
     }
     return SYMMEM_OK;
 }
 
-symmem_status_t topo_probe_ring(symmem_comm_t comm, const topo_probe_buffers_t *b, double *read_gbs,
-                                double *write_gbs, double *ce_gbs)
+symmem_status_t topo_probe_ring(symmem_comm_t comm, const topo_probe_buffers_t *b, topo_probe_figures_t *out)
 {
     cudaStream_t s = NULL;
     cudaEvent_t ev[PROBE_RUNS + 1] = {0};
@@ -95,10 +93,11 @@ symmem_status_t topo_probe_ring(symmem_comm_t comm, const topo_probe_buffers_t *
     for (; e == cudaSuccess && nev <= PROBE_RUNS; nev++)
         if ((e = cudaEventCreate(&ev[nev])) != cudaSuccess) break;
     const char *failed = e != cudaSuccess ? "while setting up (stream, events) to measure" : NULL;
-    double gbs[3] = {0.0, 0.0, 0.0}; /* this rank's read, write, copy-engine write */
+    double gbs[PHASES] = {0.0, 0.0, 0.0, 0.0}; /* this rank's read, write, copy-engine write, read+write */
     symmem_status_t st = SYMMEM_OK;
-    static const char *const doing[3] = {"while loading from", "while storing to", "while copying (copy engine) to"};
-    for (int w = 0; w < 3 && st == SYMMEM_OK; w++) {
+    static const char *const doing[PHASES] = {"while loading from", "while storing to", "while copying (copy engine) to",
+                                              "while loading from and storing to"};
+    for (int w = 0; w < PHASES && st == SYMMEM_OK; w++) {
         st = symmem_comm_barrier(comm); /* all ranks start each phase together */
         if (st != SYMMEM_OK || failed || (e = phase(comm, b, w, s, ev, &gbs[w])) == cudaSuccess) continue;
         /* The copy-engine figure only decides the copy-engine two-shot: without it the communicator works,
@@ -114,8 +113,9 @@ symmem_status_t topo_probe_ring(symmem_comm_t comm, const topo_probe_buffers_t *
         }
         failed = doing[w];
     }
-    if (failed) gbs[0] = gbs[1] = gbs[2] = -1.0; /* tells every rank: this rank's probe failed */
-    double all[SYMMEM_MAX_RANKS][3];
+    if (failed) /* tells every rank: this rank's probe failed */
+        for (int w = 0; w < PHASES; w++) gbs[w] = -1.0;
+    double all[SYMMEM_MAX_RANKS][PHASES];
     if (st == SYMMEM_OK) st = symmem_comm_allgather(comm, gbs, all, sizeof gbs);
     for (int k = 0; k < nev; k++) cudaEventDestroy(ev[k]);
     if (s) cudaStreamDestroy(s);
@@ -128,5 +128,11 @@ symmem_status_t topo_probe_ring(symmem_comm_t comm, const topo_probe_buffers_t *
                                 failed, (comm->rank + 1) % comm->nranks, cudaGetErrorName(e), cudaGetErrorString(e));
     }
     /* Every rank fails init the same way when any rank's probe failed (not just the one that saw it). */
-    return minima(comm, all, read_gbs, write_gbs, ce_gbs);
+    double fig[PHASES];
+    SYMMEM_CHECK(minima(comm, all, fig));
+    out->read_gbs = fig[0];
+    out->write_gbs = fig[1];
+    out->ce_gbs = fig[2];
+    out->rw_gbs = fig[3];
+    return SYMMEM_OK;
 }

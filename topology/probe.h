@@ -26,14 +26,17 @@ typedef struct topo_probe_buffers {
 } topo_probe_buffers_t;
 
 /* Collective. SM peer read and write GB/s, then copy-engine write GB/s (cudaMemcpyAsync from own_src into
- * peer_dst), with every rank at once (a host barrier before each phase: a root complex that collapses
- * under all-to-all traffic must show it): a warm-up copy, then 3 timed copies back to back on a private
- * stream, the median; the minima over ranks, the same on every rank. Every rank makes
- * the same host calls whatever happens locally, so a local CUDA failure cannot leave a peer waiting: it
- * fails every rank (SYMMEM_CUDA_ERROR) after the exchange. A copy still running after the communicator's
- * timeout warns that P2P looks broken. On return no probe copy runs on this rank. */
-symmem_status_t topo_probe_ring(symmem_comm_t comm, const topo_probe_buffers_t *b, double *read_gbs,
-                                double *write_gbs, double *ce_gbs);
+ * peer_dst), then SM loads and stores at once (a copy from peer_src into peer_dst: how far the two
+ * directions of the link overlap, the cost model's duplex), with every rank at once (a host barrier before
+ * each phase: a root complex that collapses under all-to-all traffic must show it): a warm-up copy, then 3
+ * timed copies back to back on a private stream, the median; the minima over ranks, the same on every rank.
+ * Every rank makes the same host calls whatever happens locally, so a local CUDA failure cannot leave a peer
+ * waiting: it fails every rank (SYMMEM_CUDA_ERROR) after the exchange. A copy still running after the
+ * communicator's timeout warns that P2P looks broken. On return no probe copy runs on this rank. */
+typedef struct topo_probe_figures {
+    double read_gbs, write_gbs, ce_gbs, rw_gbs;
+} topo_probe_figures_t;
+symmem_status_t topo_probe_ring(symmem_comm_t comm, const topo_probe_buffers_t *b, topo_probe_figures_t *out);
 
 #ifdef __cplusplus
 }

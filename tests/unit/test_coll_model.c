@@ -60,40 +60,56 @@ static void prefer_from_figures(void)
     CHECK(strcmp(topo_prefer_name(TOPO_PREFER_PUSH), "push") == 0);
 }
 
+static int table_has_push(const topo_table_t *t)
+{
+    return table_has(t, SYMMEM_ALGO_ONESHOT_PUSH) || table_has(t, SYMMEM_ALGO_TWOSHOT_PUSH) ||
+           table_has(t, SYMMEM_ALGO_STAGED) || table_has(t, SYMMEM_ALGO_TWOSHOT_LAMPORT);
+}
+
+static int table_has_pull(const topo_table_t *t)
+{
+    return table_has(t, SYMMEM_ALGO_ONESHOT_PULL) || table_has(t, SYMMEM_ALGO_TWOSHOT_PULL);
+}
+
+/* Figures that prefer pull (stores 20x slower than loads, as published) make the cost model choose among the
+ * pull algorithms only; the communicator's path (the probe's figures through symmem_coll_tune_measured) gets
+ * the same table, and measuring again changes nothing. With stores at 2.6 GB/s two-shot pull, which stores
+ * each reduced shard into every rank's output, loses to one-shot pull at every size. */
 static void pull_rewrites_pcie_defaults(void)
 {
     for (int n = 2; n <= 16; n *= 2) {
         topo_table_t base, t;
         defaults_for(n, SYMMEM_LINK_PCIE, 0.0, 0.0, &base);
         CHECK(base.nrules > 0);
-        CHECK(table_has(&base, SYMMEM_ALGO_STAGED) && table_has(&base, SYMMEM_ALGO_ONESHOT_PUSH));
-        defaults_for(n, SYMMEM_LINK_PCIE, 52.0, 2.6, &t); /* stores 20x slower than loads: pull */
-        CHECK(t.nrules == base.nrules);
-        CHECK(!table_has(&t, SYMMEM_ALGO_ONESHOT_PUSH) && !table_has(&t, SYMMEM_ALGO_TWOSHOT_PUSH) &&
-              !table_has(&t, SYMMEM_ALGO_STAGED) && !table_has(&t, SYMMEM_ALGO_TWOSHOT_LAMPORT));
-        for (int i = 0; i < t.nrules; i++) {
-            /* the bounds stay; only the algorithms change, one-shot to one-shot, the rest to two-shot pull */
-            CHECK(t.rules[i].kind == base.rules[i].kind && t.rules[i].max_bytes == base.rules[i].max_bytes);
-            CHECK(t.rules[i].algo == (base.rules[i].algo == SYMMEM_ALGO_ONESHOT_PUSH ? SYMMEM_ALGO_ONESHOT_PULL
-                                                                                     : SYMMEM_ALGO_TWOSHOT_PULL));
-        }
+        CHECK(table_has(&base, SYMMEM_ALGO_ONESHOT_PUSH) && !table_has_pull(&base));
+        defaults_for(n, SYMMEM_LINK_PCIE, 52.0, 2.6, &t);
+        CHECK(!table_has_push(&t) && table_has_pull(&t));
         CHECK(topo_table_lookup(&t, SYMMEM_COLL_ALL_REDUCE, 12 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
-        CHECK(topo_table_lookup(&t, SYMMEM_COLL_ALL_REDUCE, 112 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
-        CHECK(topo_table_lookup(&t, SYMMEM_COLL_ALL_REDUCE, 256 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
-        CHECK(topo_table_lookup(&t, SYMMEM_COLL_REDUCE_SCATTER, 16 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
-        CHECK(topo_table_lookup(&t, SYMMEM_COLL_ALL_GATHER, 4 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
-        /* what the communicator does with the probe's figures: the same table, the changed rules counted */
+        CHECK(topo_table_lookup(&t, SYMMEM_COLL_ALL_REDUCE, 256 * MIB) == SYMMEM_ALGO_ONESHOT_PULL);
+        CHECK(topo_table_lookup(&t, SYMMEM_COLL_REDUCE_SCATTER, 16 * KIB) != SYMMEM_ALGO_AUTO);
+        /* where stores are as fast as loads, two-shot pull takes the large sizes (fewer bytes per GPU) */
+        if (n >= 4) {
+            topo_table_t even;
+            const topo_choice_facts_t f = {.nranks = n, .link = SYMMEM_LINK_PCIE, .read_gbs = 52.0, .write_gbs = 35.0};
+            topo_choice_t c;
+            topo_choose(&f, &c);
+            even = c.table;
+            CHECK(c.prefer == TOPO_PREFER_PULL);
+            CHECK(topo_table_lookup(&even, SYMMEM_COLL_ALL_REDUCE, 256 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+        }
         symmem_coll_tuning_t tu;
         const topo_choice_facts_t none = {.nranks = n, .link = SYMMEM_LINK_PCIE},
                                   pull = {.nranks = n, .link = SYMMEM_LINK_PCIE, .read_gbs = 52.0, .write_gbs = 2.6};
         symmem_coll_tune_init(&tu, "fp", &none);
         CHECK(topo_table_hash(&tu.defaults) == topo_table_hash(&base));
-        CHECK(symmem_coll_tune_measured(&tu, &pull) == base.nrules);
+        CHECK(symmem_coll_tune_measured(&tu, &pull) > 0);
         CHECK(topo_table_hash(&tu.defaults) == topo_table_hash(&t) && tu.prefer == TOPO_PREFER_PULL);
         CHECK(symmem_coll_tune_measured(&tu, &pull) == 0); /* measuring again changes nothing more */
     }
 }
 
+/* Figures within the margin, or preferring push, keep the push algorithms on every link class (the model
+ * prices them with the figures, so the bounds may move); pull figures never leave a push algorithm behind. */
 static void keep_and_push_leave_defaults(void)
 {
     const symmem_link_t links[] = {SYMMEM_LINK_PCIE, SYMMEM_LINK_NVLINK, SYMMEM_LINK_HOST};
@@ -103,12 +119,11 @@ static void keep_and_push_leave_defaults(void)
             defaults_for(n, links[l], 0.0, 0.0, &base);
             defaults_for(n, links[l], 40.0, 40.0, &keep);
             defaults_for(n, links[l], 25.0, 45.0, &push);
-            CHECK(topo_table_hash(&keep) == topo_table_hash(&base));
-            CHECK(topo_table_hash(&push) == topo_table_hash(&base));
-            /* pull never leaves a push-family algorithm behind, whatever the link */
+            CHECK(table_has_push(&base) && !table_has_pull(&base));
+            CHECK(table_has_push(&keep) && !table_has_pull(&keep));
+            CHECK(table_has_push(&push) && !table_has_pull(&push));
             defaults_for(n, links[l], 52.0, 2.6, &pull);
-            CHECK(!table_has(&pull, SYMMEM_ALGO_ONESHOT_PUSH) && !table_has(&pull, SYMMEM_ALGO_TWOSHOT_PUSH) &&
-                  !table_has(&pull, SYMMEM_ALGO_STAGED) && !table_has(&pull, SYMMEM_ALGO_TWOSHOT_LAMPORT));
+            CHECK(!table_has_push(&pull));
         }
 }
 

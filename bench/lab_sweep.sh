@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# The PCIe lab sweep on one GPU (issue 29; docs/collectives.md, "The PCIe lab"): for each placement
+# (host_numa: the lab, every peer access over the GPU's own PCIe link to pinned host memory; device: the
+# same ranks in HBM) and each rank count, one symmem-bench run with every rank a process (under MPS when
+# ranks share a GPU): at its init the communicator autotunes (SYMMEM_AUTOTUNE=auto, a fresh tuning file),
+# then every algorithm forced and auto side by side at every power of two from 1 KiB to LAB_MAXB, bf16 sum,
+# CUDA-graph timing, with the cost model's prediction beside each row (--model 1). The summary collects
+# each run's markdown rows (auto and its choice, the best forced algorithm, auto/best, the model's table
+# alone, the model's prediction, the floor) and its pass/fail line for auto <= 1.10x best.
+#
+# Usage: bench/lab_sweep.sh OUTDIR BUILD_DIR [RANKS...]      RANKS default: 2 4 8 (e.g. 2 4 8 12 16)
+# Knobs (environment): LAB_PLACEMENTS ("host_numa device"), LAB_MAXB (4M), LAB_N (10 ops per graph),
+#   LAB_R (5 timed replays), LAB_W (2 warm-up ops), LAB_STEP_S (180 s per run), LAB_BUDGET_S (330 s: runs
+#   that would start later are skipped and listed), LAB_MPS (1: start MPS on one GPU; 0: never).
+# Estimate on one H200 (bench/NOTES.md, "The PCIe lab"): ranks 2 4 8 at the defaults about 1 minute (8 lab
+# ranks ~20 s, most of it 4 MiB one-shot pushes through the shared link); 12 and 16 add about 1.5 minutes.
+# Halve LAB_N and LAB_R to halve it.
+# Files in OUTDIR (few: a device call returns at most 8): lab_<placement>.log (every run's output and the
+# library's INFO lines of the autotune, appended), lab_tune.txt (the tables the autotune saved),
+# lab_summary.md (machine, the runs with exit codes and seconds, the tables, pass/fail).
+set -u
+OUT=${1:?usage: bench/lab_sweep.sh OUTDIR BUILD_DIR [RANKS...]}
+BUILD=${2:?usage: bench/lab_sweep.sh OUTDIR BUILD_DIR [RANKS...]}
+shift 2
+RANKS=${*:-2 4 8}
+PLACEMENTS=${LAB_PLACEMENTS:-host_numa device}
+MAXB=${LAB_MAXB:-4M}
+NOPS=${LAB_N:-10}
+REPLAYS=${LAB_R:-5}
+WARM=${LAB_W:-2}
+STEP_S=${LAB_STEP_S:-180}
+DEADLINE=${LAB_BUDGET_S:-330}
+BENCH=$BUILD/bench/symmem-bench
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+SUMMARY=$OUT/lab_summary.md
+if [ ! -x "$BENCH" ]; then
+  echo "lab_sweep.sh: $BENCH not found (build with -DSYMMEM_BUILD_TOOLS=ON)" | tee "$SUMMARY"
+  exit 1
+fi
+# NVLink multicast stays off everywhere (it can take a shared host's GPUs out of service).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# A fresh table: every (ranks, placement) key is measured once, at the first init of its run.
+export SYMMEM_TUNE_FILE=$OUT/lab_tune.txt SYMMEM_AUTOTUNE=auto
+rm -f "$SYMMEM_TUNE_FILE" "$SYMMEM_TUNE_FILE.lock"
+# The autotune's decisions and the probe's figures, not the per-call traces.
+export SYMMEM_LOG_LEVEL=${SYMMEM_LOG_LEVEL:-INFO} SYMMEM_LOG_SUBSYS=${SYMMEM_LOG_SUBSYS:-COLL}
+
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+mps_started=0
+stop_mps() {
+  if [ "$mps_started" = 1 ]; then echo quit | nvidia-cuda-mps-control >/dev/null 2>&1; mps_started=0; sleep 1; fi
+}
+trap stop_mps EXIT
+# Ranks that are processes on one GPU run their kernels at the same time only under MPS (without it they
+# take turns, and kernels that wait for each other stall until the timeout).
+if [ "${LAB_MPS:-1}" = 1 ] && [ "$ngpu" -eq 1 ]; then
+  export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/symmem-lab-mps}
+  export CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/symmem-lab-mpslog}
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if echo get_server_list | nvidia-cuda-mps-control >/dev/null 2>&1; then
+    echo "MPS: a daemon already serves $CUDA_MPS_PIPE_DIRECTORY; using it"
+  elif nvidia-cuda-mps-control -d; then
+    mps_started=1
+    echo "MPS: daemon started ($CUDA_MPS_PIPE_DIRECTORY)"
+  else
+    echo "MPS: could not start a daemon; ranks that share the GPU may time out"
+  fi
+fi
+
+{
+  echo "# PCIe lab sweep ($(date -u +%FT%TZ), $(hostname))"
+  echo
+  echo '```'
+  nvidia-smi --query-gpu=index,name,driver_version,pcie.link.gen.current,pcie.link.width.current,memory.total \
+    --format=csv,noheader 2>&1
+  echo "build: $BUILD  ranks: $RANKS  placements: $PLACEMENTS  sizes: 1K..$MAXB x2  -n $NOPS -R $REPLAYS -w $WARM"
+  echo "MPS: $([ "$mps_started" = 1 ] && echo "started by the sweep" || echo "not started by the sweep")"
+  echo '```'
+  echo
+} > "$SUMMARY"
+
+TABLE=$(mktemp)
+FAILED=0
+SKIPPED=0
+echo "## Runs" >> "$SUMMARY"
+for p in $PLACEMENTS; do
+  LOG=$OUT/lab_$p.log
+  : > "$LOG"
+  for n in $RANKS; do
+    if [ "$SECONDS" -ge "$DEADLINE" ]; then
+      echo "- $p, $n ranks: skipped, past the ${DEADLINE}s budget" | tee -a "$SUMMARY"
+      SKIPPED=$((SKIPPED + 1))
+      continue
+    fi
+    limit=$STEP_S
+    if [ $((SECONDS + limit)) -gt $((DEADLINE + 30)) ]; then limit=$((DEADLINE + 30 - SECONDS)); fi
+    cmd=("$BENCH" -N "$n" --placement "$p" -a all -b 1K -e "$MAXB" -f 2 -n "$NOPS" -R "$REPLAYS" -w "$WARM" --model 1)
+    t0=$SECONDS
+    echo "== $p, $n ranks: ${cmd[*]}" >> "$LOG"
+    timeout --kill-after=10 "$limit" "${cmd[@]}" >> "$LOG" 2>&1
+    rc=$?
+    echo "- $p, $n ranks: rc=$rc, $((SECONDS - t0)) s" | tee -a "$SUMMARY"
+    if [ "$rc" -ne 0 ]; then FAILED=$((FAILED + 1)); fi
+    # this run's markdown rows and its pass/fail line (the log holds every run: take the ones after its marker)
+    awk -v mark="== $p, $n ranks:" 'index($0, mark) == 1 {on = 1; next} /^== / {on = 0} on && (/^\| / || /^# AUTO <=/)' \
+      "$LOG" >> "$TABLE"
+  done
+done
+
+{
+  echo
+  echo "## auto (after the init's autotune) against the best forced algorithm, bf16 sum, µs per op (slowest rank)"
+  echo
+  echo "| ranks | memory | size | auto (choice) | best forced | auto/best | model table alone (choice) | model/best | model for best | floor | best/floor |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  grep '^| ' "$TABLE"
+  echo
+  grep '^# AUTO <=' "$TABLE" | sed 's/^# /- /'
+  echo
+  npass=$(grep -c '^# AUTO <=.*PASS' "$TABLE")
+  nfail=$(grep -c '^# AUTO <=.*FAIL' "$TABLE")
+  echo "overall: $npass run(s) pass, $nfail fail; $FAILED run(s) exited non-zero, $SKIPPED skipped for time; ${SECONDS}s"
+  echo
+  echo "## Tables the autotune saved ($SYMMEM_TUNE_FILE)"
+  echo
+  echo '```'
+  cat "$SYMMEM_TUNE_FILE" 2>/dev/null || echo "(none saved)"
+  echo '```'
+} >> "$SUMMARY"
+rm -f "$TABLE"
+tail -n 20 "$SUMMARY"
+[ "$FAILED" -eq 0 ] && ! grep -q '^- AUTO <=.*FAIL' "$SUMMARY"

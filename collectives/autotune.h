@@ -1,0 +1,141 @@
+/* AUTO that learns the machine (SYMMEM_AUTOTUNE; docs/collectives.md, "Autotune at init"): at the first
+ * communicator init on a machine (the tuning key: topology fingerprint, world size, placement, library
+ * version) without a table for it, the ranks measure the candidates the cost model leaves (topology/cost.h)
+ * at every power-of-two size from 1 KiB to 4 MiB of each op, within a budget, and take per size the fastest
+ * by the slowest rank; the table is saved where symmem-bench --tune saves it and loaded by every later init.
+ *
+ * Every decision is the same on every rank: the plan (sizes and candidates) is rank 0's, handed to all; each
+ * step's times are allgathered and the maximum over ranks decides; the budget is checked against the
+ * largest elapsed time over ranks; the final table is compared by hash (ranks that differ drop it for the
+ * model's). This file is the part without CUDA: the decision, the plan, the agreement and the table, driven
+ * by a measuring callback (autotune_gpu.c times CUDA graphs of the collectives; the CPU tests inject
+ * times). */
+#ifndef SYMMEM_COLLECTIVES_AUTOTUNE_H
+#define SYMMEM_COLLECTIVES_AUTOTUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/kinds.h"
+#include "collectives/tune.h"
+#include "symmem/symmem.h"
+#include "topology/cost.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* SYMMEM_AUTOTUNE */
+typedef enum symmem_autotune_mode {
+    SYMMEM_AUTOTUNE_OFF = 0,   /* never: the model's table (or the tuning file's) */
+    SYMMEM_AUTOTUNE_AUTO = 1,  /* when no tuning file has a table for this key */
+    SYMMEM_AUTOTUNE_FORCE = 2, /* at every init, replacing the saved table */
+} symmem_autotune_mode_t;
+/* The parameter's value ("auto", "off"/"0", "force"/"1"); anything else warns once and means auto. */
+symmem_autotune_mode_t symmem_autotune_mode(void);
+
+/* What the autotune did at a communicator's init (symmem_coll_autotune_state). */
+typedef enum symmem_autotune_state {
+    SYMMEM_AUTOTUNE_NOT_RUN = 0,  /* off, one rank, SYMMEM_ALGO set, host backend */
+    SYMMEM_AUTOTUNE_LOADED = 1,   /* a tuning file had the table for this key: nothing measured */
+    SYMMEM_AUTOTUNE_MEASURED = 2, /* measured at this init (and saved, unless saving failed: the log says) */
+    SYMMEM_AUTOTUNE_SKIPPED = 3,  /* wanted but not done (a graph capture running, a rank that could not,
+                                     a failure): the model's table */
+} symmem_autotune_state_t;
+const char *symmem_autotune_state_name(symmem_autotune_state_t s);
+
+/* ---- the decision (pure) ---------------------------------------------------------------------------------- */
+/* What one rank knows when it decides whether to measure. */
+typedef struct symmem_autotune_wish_in {
+    symmem_autotune_mode_t mode;
+    int nranks;
+    int env_algo;     /* SYMMEM_ALGO names an algorithm: it overrides every table */
+    int table_loaded; /* the tuning file had rules for this key (agreed across ranks) */
+    int capturing;    /* a CUDA graph capture is running that this init could disturb */
+    int host_backend; /* no GPU kernels to time */
+    int shared_queues; /* ranks of this process on its GPU could share hardware queues (coll_internal.h,
+                          symmem_coll_private_streams_safe): measuring could wait for itself */
+} symmem_autotune_wish_in_t;
+/* 1 (measure) or 0, with *state what init reports when nothing is measured and *why a short reason
+ * ("SYMMEM_AUTOTUNE=off", "a CUDA graph capture is running", ...). */
+int symmem_autotune_wish(const symmem_autotune_wish_in_t *in, symmem_autotune_state_t *state, const char **why);
+
+/* ---- the plan ---------------------------------------------------------------------------------------------- */
+typedef struct symmem_autotune_cfg {
+    double budget_ms;     /* no step starts once the slowest rank has spent this long (SYMMEM_AUTOTUNE_BUDGET_MS) */
+    size_t min_bytes;     /* measured sizes: powers of two from here... */
+    size_t max_bytes;     /* ...to here (as the table counts them) */
+    double keep_factor;   /* candidates: predicted within this factor of the least prediction... */
+    double keep_us;       /* ...or within this many microseconds of it */
+    double tie;           /* measured within this fraction of the fastest, the model's choice stands */
+} symmem_autotune_cfg_t;
+/* 2000 ms (the parameter), 1 KiB to 4 MiB, factor 4 or 20 us, ties within 3%. The factor is wide because the
+ * model is least sure exactly where the choice is hard (bench/NOTES.md, "The cost model"). */
+void symmem_autotune_cfg_default(symmem_autotune_cfg_t *cfg);
+
+#define SYMMEM_AUTOTUNE_MAX_STEPS 64
+typedef struct symmem_autotune_step {
+    int32_t kind;        /* symmem_coll_kind_t */
+    int32_t ncand;
+    uint64_t bytes;
+    int32_t algo[SYMMEM_ALGO_COUNT]; /* candidates, least predicted first */
+    double pred_us[SYMMEM_ALGO_COUNT];
+} symmem_autotune_step_t;
+
+typedef struct symmem_autotune_plan {
+    int32_t nsteps;
+    symmem_autotune_step_t step[SYMMEM_AUTOTUNE_MAX_STEPS];
+} symmem_autotune_plan_t;
+
+/* The steps: all-reduce, then reduce-scatter, then all-gather, each at every power of two from min_bytes to
+ * max_bytes; at each, the algorithms available[algo] != 0 that the model prices within the keep rule, and
+ * the model table's own choice (defaults) whatever its price. Pure. */
+void symmem_autotune_plan(const topo_cost_machine_t *m, const topo_table_t *defaults, const int *available,
+                          const symmem_autotune_cfg_t *cfg, symmem_autotune_plan_t *plan);
+
+/* ---- measuring and agreeing -------------------------------------------------------------------------------- */
+/* The measuring side, called by every rank for every step in the same order: fill us[i] with this rank's
+ * microseconds per operation of algo[i] (negative: it could not run here); 0, or -1 when this rank can
+ * measure nothing more (its CUDA state is broken; the run stops at the end of the step on every rank).
+ * elapsed_ms: time spent since the run started (the budget). */
+typedef struct symmem_autotune_ops {
+    int (*measure)(void *ctx, const symmem_autotune_step_t *step, double *us);
+    double (*elapsed_ms)(void *ctx);
+    void *ctx;
+} symmem_autotune_ops_t;
+
+typedef struct symmem_autotune_result {
+    int steps;          /* steps run (agreed) */
+    int planned;        /* steps in the plan */
+    int measurements;   /* candidates measured */
+    int budget_stop;    /* the budget ended the run early */
+    int failed;         /* a rank could not measure (the table holds what was decided before) */
+    int changed;        /* measured sizes whose winner differs from the model's choice */
+    double elapsed_ms;  /* the slowest rank's */
+    uint64_t hash;      /* of the table set (agreed) */
+    int agreed;         /* 1: every rank set the same table; 0: dropped, the model's table stands */
+} symmem_autotune_result_t;
+
+/* Collective over comm (host-side allgathers only, so it runs on the host backend too): rank 0's plan, every
+ * step measured on every rank and decided from the maximum over ranks, the budget checked on the slowest
+ * rank's clock, then tu->table replaced by the tuned rules (measured winners up to the largest measured
+ * size, the model's rules above it) and compared by hash. SYMMEM_OK with *res filled (res->agreed 0: the
+ * table was dropped on every rank); an error when the host exchange itself failed (the communicator is then
+ * in its error state). */
+symmem_status_t symmem_autotune_run(symmem_comm_t comm, symmem_coll_tuning_t *tu, const topo_cost_machine_t *m,
+                                    const int *available, const symmem_autotune_ops_t *ops,
+                                    const symmem_autotune_cfg_t *cfg, symmem_autotune_result_t *res);
+
+/* The winner of one step from the slowest rank's times (negative: did not run on some rank): the fastest,
+ * unless the model's choice is within cfg->tie of it; -1 when none ran. Pure. */
+int symmem_autotune_winner(const symmem_autotune_step_t *step, const double *slowest_us, symmem_algo_t model_choice,
+                           double tie);
+
+/* "all_reduce up to 12 KiB oneshot_push, up to 96 KiB twoshot_lamport, above twoshot_push; reduce_scatter ..."
+ * for the log. */
+void symmem_autotune_describe(const topo_table_t *t, char *out, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

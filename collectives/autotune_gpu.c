@@ -1,0 +1,313 @@
+/* The autotune at a communicator's init (autotune.h): the decision with every rank, the measurements (CUDA
+ * graphs of the collectives on a private stream, timed with events), the save, the log.
+ *
+ * What is measured is what symmem-bench measures by default: bf16 sum, the input and output in a symmetric
+ * buffer of the communicator (zero copy, in the communicator's placement), back-to-back operations captured
+ * into one graph (a framework's decode step), the median of three replays, each after an untimed replay that
+ * aligns the ranks; the slowest rank decides (autotune.c). */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc/alloc.h"
+#include "base/comm_state.h"
+#include "base/log.h"
+#include "base/status.h"
+#include "collectives/autotune.h"
+#include "collectives/coll_internal.h"
+
+#define AT_REPLAYS 3       /* timed replays per candidate, the median counts */
+#define AT_TARGET_US 150.0 /* a graph holds about this much of an operation's predicted time... */
+#define AT_MAX_OPS 8       /* ...in at most this many operations */
+
+typedef struct gpu_ctx {
+    symmem_comm_t comm;
+    cudaStream_t stream;
+    cudaEvent_t ev[2 * AT_REPLAYS];
+    symmem_buffer_t buf;
+    char *in, *out; /* this rank's halves of buf */
+    size_t half;
+    double t0_ms;
+} gpu_ctx_t;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static double elapsed_ms(void *p) { return now_ms() - ((gpu_ctx_t *)p)->t0_ms; }
+
+/* The call of one candidate: bf16 sum; all-reduce of bytes; reduce-scatter and all-gather of a whole buffer
+ * of `bytes` (n shards, as the table counts them). count 0: too small for the rank count. */
+static symmem_coll_call_t call_of(const gpu_ctx_t *g, const symmem_autotune_step_t *st, symmem_algo_t algo)
+{
+    const size_t es = symmem_dtype_size(SYMMEM_BFLOAT16), n = (size_t)g->comm->nranks;
+    symmem_coll_call_t c;
+    memset(&c, 0, sizeof c);
+    c.kind = (symmem_coll_kind_t)st->kind;
+    c.send = g->in;
+    c.recv = g->out;
+    c.count = c.kind == SYMMEM_COLL_ALL_REDUCE ? st->bytes / es : st->bytes / es / n;
+    c.dtype = SYMMEM_BFLOAT16;
+    c.op = SYMMEM_OP_SUM;
+    c.algo = algo;
+    c.stream = g->stream;
+    c.name = "the autotune's measurement";
+    return c;
+}
+
+/* ops operations of the candidate captured into one graph on this rank's stream (thread-local capture: the
+ * caller's own captures, if any, are not disturbed); NULL where it could not be made. */
+static cudaGraphExec_t capture(gpu_ctx_t *g, const symmem_coll_call_t *c, int ops)
+{
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    if (c->count == 0 || cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    symmem_status_t st = SYMMEM_OK;
+    for (int k = 0; k < ops && st == SYMMEM_OK; k++) st = symmem_coll_run(g->comm, c);
+    const cudaError_t e = cudaStreamEndCapture(g->stream, &graph);
+    if (st == SYMMEM_OK && e == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) exec = NULL;
+    if (st != SYMMEM_OK) symmem_clear_error(); /* e.g. a workspace too small for this algorithm: not a candidate */
+    if (graph) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    return st == SYMMEM_OK && e == cudaSuccess ? exec : NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The replays of one graph: a warm-up, then per timed replay an untimed one that aligns the ranks (each
+ * operation waits for every rank) and the timed one. The median per operation, or -1. */
+static double time_graph(gpu_ctx_t *g, cudaGraphExec_t exec, int ops)
+{
+    int ok = cudaGraphLaunch(exec, g->stream) == cudaSuccess;
+    for (int r = 0; r < AT_REPLAYS && ok; r++)
+        ok = cudaGraphLaunch(exec, g->stream) == cudaSuccess && cudaEventRecord(g->ev[2 * r], g->stream) == cudaSuccess &&
+             cudaGraphLaunch(exec, g->stream) == cudaSuccess && cudaEventRecord(g->ev[2 * r + 1], g->stream) == cudaSuccess;
+    /* whatever was launched ends (a kernel whose peer never comes ends at the communicator's timeout) */
+    if (cudaStreamSynchronize(g->stream) != cudaSuccess) ok = 0;
+    double t[AT_REPLAYS];
+    for (int r = 0; r < AT_REPLAYS && ok; r++) {
+        float ms = 0.0f;
+        ok = cudaEventElapsedTime(&ms, g->ev[2 * r], g->ev[2 * r + 1]) == cudaSuccess;
+        t[r] = 1000.0 * (double)ms / ops;
+    }
+    (void)cudaGetLastError();
+    if (!ok) return -1.0;
+    qsort(t, AT_REPLAYS, sizeof t[0], cmp_double);
+    return t[AT_REPLAYS / 2];
+}
+
+/* One step on this rank: every candidate captured, the captures agreed with every rank (a candidate runs only
+ * where every rank could make its graph), the agreed ones timed in order. -1 when this rank's communicator
+ * failed (a kernel timed out: nothing more can run). */
+static int measure(void *p, const symmem_autotune_step_t *st, double *us)
+{
+    gpu_ctx_t *g = p;
+    cudaGraphExec_t exec[SYMMEM_ALGO_COUNT] = {0};
+    int ops[SYMMEM_ALGO_COUNT];
+    uint32_t mine = 0, all[SYMMEM_MAX_RANKS];
+    for (int i = 0; i < st->ncand; i++) {
+        const double pred = st->pred_us[i] > 0.0 ? st->pred_us[i] : 1.0;
+        ops[i] = AT_TARGET_US / pred >= AT_MAX_OPS ? AT_MAX_OPS : 1 + (int)(AT_TARGET_US / pred);
+        const symmem_coll_call_t c = call_of(g, st, (symmem_algo_t)st->algo[i]);
+        exec[i] = capture(g, &c, ops[i]);
+        if (exec[i]) mine |= 1u << i;
+    }
+    uint32_t agreed = mine;
+    const symmem_status_t s = symmem_comm_allgather(g->comm, &mine, all, sizeof mine);
+    for (int r = 0; r < g->comm->nranks && s == SYMMEM_OK; r++) agreed &= all[r];
+    for (int i = 0; i < st->ncand; i++) {
+        if (s == SYMMEM_OK && (agreed >> i & 1u)) us[i] = time_graph(g, exec[i], ops[i]);
+        if (exec[i]) cudaGraphExecDestroy(exec[i]);
+    }
+    (void)cudaGetLastError();
+    if (s != SYMMEM_OK) return symmem_clear_error(), -1;
+    if (symmem_coll_poll_error(g->comm) != SYMMEM_OK) return -1;
+    return 0;
+}
+
+/* A capture this init could disturb: one on the legacy stream's device (a blocking stream capturing makes
+ * the legacy stream report it) or on this thread's per-thread stream. Captures of other threads in relaxed
+ * or thread-local mode are not disturbed (ours is thread-local); one in global mode would make the
+ * measurement's own calls fail, which leaves the model's table. */
+static int capturing(void)
+{
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaError_t e = cudaStreamIsCapturing(cudaStreamLegacy, &cs);
+    int active = e == cudaErrorStreamCaptureImplicit || (e == cudaSuccess && cs != cudaStreamCaptureStatusNone);
+    cs = cudaStreamCaptureStatusNone;
+    e = cudaStreamIsCapturing(cudaStreamPerThread, &cs);
+    active |= e == cudaSuccess && cs != cudaStreamCaptureStatusNone;
+    (void)cudaGetLastError();
+    return active;
+}
+
+/* Stream, events, then the symmetric buffer (collective): 0, or -1 with everything released (agreed). */
+static int ctx_open(gpu_ctx_t *g, const symmem_autotune_cfg_t *cfg)
+{
+    const size_t half = (cfg->max_bytes + 4095) / 4096 * 4096;
+    /* the ranks of this process create their streams together: consecutive creations, distinct queues */
+    if (symmem_comm_barrier(g->comm) != SYMMEM_OK) return -1;
+    int32_t ok = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking) == cudaSuccess, oks[SYMMEM_MAX_RANKS];
+    for (int i = 0; i < 2 * AT_REPLAYS && ok; i++) ok = cudaEventCreate(&g->ev[i]) == cudaSuccess;
+    (void)cudaGetLastError();
+    if (symmem_comm_allgather(g->comm, &ok, oks, sizeof ok) != SYMMEM_OK) return -1;
+    for (int r = 0; r < g->comm->nranks; r++)
+        if (!oks[r]) return -1;
+    if (symmem_alloc_create(g->comm, 2 * half, &g->buf) != SYMMEM_OK) return g->buf = NULL, -1;
+    g->half = half;
+    g->in = symmem_buffer_ptr(g->buf);
+    g->out = g->in + half;
+    /* defined contents (zeros: no Lamport sentinel, no NaN), on the stream the measurements use */
+    if (cudaMemsetAsync(g->in, 0, 2 * half, g->stream) != cudaSuccess) (void)cudaGetLastError();
+    return 0;
+}
+
+static void ctx_close(gpu_ctx_t *g)
+{
+    if (g->stream) cudaStreamSynchronize(g->stream);
+    if (g->buf) symmem_alloc_release(g->buf);
+    for (int i = 0; i < 2 * AT_REPLAYS; i++)
+        if (g->ev[i]) cudaEventDestroy(g->ev[i]);
+    if (g->stream) cudaStreamDestroy(g->stream);
+    (void)cudaGetLastError();
+}
+
+/* Which algorithms can run here: the island schedule where the split has one, the copy engine unless the
+ * probe found its copies failing. */
+static void available(const struct symmem_coll *co, int *av)
+{
+    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) av[a] = a != SYMMEM_ALGO_AUTO && symmem_algo_listed(a);
+    if (co->island_error[0]) av[SYMMEM_ALGO_ISLAND] = 0;
+    if (co->probed && !(co->probe_ce_gbs > 0.0)) av[SYMMEM_ALGO_COPY_ENGINE] = 0;
+}
+
+/* Rank 0 saves the agreed table where symmem-bench --tune does; every rank says where. */
+static void save(symmem_comm_t comm, struct symmem_coll *co, char *where, size_t len)
+{
+    char path[4096];
+    int explicit_path = 0;
+    if (symmem_coll_tune_path(path, sizeof path, comm->rank == 0, &explicit_path) != 0) {
+        snprintf(where, len, "not saved: no cache folder (set SYMMEM_TUNE_FILE or SYMMEM_TOPO_CACHE_DIR)");
+        return;
+    }
+    if (comm->rank != 0) {
+        snprintf(where, len, "saved by rank 0 to %s", path);
+        return;
+    }
+    if (symmem_coll_tune_save(&co->tuning, path) == SYMMEM_OK) {
+        snprintf(where, len, "saved to %s", path);
+    } else {
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "autotune: the table could not be saved (%s); this communicator uses it, the "
+                                        "next init measures again",
+                    symmem_last_error());
+        snprintf(where, len, "not saved");
+        symmem_clear_error();
+    }
+}
+
+static symmem_status_t run(symmem_comm_t comm, struct symmem_coll *co, const char *why)
+{
+    symmem_autotune_cfg_t cfg;
+    symmem_autotune_cfg_default(&cfg);
+    gpu_ctx_t g;
+    memset(&g, 0, sizeof g);
+    g.comm = comm;
+    g.t0_ms = now_ms();
+    if (ctx_open(&g, &cfg) != 0) {
+        ctx_close(&g);
+        char msg[512];
+        const symmem_status_t failed = symmem_comm_error(comm, msg, sizeof msg);
+        if (failed != SYMMEM_OK) return symmem_set_error(failed, "%s", msg); /* a peer is gone: init fails */
+        symmem_clear_error();
+        co->autotune_state = SYMMEM_AUTOTUNE_SKIPPED;
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "autotune: could not set up its stream or buffer on every rank; the cost "
+                                        "model's table");
+        return SYMMEM_OK;
+    }
+    int av[SYMMEM_ALGO_COUNT];
+    available(co, av);
+    const symmem_autotune_ops_t ops = {measure, elapsed_ms, &g};
+    symmem_autotune_result_t res;
+    const topo_table_t model = co->tuning.defaults;
+    symmem_status_t st = symmem_autotune_run(comm, &co->tuning, &co->machine, av, &ops, &cfg, &res);
+    ctx_close(&g);
+    SYMMEM_CHECK(st);
+    /* a kernel that timed out put the communicator in its error state: init fails with it */
+    SYMMEM_CHECK(symmem_coll_poll_error(comm));
+    if (!res.agreed || res.steps == 0) {
+        co->autotune_state = SYMMEM_AUTOTUNE_SKIPPED;
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "autotune: nothing agreed (%d of %d sizes measured%s); the cost model's table",
+                    res.steps, res.planned, res.failed ? ", a rank could not measure" : "");
+        return SYMMEM_OK;
+    }
+    co->autotune_state = SYMMEM_AUTOTUNE_MEASURED;
+    char where[4200], tuned[1024], before[1024];
+    save(comm, co, where, sizeof where);
+    symmem_autotune_describe(&co->tuning.table, tuned, sizeof tuned);
+    symmem_autotune_describe(&model, before, sizeof before);
+    SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
+                "autotune (%s): measured %d of %d sizes, %d candidates in %.0f ms (budget %.0f ms%s%s), the slowest "
+                "rank deciding; %d sizes chose otherwise than the cost model; table [%s] %s: %s (the model's: %s)",
+                why, res.steps, res.planned, res.measurements, res.elapsed_ms, cfg.budget_ms,
+                res.budget_stop ? ", reached: larger sizes keep the model's choice" : "",
+                res.failed ? ", stopped: a rank could not measure" : "", res.changed, co->tuning.fingerprint, where,
+                tuned, before);
+    return SYMMEM_OK;
+}
+
+symmem_status_t symmem_coll_autotune_init(symmem_comm_t comm, struct symmem_coll *co)
+{
+    const symmem_autotune_wish_in_t in = {symmem_autotune_mode(), comm->nranks, co->tuning.env_algo != SYMMEM_ALGO_AUTO,
+                                          co->tuning.table.nrules > 0, comm->nranks > 1 && capturing(), 0,
+                                          !symmem_coll_private_streams_safe(comm, co)};
+    symmem_autotune_state_t state;
+    const char *why;
+    const int32_t want = symmem_autotune_wish(&in, &state, &why);
+    co->autotune_state = state;
+    if (comm->nranks < 2) return SYMMEM_OK;
+    /* every rank measures or none: the wish is agreed (SYMMEM_AUTOTUNE, a capture, differ per rank) */
+    int32_t wants[SYMMEM_MAX_RANKS];
+    SYMMEM_CHECK(symmem_comm_allgather(comm, &want, wants, sizeof want));
+    int other = -1;
+    for (int r = 0; r < comm->nranks && other < 0; r++)
+        if (wants[r] != want) other = r;
+    if (want && other >= 0) {
+        co->autotune_state = SYMMEM_AUTOTUNE_SKIPPED;
+        SYMMEM_INFO(SYMMEM_SUBSYS_COLL, "autotune: not measuring: rank %d does not (its SYMMEM_AUTOTUNE, tuning file or "
+                                        "a graph capture there); table: %s",
+                    other, co->tuning.table.nrules ? "the tuning file's" : "the cost model's");
+        return SYMMEM_OK;
+    }
+    if (!want) {
+        SYMMEM_INFO(SYMMEM_SUBSYS_COLL, "autotune: not measuring: %s; table: %s", why,
+                    co->tuning.env_algo != SYMMEM_ALGO_AUTO ? "none (SYMMEM_ALGO)"
+                    : co->tuning.table.nrules               ? "the tuning file's"
+                                                            : "the cost model's");
+        return SYMMEM_OK;
+    }
+    return run(comm, co, why);
+}
+
+int symmem_coll_autotune_state(symmem_comm_t comm)
+{
+    return comm && comm->coll ? comm->coll->autotune_state : SYMMEM_AUTOTUNE_NOT_RUN;
+}
+
+void symmem_coll_autotune_host_note(symmem_comm_t comm)
+{
+    if (symmem_autotune_mode() == SYMMEM_AUTOTUNE_OFF || !comm || comm->nranks < 2) return;
+    SYMMEM_INFO(SYMMEM_SUBSYS_COLL, "autotune: not measuring: the host backend runs no GPU kernels to time");
+}

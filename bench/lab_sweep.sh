@@ -47,25 +47,13 @@ rm -f "$SYMMEM_TUNE_FILE" "$SYMMEM_TUNE_FILE.lock"
 export SYMMEM_LOG_LEVEL=${SYMMEM_LOG_LEVEL:-INFO} SYMMEM_LOG_SUBSYS=${SYMMEM_LOG_SUBSYS:-COLL}
 
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-mps_started=0
-stop_mps() {
-  if [ "$mps_started" = 1 ]; then echo quit | nvidia-cuda-mps-control >/dev/null 2>&1; mps_started=0; sleep 1; fi
-}
-trap stop_mps EXIT
+source "$(dirname "$0")/../scripts/mps.sh"
+trap symmem_mps_stop EXIT
 # Ranks that are processes on one GPU run their kernels at the same time only under MPS (without it they
 # take turns, and kernels that wait for each other stall until the timeout).
-if [ "${LAB_MPS:-1}" = 1 ] && [ "$ngpu" -eq 1 ]; then
-  export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/symmem-lab-mps}
-  export CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/symmem-lab-mpslog}
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if echo get_server_list | nvidia-cuda-mps-control >/dev/null 2>&1; then
-    echo "MPS: a daemon already serves $CUDA_MPS_PIPE_DIRECTORY; using it"
-  elif nvidia-cuda-mps-control -d; then
-    mps_started=1
-    echo "MPS: daemon started ($CUDA_MPS_PIPE_DIRECTORY)"
-  else
-    echo "MPS: could not start a daemon; ranks that share the GPU may time out"
-  fi
+if [ "${LAB_MPS:-1}" = 1 ] && [ "$ngpu" -eq 1 ] && ! symmem_mps_start; then
+  echo "lab_sweep.sh: MPS is not usable here; ranks that share the GPU would time out" | tee "$SUMMARY"
+  exit 1
 fi
 
 {
@@ -75,7 +63,7 @@ fi
   nvidia-smi --query-gpu=index,name,driver_version,pcie.link.gen.current,pcie.link.width.current,memory.total \
     --format=csv,noheader 2>&1
   echo "build: $BUILD  ranks: $RANKS  placements: $PLACEMENTS  sizes: 1K..$MAXB x2  -n $NOPS -R $REPLAYS -w $WARM"
-  echo "MPS: $([ "$mps_started" = 1 ] && echo "started by the sweep" || echo "not started by the sweep")"
+  echo "MPS: ${CUDA_MPS_PIPE_DIRECTORY:-not used}"
   echo '```'
   echo
 } > "$SUMMARY"

@@ -243,9 +243,17 @@ symmem_status_t boot_recv_msg(symmem_boot_t *b, int peer, symmem_boot_hdr_t *hdr
                               what, peer, hdr->len, maxlen);
     if (st == SYMMEM_OK && hdr->len)
         st = recv_exact(fd, payload, hdr->len, fd_out, want, &nfds, &extra, &trunc, deadline, peer, what);
-    if (st == SYMMEM_OK && (extra || (trunc && nfds == want)))
-        st = symmem_set_error(SYMMEM_PEER_FAILURE, "%s: rank %d sent %s file descriptors than the protocol allows "
-                              "(closed)", what, peer, want ? "more" : "unexpected");
+    if (st == SYMMEM_OK && (extra || (trunc && nfds == want))) {
+        if (want)
+            st = symmem_set_error(SYMMEM_PEER_FAILURE,
+                                  "%s: rank %d sent more file descriptors than the protocol allows (the extra ones "
+                                  "were closed)",
+                                  what, peer);
+        else
+            st = symmem_set_error(SYMMEM_PEER_FAILURE,
+                                  "%s: rank %d sent file descriptors with a message that carries none (closed)", what,
+                                  peer);
+    }
     if (st == SYMMEM_OK && want && nfds < want && trunc) st = missing_fd_error(fd, peer, what);
     if (st != SYMMEM_OK && fd_out && nfds) {
         close(*fd_out);

@@ -16,6 +16,7 @@
 #include <sys/un.h>
 #include <time.h>
 
+#include "base/boot_internal.h"
 #include "base/bootmsg.h"
 #include "base/bootstrap.h"
 #include "base/comm_state.h"
@@ -476,6 +477,67 @@ static void fd_exhaustion_is_named(void)
     CHECK(wait_ok(r0) & wait_ok(r1));
 }
 
+/* ---- what the messages say ------------------------------------------------------------------------------------ */
+
+/* A header cut short with the next message right behind it (its sender stopped mid-message and sent again)
+ * read as "another symmem bootstrap protocol version (mixed library versions)"; it is named for what it is.
+ * A header of another protocol version is still called that. */
+static void cut_short_header_is_named(void)
+{
+    symmem_boot_hdr_t h, got;
+    symmem_boot_hdr_make(&h, SYMMEM_BOOT_DATA, 1, 2, 7, 8);
+    unsigned char stream[2 * sizeof h + 8];
+    memset(stream, 0, sizeof stream);
+    for (size_t cut = sizeof(uint32_t); cut + sizeof(uint32_t) <= sizeof h; cut++) {
+        memcpy(stream, &h, cut);
+        memcpy(stream + cut, &h, sizeof h); /* the next message, whole */
+        const unsigned char *payload = NULL;
+        const char *why = NULL;
+        CHECK(symmem_boot_parse(stream, cut + sizeof h + 8, 64, &got, &payload, &why) < 0);
+        if (!strstr(why, "cut short") || strstr(why, "version"))
+            fprintf(stderr, "header cut after %zu bytes: '%s'\n", cut, why), exit(1);
+    }
+    symmem_boot_hdr_t other = h;
+    other.proto = SYMMEM_BOOT_PROTO + 1;
+    CHECK(strstr(symmem_boot_hdr_check(&other), "mixed library versions"));
+    CHECK(symmem_boot_hdr_check(&h) == NULL);
+}
+
+/* Rank 1 attaches a descriptor to a DATA message, which carries none: rank 0's error says so in words
+ * ("sent unexpected file descriptors than the protocol allows" before), and the descriptor is closed. */
+static void rank_with_stray_fd(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_options_t o = host_opts(20000);
+    symmem_comm_t c;
+    CHECK_OK(symmem_comm_init(nranks, rank, id, &o, &c));
+    int before = test_open_fds();
+    if (rank == 1) {
+        symmem_boot_hdr_t h;
+        uint32_t mine = 1;
+        symmem_boot_hdr_make(&h, SYMMEM_BOOT_DATA, 1, nranks, c->boot->seq + 1, sizeof mine);
+        int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        CHECK_OK(boot_send_msg(c->boot->fds[0], &h, &mine, devnull, boot_now_ms() + 5000, 0, "test"));
+        close(devnull);
+        /* stay until rank 0 has sent its part: a send to a rank that left is another error */
+        struct pollfd p = {c->boot->fds[0], POLLIN, 0};
+        CHECK(poll(&p, 1, 10000) == 1);
+    } else {
+        uint32_t mine = 0, all[2];
+        CHECK_ST(symmem_comm_allgather(c, &mine, all, sizeof mine), SYMMEM_PEER_FAILURE);
+        CHECK_ERR_HAS("rank 1 sent file descriptors with a message that carries none (closed)");
+        CHECK(test_open_fds() == before);
+    }
+    symmem_comm_destroy(c);
+}
+
+static void stray_descriptor_is_named(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    pid_t r0 = fork_rank(rank_with_stray_fd, 0, 2, &id), r1 = fork_rank(rank_with_stray_fd, 1, 2, &id);
+    CHECK(wait_ok(r0) & wait_ok(r1));
+}
+
 /* ---- blame ------------------------------------------------------------------------------------------------------ */
 
 /* Rank 1 of 3 never starts. Rank 0 used to be stuck connecting to rank 1, so rank 2 reported "rank(s) 0, 1
@@ -584,6 +646,8 @@ int main(void)
         {"descriptor_flood_leaks_nothing", descriptor_flood_leaks_nothing, 60},
         {"fd_exhaustion_is_named", fd_exhaustion_is_named, 30},
         {"only_the_missing_rank_is_blamed", only_the_missing_rank_is_blamed, 30},
+        {"cut_short_header_is_named", cut_short_header_is_named, 10},
+        {"stray_descriptor_is_named", stray_descriptor_is_named, 30},
         {"socket_dir_mode", socket_dir_mode, 60},
         {"init_destroy_cycles_leak_nothing", init_destroy_cycles_leak_nothing, 240},
     };

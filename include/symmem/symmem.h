@@ -258,7 +258,9 @@ SYMMEM_API symmem_status_t symmem_alloc(symmem_comm_t comm, size_t size, symmem_
 SYMMEM_API symmem_status_t symmem_free(symmem_buffer_t buf);
 
 /* Local lookups. Pointers are device pointers for the CUDA backend (host pointers for the host backend and
- * for host-NUMA placement they are host-accessible too). */
+ * for host-NUMA placement they are host-accessible too). A handle that is not a live buffer (freed, freed
+ * with its communicator by symmem_comm_destroy, or not from symmem_alloc) is never read: the lookup returns
+ * NULL (0, SYMMEM_PLACEMENT_DEFAULT) and symmem_last_error() says SYMMEM_INVALID_ARGUMENT's detail. */
 SYMMEM_API void *symmem_buffer_ptr(symmem_buffer_t buf);                 /* this rank's buffer */
 SYMMEM_API void *symmem_buffer_peer_ptr(symmem_buffer_t buf, int peer);  /* peer's buffer, mapped here; NULL if out of range */
 SYMMEM_API size_t symmem_buffer_size(symmem_buffer_t buf);               /* usable size (as requested) */
@@ -271,7 +273,8 @@ SYMMEM_API symmem_placement_t symmem_buffer_placement(symmem_buffer_t buf);
 SYMMEM_API void *const *symmem_buffer_device_peers(symmem_buffer_t buf);
 /* Same for the signal areas. */
 SYMMEM_API void *const *symmem_buffer_device_signals(symmem_buffer_t buf);
-/* Local. The live buffer of `comm` that contains `ptr` (any address inside this rank's part), or NULL. */
+/* Local. The live buffer of `comm` that contains `ptr` (any address inside this rank's part), or NULL (also
+ * for a `comm` that is not a live communicator, with the detail in symmem_last_error()). */
 SYMMEM_API symmem_buffer_t symmem_buffer_lookup(symmem_comm_t comm, const void *ptr);
 
 /* ------------------------------------------------------------------------------------------------------
@@ -430,7 +433,9 @@ SYMMEM_API symmem_status_t symmem_all_reduce_add_rmsnorm(symmem_comm_t comm, con
                                                          size_t hidden, float eps, symmem_dtype_t dtype,
                                                          symmem_algo_t algo, symmem_stream_t stream);
 
-/* Largest per-rank message (bytes) the collectives handle through the workspace without chunking. */
+/* Largest per-rank message (bytes) the collectives handle through the workspace without chunking. 0 for
+ * the host backend, and for a handle that is not a live communicator (destroyed, or not from an init
+ * call), which is never read: symmem_last_error() then says SYMMEM_INVALID_ARGUMENT's detail. */
 SYMMEM_API size_t symmem_comm_max_message_bytes(symmem_comm_t comm);
 
 #ifdef __cplusplus

@@ -746,7 +746,8 @@ fail:
 
 void symmem_boot_abort(symmem_boot_t *b, symmem_status_t status, const char *why)
 {
-    if (!b) return;
+    if (!b || b->aborted) return;
+    b->aborted = 1;
     unsigned char payload[SYMMEM_BOOT_ABORT_MAX];
     int32_t st = (int32_t)status;
     size_t len = strlen(why);

@@ -516,7 +516,7 @@ static void rank_with_stray_fd(int rank, int nranks, const symmem_unique_id_t *i
         uint32_t mine = 1;
         symmem_boot_hdr_make(&h, SYMMEM_BOOT_DATA, 1, nranks, c->boot->seq + 1, sizeof mine);
         int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        CHECK_OK(boot_send_msg(c->boot->fds[0], &h, &mine, devnull, boot_now_ms() + 5000, 0, "test"));
+        CHECK_OK(boot_send_msg(c->boot, 0, &h, &mine, devnull, boot_now_ms() + 5000, "test"));
         close(devnull);
         /* stay until rank 0 has sent its part: a send to a rank that left is another error */
         struct pollfd p = {c->boot->fds[0], POLLIN, 0};
@@ -557,6 +557,150 @@ static void only_the_missing_rank_is_blamed(void)
     CHECK_OK(symmem_get_unique_id(&id));
     pid_t r0 = fork_rank(rank_blame, 0, 3, &id), r2 = fork_rank(rank_blame, 2, 3, &id);
     CHECK(wait_ok(r0) & wait_ok(r2));
+}
+
+/* After init a rank that gives up tells its peers why (ABORT), so that they name the rank at the root of it.
+ * Survivors report (rank, status, error) through blame_pipe. */
+static int blame_pipe[2];
+
+typedef struct blame_report {
+    int rank;
+    symmem_status_t st;
+    char err[1024];
+} blame_report_t;
+
+static void report_blame(int rank, symmem_status_t st)
+{
+    blame_report_t r = {rank, st, ""};
+    snprintf(r.err, sizeof r.err, "%s", symmem_last_error());
+    CHECK(write(blame_pipe[1], &r, sizeof r) == (ssize_t)sizeof r);
+}
+
+/* Survivor errors that blame `dead` and call no survivor "closed/reset its connection". Returns how many
+ * reports blamed a live rank (each printed). */
+static int wrong_blames(int nreports, int dead, int *named_dead)
+{
+    int wrong = 0;
+    *named_dead = 0;
+    for (int i = 0; i < nreports; i++) {
+        blame_report_t r;
+        CHECK(read(blame_pipe[0], &r, sizeof r) == (ssize_t)sizeof r);
+        char closed[64], reset[64];
+        snprintf(closed, sizeof closed, "rank %d closed", dead);
+        snprintf(reset, sizeof reset, "rank %d reset", dead);
+        *named_dead += strstr(r.err, closed) || strstr(r.err, reset);
+        if (getenv("SYMMEM_TEST_BLAME_SHOW")) fprintf(stderr, "rank %d: %s\n", r.rank, r.err);
+        for (int live = 0; live < SYMMEM_MAX_RANKS; live++) {
+            if (live == dead) continue;
+            snprintf(closed, sizeof closed, "rank %d closed", live);
+            snprintf(reset, sizeof reset, "rank %d reset", live);
+            if (strstr(r.err, closed) || strstr(r.err, reset)) {
+                fprintf(stderr, "rank %d blames live rank %d: %s\n", r.rank, live, r.err);
+                wrong++;
+                break;
+            }
+        }
+    }
+    return wrong;
+}
+
+static int wait_readable(int fd)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, 10000) == 1;
+}
+
+/* Rank 1 dies once ranks 2 and 3 have sent it their first message of symmem_alloc; rank 0 starts that call
+ * only after rank 1 is gone, so its send to rank 1 fails and it leaves before sending to ranks 2 and 3, which
+ * wait for it. They used to report "rank 0 closed its connection (it exited, crashed or destroyed its
+ * communicator)", blaming a healthy rank; now rank 0 tells them why before it leaves. */
+static void rank_dies_in_alloc(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_options_t o = host_opts(20000);
+    symmem_comm_t c;
+    CHECK_OK(symmem_comm_init(nranks, rank, id, &o, &c));
+    if (rank == 1) {
+        CHECK(wait_readable(c->boot->fds[2]) && wait_readable(c->boot->fds[3]));
+        raise(SIGKILL);
+    }
+    if (rank == 0) CHECK(wait_readable(c->boot->fds[1])); /* rank 1's end of the stream */
+    symmem_buffer_t b;
+    symmem_status_t st = symmem_alloc(c, 4096, &b);
+    CHECK(st != SYMMEM_OK);
+    report_blame(rank, st);
+    symmem_comm_destroy(c);
+}
+
+static void survivors_blame_the_dead_rank(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    CHECK(pipe(blame_pipe) == 0);
+    pid_t p[4];
+    for (int r = 0; r < 4; r++) p[r] = fork_rank(rank_dies_in_alloc, r, 4, &id);
+    int ok = 1;
+    for (int r = 0; r < 4; r++) ok &= r == 1 ? (waitpid(p[r], NULL, 0) == p[r]) : wait_ok(p[r]);
+    CHECK(ok);
+    int named = 0;
+    CHECK(wrong_blames(3, 1, &named) == 0);
+    CHECK(named == 3);
+}
+
+/* The same under any timing: rank 1 of 4 is killed at a moment that varies from trial to trial while the
+ * ranks allocate, write, check and free in a loop; no survivor may blame another survivor.
+ * SYMMEM_TEST_BLAME_TRIALS sets the number of trials (default 6). */
+static int kill_after_us;
+static void *kill_later(void *p)
+{
+    (void)p;
+    usleep((useconds_t)kill_after_us);
+    raise(SIGKILL);
+    return NULL;
+}
+
+static void rank_killed_at_random(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_options_t o = host_opts(20000);
+    symmem_comm_t c;
+    CHECK_OK(symmem_comm_init(nranks, rank, id, &o, &c));
+    pthread_t t;
+    if (rank == 1) CHECK(pthread_create(&t, NULL, kill_later, NULL) == 0);
+    symmem_status_t st = SYMMEM_OK;
+    symmem_buffer_t b = NULL;
+    for (int i = 0; i < 100000 && st == SYMMEM_OK; i++) {
+        st = symmem_alloc(c, 4096u * (1 + i % 3), &b);
+        if (st != SYMMEM_OK) break;
+        ((volatile char *)symmem_buffer_ptr(b))[0] = (char)rank;
+        st = symmem_comm_barrier(c);
+        if (st == SYMMEM_OK) CHECK_OK(symmem_free(b));
+    }
+    CHECK(st != SYMMEM_OK);
+    report_blame(rank, st); /* before symmem_free or destroy, which clear the last error */
+    symmem_comm_destroy(c);
+}
+
+static void survivors_blame_the_dead_rank_at_any_moment(void)
+{
+    const char *env = getenv("SYMMEM_TEST_BLAME_TRIALS");
+    int trials = env ? atoi(env) : 6, wrong = 0, named = 0, reports = 0;
+    CHECK(pipe(blame_pipe) == 0);
+    for (int t = 0; t < trials; t++) {
+        symmem_unique_id_t id;
+        CHECK_OK(symmem_get_unique_id(&id));
+        kill_after_us = 2000 + 1500 * (t % 20); /* after init (a few ms), inside the loop */
+        pid_t p[4];
+        for (int r = 0; r < 4; r++) p[r] = fork_rank(rank_killed_at_random, r, 4, &id);
+        int ok = 1;
+        for (int r = 0; r < 4; r++) ok &= r == 1 ? (waitpid(p[r], NULL, 0) == p[r]) : wait_ok(p[r]);
+        CHECK(ok);
+        int n = 0;
+        wrong += wrong_blames(3, 1, &n);
+        named += n;
+        reports += 3;
+    }
+    printf("  %d trials: %d survivor errors, %d name rank 1 as gone, %d blame a live rank\n", trials, reports, named,
+           wrong);
+    CHECK(wrong == 0 && named == reports);
 }
 
 /* 10,000 communicators made and destroyed (two ranks as threads): descriptors and mappings where they were. */
@@ -646,6 +790,8 @@ int main(void)
         {"descriptor_flood_leaks_nothing", descriptor_flood_leaks_nothing, 60},
         {"fd_exhaustion_is_named", fd_exhaustion_is_named, 30},
         {"only_the_missing_rank_is_blamed", only_the_missing_rank_is_blamed, 30},
+        {"survivors_blame_the_dead_rank", survivors_blame_the_dead_rank, 30},
+        {"survivors_blame_the_dead_rank_at_any_moment", survivors_blame_the_dead_rank_at_any_moment, 120},
         {"cut_short_header_is_named", cut_short_header_is_named, 10},
         {"stray_descriptor_is_named", stray_descriptor_is_named, 30},
         {"socket_dir_mode", socket_dir_mode, 60},

@@ -256,6 +256,54 @@ static void full_backlog_keeps_the_deadline(void)
     close(l);
 }
 
+/* A listener that turns a rank's handshake away and is still there is called again; one whose name is gone
+ * after that is named at once. Here the test holds rank 1's name: it accepts rank 0's first connection and
+ * closes it unread (as a rank does with a handshake past its time), waits for rank 0 to come back with a new
+ * HELLO, then leaves. Rank 0 used to fail at the first close ("reset the connection during the
+ * handshake") while the listener, alive, waited for it until the timeout. */
+static int accept_hello(int l)
+{
+    struct pollfd p = {l, POLLIN, 0};
+    if (poll(&p, 1, 5000) != 1) return -1;
+    int fd = accept(l, NULL, NULL);
+    struct pollfd q = {fd, POLLIN, 0};
+    symmem_boot_hdr_t h;
+    if (fd < 0 || poll(&q, 1, 5000) != 1 || recv(fd, &h, sizeof h, MSG_PEEK) != (ssize_t)sizeof h ||
+        h.type != SYMMEM_BOOT_HELLO || h.rank != 0) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void rank0_called_again(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_options_t o = host_opts(10000);
+    symmem_comm_t c;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_ST(symmem_comm_init(nranks, rank, id, &o, &c), SYMMEM_PEER_FAILURE);
+    CHECK_ERR_HAS("the process listening as rank 1");
+    CHECK_ERR_HAS("during the handshake (it exited, crashed or gave up)");
+    CHECK(seconds_since(&t0) < 5.0); /* not the 10 s timeout */
+}
+
+static void a_dropped_handshake_is_called_again(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    pid_t r0 = fork_rank(rank0_called_again, 0, 2, &id); /* first: it must not inherit the listener */
+    int l = bind_name(&id, 1, 8);
+    int first = accept_hello(l);
+    CHECK(first >= 0);
+    close(first); /* unread: rank 0 sees its connection reset */
+    int second = accept_hello(l);
+    close(l);
+    if (second >= 0) close(second);
+    CHECK(wait_ok(r0));
+    CHECK(second >= 0);
+}
+
 /* ---- idle and junk connections ----------------------------------------------------------------------------- */
 
 typedef struct holder_args {
@@ -785,6 +833,7 @@ int main(void)
         {"impostor_of_another_user_gets_nothing", impostor_of_another_user_gets_nothing, 30},
         {"impostor_without_the_secret_is_found_out", impostor_without_the_secret_is_found_out, 30},
         {"full_backlog_keeps_the_deadline", full_backlog_keeps_the_deadline, 30},
+        {"a_dropped_handshake_is_called_again", a_dropped_handshake_is_called_again, 30},
         {"idle_connections_cost_nothing", idle_connections_cost_nothing, 60},
         {"junk_is_rejected_quietly", junk_is_rejected_quietly, 60},
         {"descriptor_flood_leaks_nothing", descriptor_flood_leaks_nothing, 60},

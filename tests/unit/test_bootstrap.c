@@ -826,6 +826,91 @@ static void socket_dir_mode(void)
     rmdir(dir);
 }
 
+/* Every directory above SYMMEM_SOCKET_DIR is checked too, symbolic links resolved: one that another user
+ * owns, or may write without the sticky bit, could have the socket directory swapped (only the last
+ * component was checked). The error names the directory at fault. */
+/* A 1-rank init with SYMMEM_SOCKET_DIR=sockdir, in a child (parameters are read once per process); its
+ * status, and its error in err. */
+static symmem_status_t init_one_in(const char *sockdir, char *err, size_t len)
+{
+    int p[2];
+    CHECK(pipe(p) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("SYMMEM_SOCKET_DIR", sockdir, 1);
+        symmem_unique_id_t id;
+        CHECK_OK(symmem_get_unique_id(&id));
+        symmem_options_t o = host_opts(2000);
+        symmem_comm_t c;
+        symmem_status_t st = symmem_comm_init(1, 0, &id, &o, &c);
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", symmem_last_error());
+        if (st == SYMMEM_OK) CHECK_OK(symmem_comm_destroy(c));
+        CHECK(write(p[1], &st, sizeof st) == sizeof st && write(p[1], msg, sizeof msg) == sizeof msg);
+        _exit(0);
+    }
+    close(p[1]);
+    symmem_status_t st;
+    char msg[1024];
+    CHECK(read(p[0], &st, sizeof st) == sizeof st && read(p[0], msg, sizeof msg) == sizeof msg);
+    close(p[0]);
+    CHECK(wait_ok(pid));
+    snprintf(err, len, "%s", msg);
+    return st;
+}
+
+#define CHECK_HAS(text, needle)                                                                            \
+    do {                                                                                                   \
+        if (!strstr((text), (needle))) {                                                                   \
+            fprintf(stderr, "%s:%d: '%s' does not mention '%s'\n", __FILE__, __LINE__, (text), (needle));  \
+            exit(1);                                                                                       \
+        }                                                                                                  \
+    } while (0)
+
+static void socket_dir_parents_are_checked(void)
+{
+    char top[] = "/tmp/symmem-parents-XXXXXX", open_dir[128], real[128], link[128], link_open[128], path[192];
+    CHECK(mkdtemp(top));
+    snprintf(open_dir, sizeof open_dir, "%s/open", top);
+    snprintf(real, sizeof real, "%s/real", top);
+    snprintf(link, sizeof link, "%s/link", top);
+    snprintf(link_open, sizeof link_open, "%s/link-open", top);
+    CHECK(mkdir(open_dir, 0700) == 0 && chmod(open_dir, 0777) == 0 && mkdir(real, 0700) == 0);
+    CHECK(symlink(real, link) == 0 && symlink(open_dir, link_open) == 0);
+
+    char err[1024];
+    snprintf(path, sizeof path, "%s/socks", open_dir); /* a parent anyone may write */
+    CHECK(init_one_in(path, err, sizeof err) == SYMMEM_INVALID_ARGUMENT);
+    CHECK_HAS(err, open_dir);
+    CHECK_HAS(err, "has mode 0777");
+    snprintf(path, sizeof path, "%s/socks", link_open); /* the same through a link: the real one is named */
+    CHECK(init_one_in(path, err, sizeof err) == SYMMEM_INVALID_ARGUMENT);
+    CHECK_HAS(err, "the directory /tmp/symmem-parents-");
+    CHECK_HAS(err, "/open above it has mode 0777");
+    CHECK(chmod(open_dir, 01777) == 0); /* sticky, as /tmp: nobody may move what another user owns */
+    snprintf(path, sizeof path, "%s/socks", open_dir);
+    CHECK(init_one_in(path, err, sizeof err) == SYMMEM_OK);
+    rmdir(path);
+    snprintf(path, sizeof path, "%s/socks/", link); /* a link to a safe directory, and a trailing slash */
+    CHECK(init_one_in(path, err, sizeof err) == SYMMEM_OK);
+    snprintf(path, sizeof path, "%s/socks", real);
+    CHECK(rmdir(path) == 0); /* made where the link points */
+    if (geteuid() == 0) {
+        CHECK(chmod(open_dir, 0755) == 0 && chown(open_dir, NOBODY, NOBODY) == 0);
+        snprintf(path, sizeof path, "%s/socks", open_dir);
+        CHECK(init_one_in(path, err, sizeof err) == SYMMEM_INVALID_ARGUMENT);
+        CHECK_HAS(err, "is owned by uid 65534, neither root nor this user");
+        CHECK_HAS(err, open_dir);
+    } else {
+        printf("  (a parent of another owner needs root to be made: not checked)\n");
+    }
+    unlink(link);
+    unlink(link_open);
+    rmdir(real);
+    rmdir(open_dir);
+    rmdir(top);
+}
+
 int main(void)
 {
     static const test_case_t cases[] = {
@@ -844,6 +929,7 @@ int main(void)
         {"cut_short_header_is_named", cut_short_header_is_named, 10},
         {"stray_descriptor_is_named", stray_descriptor_is_named, 30},
         {"socket_dir_mode", socket_dir_mode, 60},
+        {"socket_dir_parents_are_checked", socket_dir_parents_are_checked, 30},
         {"init_destroy_cycles_leak_nothing", init_destroy_cycles_leak_nothing, 240},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));

@@ -1,8 +1,8 @@
 /* Another local user against a running job (needs root to become that user; a visible skip otherwise).
  *
- * another_user_gets_nothing: attackers drop to uid 65534 and, while a 3-rank host-backend job starts (ranks 50 ms apart, so that
- * sockets sit waiting) and runs: watch /proc/net/unix for every new symmem socket; squat names derived from
- * everything in the unique id but the secret (the old "symmem-<tag>-<rank>" names) and variants of every
+ * another_user_gets_nothing: attackers drop to uid 65534 and, while a 3-rank host-backend job starts (ranks
+ * 50 ms apart, so that sockets sit waiting) and runs: watch /proc/net/unix for every new symmem socket; squat
+ * names derived from everything in the unique id but the secret (the old "symmem-<tag>-<rank>" names) and variants of every
  * name they see; probe every socket they see, again and again, with junk, oversized lengths, forged HELLOs
  * (rank -1002, valid-looking ranks), messages carrying 200 descriptors; and hold idle connections. The job
  * must complete and verify its memory, its ranks must end with the descriptors they started with, and the
@@ -509,7 +509,8 @@ static void flooder(int stop_fd, int report_fd)
                 char b[CMSG_SPACE(sizeof(int) * 8)];
             } ctrl;
             struct iovec iov = {buf, sizeof buf};
-            struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.b, .msg_controllen = sizeof ctrl.b};
+            struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.b,
+                               .msg_controllen = sizeof ctrl.b};
             ssize_t got = recvmsg(fd, &m, MSG_DONTWAIT);
             if (got > 0) r.bytes += got;
             for (struct cmsghdr *c = got >= 0 ? CMSG_FIRSTHDR(&m) : NULL; c; c = CMSG_NXTHDR(&m, c))

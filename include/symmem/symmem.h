@@ -211,14 +211,16 @@ typedef enum symmem_link {
 SYMMEM_API symmem_status_t symmem_comm_peer_link(symmem_comm_t comm, int peer, symmem_link_t *link, int *native_atomics);
 
 /* Local. SYMMEM_OK, or the error that put the communicator in its error state (a collective timeout, a peer
- * failure) with the detail in symmem_last_error(). Non-blocking: it reads host-mapped status only. Safe to
+ * failure, a host call that failed partway through its exchange with the peers, which the peers are told
+ * of) with the detail in symmem_last_error(). Non-blocking: it reads host-mapped status only. Safe to
  * call from any thread, also while another thread makes calls on the communicator (a watchdog). */
 SYMMEM_API symmem_status_t symmem_comm_get_async_error(symmem_comm_t comm);
 
 /* Told when a communicator fails, without polling: a kernel that times out inside a CUDA-graph replay has no
  * call to return its error from. `handler` is called once per communicator, on a thread of the library
  * (the error watcher), soon after the communicator enters its error state (a collective kernel timed out,
- * met a peer with other arguments or a concurrent use; a host call met a dead or inconsistent peer), with
+ * met a peer with other arguments or a concurrent use; a host call met a dead or inconsistent peer, or
+ * failed partway through its exchange with the peers), with
  * the status and the message symmem_comm_get_async_error would give. It may log, record, call
  * symmem_comm_get_async_error, destroy this communicator or end the process; it must not make collective
  * calls. Local. A handler set after the failure is called at once. NULL removes it. The watcher polls

@@ -38,10 +38,8 @@ typedef struct symmem_mem_ops {
 extern const symmem_mem_ops_t symmem_mem_ops_host;
 extern const symmem_mem_ops_t symmem_mem_ops_cuda;
 
-#define SYMMEM_BUFFER_MAGIC 0x42465953u /* "SYFB" */
-
+/* Read only after finding the handle live (alloc/symm.c's registry), never on the caller's word. */
 struct symmem_buffer {
-    uint32_t magic;
     symmem_comm_t comm;
     const symmem_mem_ops_t *ops;
     symmem_placement_t placement;
@@ -58,6 +56,8 @@ struct symmem_buffer {
     struct symmem_buffer *prev, *next; /* registry of live buffers */
 };
 
+/* 1 if buf is a live buffer (found in the registry without reading *buf). */
+int symmem_alloc_live(symmem_buffer_t buf);
 /* The buffer's allocation sequence number (identical on every rank for the same allocation). */
 uint64_t symmem_buffer_seq(symmem_buffer_t buf);
 

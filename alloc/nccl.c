@@ -89,7 +89,7 @@ static symmem_status_t nccl_result(int res, void *comm, const char *call)
 static symmem_status_t check_buffer(symmem_buffer_t buf, void *comm, const char *call)
 {
     symmem_clear_error();
-    if (!buf || buf->magic != SYMMEM_BUFFER_MAGIC || !comm)
+    if (!symmem_alloc_live(buf) || !comm)
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: need a live symmem buffer and an NCCL communicator", call);
     if (buf->comm->backend != SYMMEM_BACKEND_CUDA)
         return symmem_set_error(SYMMEM_UNSUPPORTED, "%s: host-backend buffers are not GPU memory", call);

@@ -17,34 +17,37 @@
 
 #include "alloc/alloc.h"
 #include "base/group.h"
+#include "base/handles.h"
 #include "base/log.h"
 #include "base/status.h"
 
-/* Registry of live buffers across all communicators: lets symmem_free reject double frees and foreign
- * pointers without dereferencing them. */
+/* Registry of live buffers across all communicators: a set of their handles, so that every call given a
+ * buffer finds it there before reading it (a double free, a buffer freed with its communicator, a foreign or
+ * junk pointer is refused without being dereferenced), and a list through the buffers for the searches by
+ * communicator. registry_lock guards both, and the buffers' fields while a lookup reads them. */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static symmem_handle_set_t registry_live = SYMMEM_HANDLE_SET_INIT;
 static struct symmem_buffer *registry;
 
-static void registry_add(struct symmem_buffer *b)
+static int registry_add(struct symmem_buffer *b)
 {
     pthread_mutex_lock(&registry_lock);
-    b->prev = NULL;
-    b->next = registry;
-    if (registry) registry->prev = b;
-    registry = b;
+    int ok = symmem_handle_set_add(&registry_live, b);
+    if (ok) {
+        b->prev = NULL;
+        b->next = registry;
+        if (registry) registry->prev = b;
+        registry = b;
+    }
     pthread_mutex_unlock(&registry_lock);
+    return ok;
 }
 
 /* Remove b if it is live; returns 1 if it was. */
 static int registry_take(struct symmem_buffer *b)
 {
-    int found = 0;
     pthread_mutex_lock(&registry_lock);
-    for (struct symmem_buffer *p = registry; p; p = p->next)
-        if (p == b) {
-            found = 1;
-            break;
-        }
+    int found = symmem_handle_set_take(&registry_live, b);
     if (found) {
         if (b->prev) b->prev->next = b->next;
         else registry = b->next;
@@ -136,7 +139,6 @@ static void buffer_teardown(struct symmem_buffer *b)
     for (int r = 0; r < b->comm->nranks; r++)
         if (b->handles[r]) ops->release(b->handles[r]);
     if (b->base) ops->unreserve(b->base, (size_t)b->comm->nranks * b->stride);
-    b->magic = 0;
     free(b);
 }
 
@@ -186,7 +188,6 @@ symmem_status_t symmem_alloc_create(symmem_comm_t c, size_t size, symmem_buffer_
     if (!b) st = symmem_set_error(SYMMEM_OUT_OF_MEMORY, "out of host memory");
     int my_fd = -1;
     if (b) {
-        b->magic = SYMMEM_BUFFER_MAGIC;
         b->comm = c;
         b->ops = ops;
         b->placement = c->backend == SYMMEM_BACKEND_HOST ? SYMMEM_PLACEMENT_DEVICE : c->placement;
@@ -212,7 +213,10 @@ symmem_status_t symmem_alloc_create(symmem_comm_t c, size_t size, symmem_buffer_
         if (b) buffer_teardown(b);
         return st;
     }
-    registry_add(b);
+    if (!registry_add(b)) {
+        buffer_teardown(b);
+        return symmem_set_error(SYMMEM_OUT_OF_MEMORY, "symmem_alloc: out of host memory");
+    }
     SYMMEM_DEBUG(SYMMEM_SUBSYS_ALLOC, "symmem_alloc #%llu: %zu bytes (mapped %zu, stride %zu) at %p",
                  (unsigned long long)c->alloc_seq, size, b->mapped_size, b->stride, b->peers[c->rank]);
     *out = b;
@@ -294,29 +298,108 @@ void symmem_buffers_release_all(symmem_comm_t c)
 
 /* ---- lookups ---------------------------------------------------------------------------------------- */
 
-static int live(symmem_buffer_t b) { return b && b->magic == SYMMEM_BUFFER_MAGIC; }
+/* What a lookup reads: the buffer's fields copied under registry_lock once the handle was found live, so that
+ * a stale or junk handle is never read and a free racing the lookup on another thread cannot pull the buffer
+ * from under it. 0 (SYMMEM_INVALID_ARGUMENT recorded for `call`) when the handle is not a live buffer. */
+typedef struct view {
+    struct symmem_buffer b;
+    int rank, nranks;
+} view_t;
 
-void *symmem_buffer_ptr(symmem_buffer_t b) { return live(b) ? b->peers[b->comm->rank] : NULL; }
-
-void *symmem_buffer_peer_ptr(symmem_buffer_t b, int peer)
+static int view(symmem_buffer_t h, const char *call, view_t *v)
 {
-    return live(b) && peer >= 0 && peer < b->comm->nranks ? b->peers[peer] : NULL;
+    pthread_mutex_lock(&registry_lock);
+    int found = h && symmem_handle_set_has(&registry_live, h);
+    if (found) {
+        v->b = *h;
+        v->rank = h->comm->rank;
+        v->nranks = h->comm->nranks;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (!found)
+        symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                         "%s: %p is not a live symmem buffer (freed, freed by symmem_comm_destroy with its "
+                         "communicator, or not from symmem_alloc)",
+                         call, (const void *)h);
+    return found;
 }
 
-void *symmem_buffer_signal_ptr(symmem_buffer_t b, int peer)
+int symmem_alloc_live(symmem_buffer_t h)
 {
-    return live(b) && peer >= 0 && peer < b->comm->nranks ? b->signals[peer] : NULL;
+    pthread_mutex_lock(&registry_lock);
+    int found = h && symmem_handle_set_has(&registry_live, h);
+    pthread_mutex_unlock(&registry_lock);
+    return found;
 }
 
-uint64_t symmem_buffer_seq(symmem_buffer_t b) { return live(b) ? b->seq : 0; }
-size_t symmem_buffer_size(symmem_buffer_t b) { return live(b) ? b->size : 0; }
-size_t symmem_buffer_mapped_size(symmem_buffer_t b) { return live(b) ? b->mapped_size : 0; }
-symmem_comm_t symmem_buffer_comm(symmem_buffer_t b) { return live(b) ? b->comm : NULL; }
-symmem_placement_t symmem_buffer_placement(symmem_buffer_t b) { return live(b) ? b->placement : SYMMEM_PLACEMENT_DEFAULT; }
-void *const *symmem_buffer_device_peers(symmem_buffer_t b) { return live(b) ? b->table : NULL; }
-void *const *symmem_buffer_device_signals(symmem_buffer_t b) { return live(b) ? b->table + SYMMEM_MAX_RANKS : NULL; }
+void *symmem_buffer_ptr(symmem_buffer_t h)
+{
+    view_t v;
+    return view(h, "symmem_buffer_ptr", &v) ? v.b.peers[v.rank] : NULL;
+}
 
-symmem_buffer_t symmem_buffer_lookup(symmem_comm_t c, const void *ptr) { return symmem_alloc_find(c, ptr); }
+void *symmem_buffer_peer_ptr(symmem_buffer_t h, int peer)
+{
+    view_t v;
+    return view(h, "symmem_buffer_peer_ptr", &v) && peer >= 0 && peer < v.nranks ? v.b.peers[peer] : NULL;
+}
+
+void *symmem_buffer_signal_ptr(symmem_buffer_t h, int peer)
+{
+    view_t v;
+    return view(h, "symmem_buffer_signal_ptr", &v) && peer >= 0 && peer < v.nranks ? v.b.signals[peer] : NULL;
+}
+
+uint64_t symmem_buffer_seq(symmem_buffer_t h)
+{
+    view_t v;
+    return view(h, "symmem_buffer_seq", &v) ? v.b.seq : 0;
+}
+
+size_t symmem_buffer_size(symmem_buffer_t h)
+{
+    view_t v;
+    return view(h, "symmem_buffer_size", &v) ? v.b.size : 0;
+}
+
+size_t symmem_buffer_mapped_size(symmem_buffer_t h)
+{
+    view_t v;
+    return view(h, "symmem_buffer_mapped_size", &v) ? v.b.mapped_size : 0;
+}
+
+symmem_comm_t symmem_buffer_comm(symmem_buffer_t h)
+{
+    view_t v;
+    return view(h, "symmem_buffer_comm", &v) ? v.b.comm : NULL;
+}
+
+symmem_placement_t symmem_buffer_placement(symmem_buffer_t h)
+{
+    view_t v;
+    return view(h, "symmem_buffer_placement", &v) ? v.b.placement : SYMMEM_PLACEMENT_DEFAULT;
+}
+
+void *const *symmem_buffer_device_peers(symmem_buffer_t h)
+{
+    view_t v;
+    return view(h, "symmem_buffer_device_peers", &v) ? v.b.table : NULL;
+}
+
+void *const *symmem_buffer_device_signals(symmem_buffer_t h)
+{
+    view_t v;
+    return view(h, "symmem_buffer_device_signals", &v) ? v.b.table + SYMMEM_MAX_RANKS : NULL;
+}
+
+symmem_buffer_t symmem_buffer_lookup(symmem_comm_t c, const void *ptr)
+{
+    if (!symmem_comm_live(c)) {
+        symmem_set_error(SYMMEM_INVALID_ARGUMENT, "symmem_buffer_lookup: %p is not a live communicator", (void *)c);
+        return NULL;
+    }
+    return symmem_alloc_find(c, ptr);
+}
 
 symmem_buffer_t symmem_alloc_find(symmem_comm_t c, const void *ptr)
 {

@@ -19,6 +19,7 @@ struct symmem_boot {
     int timeout_ms;
     int listen_fd;
     uint64_t seq; /* collective calls made so far; the same on every rank */
+    int aborted;  /* this rank has told its peers it gives up (symmem_boot_abort): once is enough */
     int fds[SYMMEM_MAX_RANKS];
     symmem_boot_id_t id;
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* socket file to remove; "" for abstract names */
@@ -42,9 +43,11 @@ symmem_status_t boot_fill_random(void *p, size_t n);
 int boot_take_fds(struct msghdr *m, int *out, int want, int *got);
 /* Wait for `events` on fd until `deadline`; SYMMEM_TIMEOUT names `peer` and `what`. */
 symmem_status_t boot_wait_fd(int fd, short events, int64_t deadline, int peer, const char *what);
-/* Send header + payload (+ one descriptor attached to the first byte, pass_fd >= 0). */
-symmem_status_t boot_send_msg(int fd, const symmem_boot_hdr_t *hdr, const void *payload, int pass_fd,
-                              int64_t deadline, int peer, const char *what);
+/* Send header + payload (+ one descriptor attached to the first byte, pass_fd >= 0) to a connected peer. A
+ * peer found gone is named by what it said before it left (its ABORT, still queued here) if it said anything:
+ * the rank at the root of the failure, not the peer that only followed it. */
+symmem_status_t boot_send_msg(symmem_boot_t *b, int peer, const symmem_boot_hdr_t *hdr, const void *payload,
+                              int pass_fd, int64_t deadline, const char *what);
 /* One whole message now, without waiting (handshakes, ABORT): 0, or -1 when the socket cannot take it. */
 int boot_send_now(int fd, symmem_boot_msg_type_t type, int rank, int nranks, const void *payload, uint32_t len);
 /* The status an ABORT from a peer becomes here: its TIMEOUT stays a TIMEOUT, anything else PEER_FAILURE. */

@@ -6,6 +6,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,9 +24,13 @@
 #include "base/param.h"
 #include "base/status.h"
 
-#define HANDSHAKE_MS 2000 /* how long an accepted connection may take to finish the handshake */
-#define RETRY_MS 1        /* between attempts to reach a rank that is not listening yet */
+#define HANDSHAKE_MS 2000 /* how long an accepted connection may take for each step of its handshake */
+#define RETRY_MS 1        /* between attempts to reach a rank that is not listening yet, or again */
 #define MAX_PENDING 64    /* accepted connections still in their handshake */
+#define LISTEN_BACKLOG SYMMEM_MAX_RANKS /* the listen queue: room for every lower rank at once, and short, so that a
+                                        * rank that got in ahead of a flood of strangers is accepted soon */
+#define ACCEPT_PER_ROUND 64 /* connections taken from the listen queue per loop round: however many processes
+                             * connect, a round ends, so the deadline is kept and the ranks' handshakes go on */
 #define REJECT_WARN_MAX 3 /* rejected connections logged at WARN per init; the rest at DEBUG, then a count */
 
 /* ---- ids ------------------------------------------------------------------------------------------------ */
@@ -84,10 +89,56 @@ symmem_status_t symmem_boot_sock_addr(const symmem_boot_id_t *id, int rank, stru
     return SYMMEM_OK;
 }
 
-/* SYMMEM_SOCKET_DIR must be this user's own directory that nobody else can enter: then no other user can
- * reach, take or replace the sockets in it. Created (mode 0700) if it does not exist. */
+/* The directories above SYMMEM_SOCKET_DIR, up to /, checked as OpenSSH's safe_path checks those above a key
+ * file: each owned by root or this user, and writable by no one else unless it is sticky (like /tmp, where no
+ * user may rename or remove what another owns). Otherwise whoever owns or may write one of them could move
+ * the socket directory away and put one of their own in its place (nothing leaks: the handshake still
+ * checks uids and the secret, but the job cannot start). Symbolic links among them are resolved first and
+ * the real directories checked; the socket directory itself must not be one (check_socket_dir). */
+static symmem_status_t check_socket_dir_parents(const char *dir)
+{
+    char parent[PATH_MAX], real[PATH_MAX];
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--; /* "a/b/" names b */
+    if (n >= sizeof parent)
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "SYMMEM_SOCKET_DIR=%s: the path is too long", dir);
+    memcpy(parent, dir, n);
+    parent[n] = '\0';
+    char *slash = strrchr(parent, '/');
+    if (!slash) snprintf(parent, sizeof parent, ".");
+    else slash[slash == parent] = '\0'; /* "/b" has the parent "/" */
+    if (!realpath(parent, real))
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "SYMMEM_SOCKET_DIR=%s: its parent directory %s: %s", dir,
+                                parent, strerror(errno));
+    for (;;) {
+        struct stat st;
+        if (stat(real, &st) != 0)
+            return symmem_set_error(SYMMEM_SYSTEM_ERROR, "SYMMEM_SOCKET_DIR=%s: %s: %s", dir, real, strerror(errno));
+        if (st.st_uid != 0 && st.st_uid != geteuid())
+            return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                                    "SYMMEM_SOCKET_DIR=%s: the directory %s above it is owned by uid %u, neither "
+                                    "root nor this user (uid %u), who could replace the socket directory: use one "
+                                    "whose every parent is root's or yours (e.g. under $XDG_RUNTIME_DIR)",
+                                    dir, real, (unsigned)st.st_uid, (unsigned)geteuid());
+        if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+            return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                                    "SYMMEM_SOCKET_DIR=%s: the directory %s above it has mode %04o: other users may "
+                                    "write to it without the sticky bit, so they could replace the socket "
+                                    "directory; use one whose every parent only root or you can write (or chmod "
+                                    "go-w %s)",
+                                    dir, real, (unsigned)(st.st_mode & 07777), real);
+        if (strcmp(real, "/") == 0) return SYMMEM_OK;
+        char *up = strrchr(real, '/');
+        up[up == real] = '\0';
+    }
+}
+
+/* SYMMEM_SOCKET_DIR must be this user's own directory that nobody else can enter, under directories nobody
+ * else can change: then no other user can reach, take or replace the sockets in it. Created (mode 0700) if
+ * it does not exist. */
 static symmem_status_t check_socket_dir(const char *dir)
 {
+    SYMMEM_CHECK(check_socket_dir_parents(dir));
     struct stat st;
     if (lstat(dir, &st) != 0 && errno == ENOENT && mkdir(dir, 0700) != 0 && errno != EEXIST)
         return symmem_set_error(SYMMEM_SYSTEM_ERROR, "SYMMEM_SOCKET_DIR=%s cannot be created: %s", dir,
@@ -168,7 +219,7 @@ static symmem_status_t start_listening(symmem_boot_t *b)
         return symmem_set_error(SYMMEM_SYSTEM_ERROR, "bind of the bootstrap socket failed: %s", strerror(e));
     }
     if (file) snprintf(b->path, sizeof b->path, "%s", addr.sun_path);
-    if (listen(b->listen_fd, SOMAXCONN) != 0)
+    if (listen(b->listen_fd, LISTEN_BACKLOG) != 0)
         return symmem_set_error(SYMMEM_SYSTEM_ERROR, "listen: %s", strerror(errno));
     return SYMMEM_OK;
 }
@@ -202,6 +253,7 @@ typedef struct conn {
     int64_t since;   /* incoming: accepted at */
     uint64_t round;  /* incoming: the loop round it was accepted in */
     int last_errno;  /* C_CONNECTING: why the last attempt failed */
+    const char *dropped; /* outgoing: how the listener's process ended the last handshake (NULL: it did not) */
     unsigned char nonce_c[SYMMEM_BOOT_NONCE_BYTES], nonce_l[SYMMEM_BOOT_NONCE_BYTES];
     unsigned char buf[SYMMEM_BOOT_HS_MAX]; /* the message being read; never more than one */
     size_t have;
@@ -244,18 +296,34 @@ static void conn_close(conn_t *c)
 static void reject(mesh_t *m, conn_t *c, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void reject(mesh_t *m, conn_t *c, const char *fmt, ...)
 {
-    char why[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
     int level = m->rejected < REJECT_WARN_MAX ? SYMMEM_LOG_WARN : SYMMEM_LOG_DEBUG;
     m->rejected++;
-    char from[48] = "a connecting process";
-    if (c->peer >= 0) snprintf(from, sizeof from, "a process claiming rank %d", c->peer);
-    SYMMEM_LOG(level, SYMMEM_SUBSYS_BOOT, "rejected a bootstrap connection from %s (pid %d, uid %d): %s", from,
-               c->pid, c->uid, why);
+    if (symmem_log_enabled(level, SYMMEM_SUBSYS_BOOT)) { /* (a flood is turned away at full speed) */
+        char why[256];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, sizeof why, fmt, ap);
+        va_end(ap);
+        char from[48] = "a connecting process";
+        if (c->peer >= 0) snprintf(from, sizeof from, "a process claiming rank %d", c->peer);
+        SYMMEM_LOG(level, SYMMEM_SUBSYS_BOOT, "rejected a bootstrap connection from %s (pid %d, uid %d): %s", from,
+                   c->pid, c->uid, why);
+    }
     conn_close(c);
+}
+
+/* How conn_read says the other side ended the connection (compared by address). */
+static const char CONN_CLOSED[] = "closed the connection", CONN_RESET[] = "reset the connection";
+
+/* The listener's process ended this rank's handshake (`how`: CONN_CLOSED, CONN_RESET). It may have turned the
+ * connection away and still be there (the handshake's time ran out while this rank was slow): call again.
+ * If its name is gone by then, try_connect says the process ended the handshake. */
+static void call_again(conn_t *c, const char *how)
+{
+    conn_close(c);
+    c->state = C_CONNECTING;
+    c->dropped = how;
+    c->due = boot_now_ms() + RETRY_MS;
 }
 
 static void try_connect(mesh_t *m, conn_t *c)
@@ -266,6 +334,13 @@ static void try_connect(mesh_t *m, conn_t *c)
     if (connect(fd, (struct sockaddr *)&m->addr[c->peer], m->alen[c->peer]) != 0) {
         int e = errno;
         close(fd);
+        /* The listener ended this rank's last handshake and its name is gone now: its process exited,
+         * crashed or gave up. */
+        if (c->dropped && (e == ENOENT || e == ECONNREFUSED))
+            return fatal(m, SYMMEM_PEER_FAILURE,
+                         "the process listening as rank %d (pid %d) %s during the handshake (it exited, crashed or "
+                         "gave up)",
+                         c->peer, c->pid, c->dropped);
         /* Nobody listening yet (ENOENT, ECONNREFUSED) or the listener's backlog is full (EAGAIN: a
          * non-blocking AF_UNIX connect fails at once rather than returning EINPROGRESS): try again
          * shortly, until the deadline, which bounds the whole loop. */
@@ -300,10 +375,9 @@ static void try_connect(mesh_t *m, conn_t *c)
         m->st = st;
         return;
     }
-    if (boot_send_now(fd, SYMMEM_BOOT_HELLO, b->rank, b->nranks, c->nonce_c, sizeof c->nonce_c) != 0)
-        return fatal(m, SYMMEM_PEER_FAILURE, "rank %d (pid %d) closed the connection before the handshake: %s",
-                     c->peer, c->pid, strerror(errno));
     c->state = C_WAIT_CHALLENGE;
+    if (boot_send_now(fd, SYMMEM_BOOT_HELLO, b->rank, b->nranks, c->nonce_c, sizeof c->nonce_c) != 0)
+        call_again(c, errno == ECONNRESET ? CONN_RESET : CONN_CLOSED);
 }
 
 /* A slot for a new connection: a free one, or (evict) the one silent longest among those that have had a
@@ -322,10 +396,21 @@ static conn_t *find_slot(mesh_t *m, int evict)
     return idlest;
 }
 
-/* Accept what the slots can hold; the rest waits in the backlog for the next round. */
-static void accept_all(mesh_t *m)
+static int lower_missing(const mesh_t *m)
 {
-    while (find_slot(m, 0)) {
+    int n = 0;
+    for (int r = 0; r < m->b->rank; r++) n += m->b->fds[r] < 0;
+    return n;
+}
+
+/* Take what the slots can hold from the listen queue, at most ACCEPT_PER_ROUND per round and never past the
+ * deadline; the rest waits there for the next round. Other users' connections are closed as they come, so
+ * without the cap a flood of them kept this loop (and the whole init) going as long as it lasted, and a rank
+ * already accepted went unread. Nothing is accepted once no lower rank is missing. */
+static void accept_some(mesh_t *m)
+{
+    for (int n = 0; n < ACCEPT_PER_ROUND && lower_missing(m) && find_slot(m, 0); n++) {
+        if (boot_now_ms() >= m->deadline) return;
         int fd = accept4(m->b->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) return;
@@ -374,11 +459,11 @@ static int conn_read(conn_t *c, symmem_boot_hdr_t *h, const unsigned char **payl
         int nfds = n > 0 ? boot_take_fds(&mh, NULL, 0, NULL) : 0;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
         if (n < 0) {
-            *why = errno == ECONNRESET ? "reset the connection" : "failed to read";
+            *why = errno == ECONNRESET ? CONN_RESET : "failed to read";
             return -1;
         }
         if (n == 0) {
-            *why = "closed the connection";
+            *why = CONN_CLOSED;
             return -1;
         }
         if (nfds || (mh.msg_flags & MSG_CTRUNC)) {
@@ -430,6 +515,9 @@ static void on_incoming(mesh_t *m, conn_t *c, const symmem_boot_hdr_t *h, const 
         if (boot_send_now(c->fd, SYMMEM_BOOT_CHALLENGE, b->rank, b->nranks, &ch, sizeof ch) != 0)
             return reject(m, c, "could not be sent the challenge: %s", strerror(errno));
         c->state = C_WAIT_PROOF;
+        /* The proof needs a round trip to the connector: its own time, not what the HELLO's wait left. */
+        const int64_t now = boot_now_ms();
+        c->due = now + HANDSHAKE_MS < m->deadline ? now + HANDSHAKE_MS : m->deadline;
         return;
     }
     unsigned char want[SYMMEM_BOOT_MAC_BYTES];
@@ -568,7 +656,7 @@ static void timeout_error(mesh_t *m)
         if (b->fds[r] >= 0) continue;
         if (m->out[r].state == C_CONNECTING && m->out[r].last_errno == EAGAIN)
             append(full, sizeof full, &f, "%s%d", f ? ", " : "", r);
-        else if (m->out[r].state == C_CONNECTING)
+        else if (m->out[r].state == C_CONNECTING && !m->out[r].dropped)
             append(never_listened, sizeof never_listened, &a, "%s%d", a ? ", " : "", r);
         else
             append(stuck, sizeof stuck, &s, "%s%d", s ? ", " : "", r);
@@ -590,6 +678,12 @@ static void timeout_error(mesh_t *m)
 }
 
 enum { W_LISTEN, W_OUT, W_IN, W_PEER };
+
+static int readable_now(int fd)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, 0) == 1;
+}
 
 /* One loop round's poll set: the listener (while lower ranks are missing and a slot is free), outgoing and
  * incoming handshakes (an incoming one past its time is turned away here), connected peers not yet quiet.
@@ -617,11 +711,13 @@ static void poll_set_build(mesh_t *m, int64_t now, int64_t *wake, poll_set_t *ps
     for (int i = 0; i < MAX_PENDING; i++) {
         conn_t *c = &m->in[i];
         if (c->state == C_FREE) continue;
-        if (c->due <= now) {
+        /* Past its time and nothing to read: turned away. One whose next message is waiting is read this
+         * round instead: a round delayed (by a flood, a busy machine) must not cost a rank its handshake. */
+        if (c->due <= now && !readable_now(c->fd)) {
             reject(m, c, "did not finish the handshake within %d ms", HANDSHAKE_MS);
             continue;
         }
-        if (c->due < *wake) *wake = c->due;
+        if (c->due > now && c->due < *wake) *wake = c->due;
         ps->pfd[ps->n] = (struct pollfd){c->fd, POLLIN, 0}, ps->kind[ps->n] = W_IN, ps->idx[ps->n++] = i;
     }
     if (ps->lower_missing) {
@@ -654,6 +750,8 @@ static void poll_set_dispatch(mesh_t *m, const poll_set_t *ps, int ready)
         if (ps->kind[k] == W_IN) {
             if (got < 0) reject(m, c, "%s", why);
             else on_incoming(m, c, &h, payload);
+        } else if (got < 0 && (why == CONN_CLOSED || why == CONN_RESET)) {
+            call_again(c, why);
         } else if (got < 0) {
             fatal(m, SYMMEM_PEER_FAILURE,
                   "the process listening as rank %d (pid %d) %s during the handshake (it exited, crashed or gave up)",
@@ -662,7 +760,7 @@ static void poll_set_dispatch(mesh_t *m, const poll_set_t *ps, int ready)
             on_outgoing(m, c, &h, payload);
         }
     }
-    if (ready > 0 && ps->lower_missing && ps->pfd[ps->listen_at].revents && m->st == SYMMEM_OK) accept_all(m);
+    if (ready > 0 && ps->lower_missing && ps->pfd[ps->listen_at].revents && m->st == SYMMEM_OK) accept_some(m);
 }
 
 static symmem_status_t build_mesh(symmem_boot_t *b, int64_t deadline)
@@ -746,7 +844,8 @@ fail:
 
 void symmem_boot_abort(symmem_boot_t *b, symmem_status_t status, const char *why)
 {
-    if (!b) return;
+    if (!b || b->aborted) return;
+    b->aborted = 1;
     unsigned char payload[SYMMEM_BOOT_ABORT_MAX];
     int32_t st = (int32_t)status;
     size_t len = strlen(why);

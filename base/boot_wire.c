@@ -87,10 +87,61 @@ symmem_status_t boot_wait_fd(int fd, short events, int64_t deadline, int peer, c
     }
 }
 
-/* Send header + payload (+ one descriptor attached to the first byte). */
-symmem_status_t boot_send_msg(int fd, const symmem_boot_hdr_t *hdr, const void *payload, int pass_fd,
-                                int64_t deadline, int peer, const char *what)
+/* Bytes already queued on fd, without waiting: up to len, descriptors closed. How many were read. */
+static size_t recv_queued(int fd, void *buf, size_t len)
 {
+    size_t done = 0;
+    while (done < len) {
+        struct iovec iov = {.iov_base = (char *)buf + done, .iov_len = len - done};
+        ctrl_buf_t ctrl;
+        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.buf,
+                           .msg_controllen = sizeof ctrl.buf};
+        ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+        if (n > 0) boot_take_fds(&m, NULL, 0, NULL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        done += (size_t)n;
+    }
+    return done;
+}
+
+/* A send to `peer` found its connection closed. If the peer said why before it left (an ABORT among what it
+ * sent and this rank has not read yet), that is the error: it names the rank at the root of the failure,
+ * where "closed its connection" would blame this peer, which only followed. Reads without waiting what the
+ * peer left queued and discards the rest: the mesh is out of step once a send has failed. */
+static symmem_status_t peer_left(symmem_boot_t *b, int peer, const char *what)
+{
+    const int fd = b->fds[peer];
+    for (int k = 0; k < 64; k++) { /* what a peer can have queued: a few messages of the calls in flight */
+        symmem_boot_hdr_t h;
+        if (recv_queued(fd, &h, sizeof h) < sizeof h || symmem_boot_hdr_check(&h) || h.rank != peer) break;
+        unsigned char payload[SYMMEM_BOOT_ABORT_MAX];
+        if (h.type != SYMMEM_BOOT_ABORT) {
+            size_t skip = h.len;
+            while (skip > 0) {
+                size_t got = recv_queued(fd, payload, skip < sizeof payload ? skip : sizeof payload);
+                if (got == 0) break;
+                skip -= got;
+            }
+            if (skip > 0) break;
+            continue;
+        }
+        if (recv_queued(fd, payload, h.len) < h.len) break;
+        const int len = (int)(h.len - sizeof(int32_t));
+        const char *text = (const char *)payload + sizeof(int32_t);
+        SYMMEM_INFO(SYMMEM_SUBSYS_BOOT, "%s: rank %d gave up: %.*s", what, peer, len, text);
+        return symmem_record_error(boot_abort_status(payload), "%s: rank %d gave up: %.*s", what, peer, len, text);
+    }
+    return symmem_set_error(SYMMEM_PEER_FAILURE,
+                            "%s: %s closed its connection (it exited, crashed or destroyed its communicator)", what,
+                            boot_who(peer));
+}
+
+/* Send header + payload (+ one descriptor attached to the first byte). */
+symmem_status_t boot_send_msg(symmem_boot_t *b, int peer, const symmem_boot_hdr_t *hdr, const void *payload,
+                              int pass_fd, int64_t deadline, const char *what)
+{
+    const int fd = b->fds[peer];
     size_t total = sizeof *hdr + hdr->len, done = 0;
     while (done < total) {
         struct iovec iov[2];
@@ -121,17 +172,19 @@ symmem_status_t boot_send_msg(int fd, const symmem_boot_hdr_t *hdr, const void *
             done += (size_t)n;
             continue;
         }
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-            SYMMEM_CHECK(boot_wait_fd(fd, POLLOUT, deadline, peer, what));
-            continue;
-        }
-        if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
-            return symmem_set_error(SYMMEM_PEER_FAILURE,
-                                    "%s: %s closed its connection (it exited, crashed or destroyed its "
-                                    "communicator)",
-                                    what, boot_who(peer));
-        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "%s: sending to %s: %s", what, boot_who(peer),
-                                symmem_errno_string(errno));
+        symmem_status_t st;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            st = boot_wait_fd(fd, POLLOUT, deadline, peer, what);
+        else if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+            st = peer_left(b, peer, what);
+        else
+            st = symmem_set_error(SYMMEM_SYSTEM_ERROR, "%s: sending to %s: %s", what, boot_who(peer),
+                                  symmem_errno_string(errno));
+        if (st == SYMMEM_OK) continue;
+        /* Part of the message went out: nothing may follow it on this socket (an ABORT would be read as the
+         * rest of it), so the peer reads the end of the stream instead. */
+        if (done > 0) shutdown(fd, SHUT_WR);
+        return st;
     }
     return SYMMEM_OK;
 }
@@ -243,9 +296,17 @@ symmem_status_t boot_recv_msg(symmem_boot_t *b, int peer, symmem_boot_hdr_t *hdr
                               what, peer, hdr->len, maxlen);
     if (st == SYMMEM_OK && hdr->len)
         st = recv_exact(fd, payload, hdr->len, fd_out, want, &nfds, &extra, &trunc, deadline, peer, what);
-    if (st == SYMMEM_OK && (extra || (trunc && nfds == want)))
-        st = symmem_set_error(SYMMEM_PEER_FAILURE, "%s: rank %d sent %s file descriptors than the protocol allows "
-                              "(closed)", what, peer, want ? "more" : "unexpected");
+    if (st == SYMMEM_OK && (extra || (trunc && nfds == want))) {
+        if (want)
+            st = symmem_set_error(SYMMEM_PEER_FAILURE,
+                                  "%s: rank %d sent more file descriptors than the protocol allows (the extra ones "
+                                  "were closed)",
+                                  what, peer);
+        else
+            st = symmem_set_error(SYMMEM_PEER_FAILURE,
+                                  "%s: rank %d sent file descriptors with a message that carries none (closed)", what,
+                                  peer);
+    }
     if (st == SYMMEM_OK && want && nfds < want && trunc) st = missing_fd_error(fd, peer, what);
     if (st != SYMMEM_OK && fd_out && nfds) {
         close(*fd_out);

@@ -19,9 +19,9 @@ void symmem_boot_hdr_make(symmem_boot_hdr_t *h, symmem_boot_msg_type_t type, int
     h->nfds = type == SYMMEM_BOOT_FD ? 1 : 0;
 }
 
-const char *symmem_boot_hdr_check(const symmem_boot_hdr_t *h)
+/* The fields of a header whose magic is right. */
+static const char *hdr_fields_check(const symmem_boot_hdr_t *h)
 {
-    if (h->magic != SYMMEM_BOOT_MSG_MAGIC) return "not a symmem bootstrap message (bad magic)";
     if (h->proto != SYMMEM_BOOT_PROTO) return "another symmem bootstrap protocol version (mixed library versions)";
     if (h->nranks < 1 || h->nranks > SYMMEM_MAX_RANKS) return "rank count out of range";
     if (h->rank < 0 || h->rank >= h->nranks) return "rank out of range";
@@ -38,6 +38,27 @@ const char *symmem_boot_hdr_check(const symmem_boot_hdr_t *h)
     case SYMMEM_BOOT_FD: return h->len == sizeof(uint64_t) ? NULL : "FD message of the wrong length";
     default: return "unknown message type";
     }
+}
+
+/* Does the magic start again inside the header? Then this header was cut short and the next message began
+ * where its remaining bytes should be. Only asked of a header that failed its checks: a valid one keeps its
+ * verdict whatever its later fields happen to hold. */
+static int magic_inside(const symmem_boot_hdr_t *h)
+{
+    const uint32_t magic = SYMMEM_BOOT_MSG_MAGIC;
+    const unsigned char *b = (const unsigned char *)h;
+    for (size_t off = 1; off + sizeof magic <= sizeof *h; off++)
+        if (memcmp(b + off, &magic, sizeof magic) == 0) return 1;
+    return 0;
+}
+
+const char *symmem_boot_hdr_check(const symmem_boot_hdr_t *h)
+{
+    if (h->magic != SYMMEM_BOOT_MSG_MAGIC) return "not a symmem bootstrap message (bad magic)";
+    const char *bad = hdr_fields_check(h);
+    if (bad && magic_inside(h))
+        return "a message cut short by its sender (the next message starts inside its header)";
+    return bad;
 }
 
 long symmem_boot_parse(const unsigned char *buf, size_t n, size_t max_payload, symmem_boot_hdr_t *h,

@@ -75,7 +75,8 @@ void symmem_boot_hdr_make(symmem_boot_hdr_t *h, symmem_boot_msg_type_t type, int
 
 /* Check a header on its own: magic, protocol, a known type, a length the type allows (exact for fixed
  * payloads), rank in [0, nranks), nranks in [1, SYMMEM_MAX_RANKS], nfds 1 for FD and 0 otherwise. Returns
- * NULL when acceptable, else a static text saying what is wrong (for a log line or an error). */
+ * NULL when acceptable, else a static text saying what is wrong (for a log line or an error); a header
+ * that fails and holds the magic again is called a message cut short, not another version. */
 const char *symmem_boot_hdr_check(const symmem_boot_hdr_t *h);
 
 /* Find one whole message at the start of buf[0, n): returns its total length (header + payload) with *h

@@ -31,7 +31,7 @@ symmem_status_t symmem_boot_allgather(symmem_boot_t *b, const void *send, void *
     symmem_boot_hdr_t h;
     symmem_boot_hdr_make(&h, SYMMEM_BOOT_DATA, b->rank, b->nranks, b->seq, (uint32_t)bytes);
     for (int peer = 0; peer < b->nranks; peer++)
-        if (peer != b->rank) SYMMEM_CHECK(boot_send_msg(b->fds[peer], &h, send, -1, deadline, peer, what));
+        if (peer != b->rank) SYMMEM_CHECK(boot_send_msg(b, peer, &h, send, -1, deadline, what));
     memcpy((char *)recv + (size_t)b->rank * bytes, send, bytes);
     for (int peer = 0; peer < b->nranks; peer++) {
         if (peer == b->rank) continue;
@@ -58,7 +58,7 @@ symmem_status_t symmem_boot_exchange_fds(symmem_boot_t *b, int my_fd, uint64_t t
     for (int r = 0; r < SYMMEM_MAX_RANKS; r++) fds[r] = -1;
     symmem_status_t st = SYMMEM_OK;
     for (int peer = 0; peer < b->nranks && st == SYMMEM_OK; peer++)
-        if (peer != b->rank) st = boot_send_msg(b->fds[peer], &h, &tag, my_fd, deadline, peer, what);
+        if (peer != b->rank) st = boot_send_msg(b, peer, &h, &tag, my_fd, deadline, what);
     for (int peer = 0; peer < b->nranks && st == SYMMEM_OK; peer++) {
         if (peer == b->rank) continue;
         symmem_boot_hdr_t in;

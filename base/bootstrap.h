@@ -8,8 +8,8 @@
  * once both are authenticated. All connections of a rank are driven by one poll loop, so idle or hostile
  * connections cost nothing but their own slot; every wait has a deadline. After setup, every pair shares one
  * socket used for small messages (allgather, barrier) and for passing file descriptors (SCM_RIGHTS); a closed
- * socket names the rank that left, and a rank that gives up tells its peers why (ABORT). The trust model is
- * in docs/security.md.
+ * socket names the rank that left, and a rank that gives up, at init or later, tells its peers why (ABORT).
+ * The trust model is in docs/security.md.
  */
 #ifndef SYMMEM_BASE_BOOTSTRAP_H
 #define SYMMEM_BASE_BOOTSTRAP_H
@@ -58,7 +58,9 @@ symmem_status_t symmem_boot_create(const symmem_boot_id_t *id, int nranks, int r
 void symmem_boot_destroy(symmem_boot_t *boot);
 /* Best effort, never waits: tell every connected peer that this rank gives up and why (its status and
  * `why`, e.g. the last error), so that their errors name the cause instead of "rank N closed its
- * connection". A TIMEOUT stays a TIMEOUT at the peers; anything else is a PEER_FAILURE there. */
+ * connection". A TIMEOUT stays a TIMEOUT at the peers; anything else is a PEER_FAILURE there. Sent once per
+ * mesh, by a failed init and by the first failed host collective after it (base/hostcoll.c); a peer reads it
+ * where it would have read this rank's next message, or finds it queued when its send to this rank fails. */
 void symmem_boot_abort(symmem_boot_t *boot, symmem_status_t status, const char *why);
 /* The address rank `rank` of this id listens on (abstract, or in SYMMEM_SOCKET_DIR). For tests and tools. */
 symmem_status_t symmem_boot_sock_addr(const symmem_boot_id_t *id, int rank, struct sockaddr_un *addr,

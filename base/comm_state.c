@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/handles.h"
 #include "base/log.h"
 #include "base/status.h"
 
@@ -31,36 +32,20 @@ symmem_status_t symmem_comm_error(symmem_comm_t c, char *msg, size_t len)
 
 /* ---- live handles --------------------------------------------------------------------------------------- */
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
-static symmem_comm_t *live_comms;
-static size_t live_count, live_cap;
+static symmem_handle_set_t live_comms = SYMMEM_HANDLE_SET_INIT;
 
 int symmem_comm_live_add(symmem_comm_t c)
 {
     pthread_mutex_lock(&live_lock);
-    int ok = 1;
-    if (live_count == live_cap) {
-        size_t cap = live_cap ? 2 * live_cap : 16;
-        symmem_comm_t *v = realloc(live_comms, cap * sizeof *v);
-        if (v) live_comms = v, live_cap = cap;
-        else ok = 0;
-    }
-    if (ok) live_comms[live_count++] = c;
+    int ok = symmem_handle_set_add(&live_comms, c);
     pthread_mutex_unlock(&live_lock);
     return ok;
 }
 
-static size_t live_find(symmem_comm_t c) /* live_lock held; live_count if absent */
-{
-    size_t i = 0;
-    while (i < live_count && live_comms[i] != c) i++;
-    return i;
-}
-
 int symmem_comm_live(symmem_comm_t c)
 {
-    if (!c) return 0;
     pthread_mutex_lock(&live_lock);
-    int found = live_find(c) < live_count;
+    int found = symmem_handle_set_has(&live_comms, c);
     pthread_mutex_unlock(&live_lock);
     return found;
 }
@@ -68,9 +53,7 @@ int symmem_comm_live(symmem_comm_t c)
 int symmem_comm_live_take(symmem_comm_t c)
 {
     pthread_mutex_lock(&live_lock);
-    size_t i = live_find(c);
-    int found = i < live_count;
-    if (found) live_comms[i] = live_comms[--live_count];
+    int found = symmem_handle_set_take(&live_comms, c);
     pthread_mutex_unlock(&live_lock);
     return found;
 }

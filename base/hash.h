@@ -2,6 +2,7 @@
  * cryptographic (the bootstrap's secrets use base/hmac.h). What it keys:
  *  - the host hash every rank compares at init, the table hash ranks compare at init, the tag of each call
  *    (compared between ranks by the kernels): values of one build, never stored;
+ *  - the slots of the sets of live handles (base/handles.c): values of one process, never stored;
  *  - the topology fingerprint (cache file names) and the communicator fingerprint (tuning-file sections):
  *    stored, so their inputs and steps must not change (symmem_fnv32_word below exists for the latter). */
 #ifndef SYMMEM_BASE_HASH_H

@@ -120,14 +120,19 @@ static symmem_status_t set_check(symmem_comm_t c)
     return st;
 }
 
-/* A bootstrap failure means a peer is gone or out of step: later calls must not wait on it again. */
+/* A bootstrap call that failed leaves this rank out of step with its peers (some got its message, some did
+ * not; it stops reading mid-call): later calls must not wait on them again, and the peers still waiting on
+ * this rank are told why (ABORT) before it goes, so that every survivor names the rank at the root of the
+ * failure (the one that died or hung) rather than this one, which otherwise they would see leave. */
 static symmem_status_t boot_result(symmem_comm_t c, symmem_status_t st)
 {
+    if (st == SYMMEM_OK) return st;
     if (st == SYMMEM_TIMEOUT && c->set)
         symmem_append_error("; every rank of this communicator lives in this process (symmem_comm_init_all): a "
                             "thread that drives several ranks must make their calls between symmem_group_start() "
                             "and symmem_group_end()");
-    if (st == SYMMEM_TIMEOUT || st == SYMMEM_PEER_FAILURE) symmem_comm_set_error(c, st, symmem_last_error());
+    symmem_boot_abort(c->boot, st, symmem_last_error());
+    symmem_comm_set_error(c, st, symmem_last_error());
     return st;
 }
 

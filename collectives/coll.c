@@ -241,7 +241,12 @@ symmem_status_t symmem_barrier(symmem_comm_t comm, symmem_stream_t stream)
  * of the all-reduces (what integrations size their eligibility by). */
 size_t symmem_comm_max_message_bytes(symmem_comm_t comm)
 {
-    if (!comm || !comm->coll) return 0;
+    if (!symmem_comm_live(comm)) {
+        symmem_set_error(SYMMEM_INVALID_ARGUMENT, "symmem_comm_max_message_bytes: %p is not a live communicator",
+                         (void *)comm);
+        return 0;
+    }
+    if (!comm->coll) return 0; /* the host backend has no collectives */
     const struct symmem_coll *co = comm->coll;
     const symmem_coll_algo_op_t *d = symmem_coll_algo(SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PULL);
     const uint64_t n = (uint64_t)comm->nranks, u = d->units_nn * n * n + d->units_n * n + d->units_1;

@@ -211,14 +211,16 @@ typedef enum symmem_link {
 SYMMEM_API symmem_status_t symmem_comm_peer_link(symmem_comm_t comm, int peer, symmem_link_t *link, int *native_atomics);
 
 /* Local. SYMMEM_OK, or the error that put the communicator in its error state (a collective timeout, a peer
- * failure) with the detail in symmem_last_error(). Non-blocking: it reads host-mapped status only. Safe to
+ * failure, a host call that failed partway through its exchange with the peers, which the peers are told
+ * of) with the detail in symmem_last_error(). Non-blocking: it reads host-mapped status only. Safe to
  * call from any thread, also while another thread makes calls on the communicator (a watchdog). */
 SYMMEM_API symmem_status_t symmem_comm_get_async_error(symmem_comm_t comm);
 
 /* Told when a communicator fails, without polling: a kernel that times out inside a CUDA-graph replay has no
  * call to return its error from. `handler` is called once per communicator, on a thread of the library
  * (the error watcher), soon after the communicator enters its error state (a collective kernel timed out,
- * met a peer with other arguments or a concurrent use; a host call met a dead or inconsistent peer), with
+ * met a peer with other arguments or a concurrent use; a host call met a dead or inconsistent peer, or
+ * failed partway through its exchange with the peers), with
  * the status and the message symmem_comm_get_async_error would give. It may log, record, call
  * symmem_comm_get_async_error, destroy this communicator or end the process; it must not make collective
  * calls. Local. A handler set after the failure is called at once. NULL removes it. The watcher polls
@@ -258,7 +260,9 @@ SYMMEM_API symmem_status_t symmem_alloc(symmem_comm_t comm, size_t size, symmem_
 SYMMEM_API symmem_status_t symmem_free(symmem_buffer_t buf);
 
 /* Local lookups. Pointers are device pointers for the CUDA backend (host pointers for the host backend and
- * for host-NUMA placement they are host-accessible too). */
+ * for host-NUMA placement they are host-accessible too). A handle that is not a live buffer (freed, freed
+ * with its communicator by symmem_comm_destroy, or not from symmem_alloc) is never read: the lookup returns
+ * NULL (0, SYMMEM_PLACEMENT_DEFAULT) and symmem_last_error() says SYMMEM_INVALID_ARGUMENT's detail. */
 SYMMEM_API void *symmem_buffer_ptr(symmem_buffer_t buf);                 /* this rank's buffer */
 SYMMEM_API void *symmem_buffer_peer_ptr(symmem_buffer_t buf, int peer);  /* peer's buffer, mapped here; NULL if out of range */
 SYMMEM_API size_t symmem_buffer_size(symmem_buffer_t buf);               /* usable size (as requested) */
@@ -271,7 +275,8 @@ SYMMEM_API symmem_placement_t symmem_buffer_placement(symmem_buffer_t buf);
 SYMMEM_API void *const *symmem_buffer_device_peers(symmem_buffer_t buf);
 /* Same for the signal areas. */
 SYMMEM_API void *const *symmem_buffer_device_signals(symmem_buffer_t buf);
-/* Local. The live buffer of `comm` that contains `ptr` (any address inside this rank's part), or NULL. */
+/* Local. The live buffer of `comm` that contains `ptr` (any address inside this rank's part), or NULL (also
+ * for a `comm` that is not a live communicator, with the detail in symmem_last_error()). */
 SYMMEM_API symmem_buffer_t symmem_buffer_lookup(symmem_comm_t comm, const void *ptr);
 
 /* ------------------------------------------------------------------------------------------------------
@@ -430,7 +435,9 @@ SYMMEM_API symmem_status_t symmem_all_reduce_add_rmsnorm(symmem_comm_t comm, con
                                                          size_t hidden, float eps, symmem_dtype_t dtype,
                                                          symmem_algo_t algo, symmem_stream_t stream);
 
-/* Largest per-rank message (bytes) the collectives handle through the workspace without chunking. */
+/* Largest per-rank message (bytes) the collectives handle through the workspace without chunking. 0 for
+ * the host backend, and for a handle that is not a live communicator (destroyed, or not from an init
+ * call), which is never read: symmem_last_error() then says SYMMEM_INVALID_ARGUMENT's detail. */
 SYMMEM_API size_t symmem_comm_max_message_bytes(symmem_comm_t comm);
 
 #ifdef __cplusplus

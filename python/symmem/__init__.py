@@ -20,7 +20,7 @@ import ctypes
 from ._lib import (ALGO_AUTO, BACKEND_CUDA, BACKEND_DEFAULT, BACKEND_HOST, BFLOAT16, FLOAT16, FLOAT32, OP_MAX,
                    OP_MIN, OP_SUM, PLACEMENT_AUTO, PLACEMENT_DEFAULT, PLACEMENT_DEVICE, PLACEMENT_HOST_NUMA,
                    RMSNORM_MAX_HIDDEN, ALLGATHER_FN, BARRIER_FN, Bootstrap, Options, SymmemError, UniqueId, algo,
-                   algo_names, check, lib, library_path, version)
+                   algo_names, c_arg, check, lib, library_path, version)
 
 __all__ = ["Comm", "Buffer", "SymmemError", "new_unique_id", "group", "version", "library_path", "FLOAT32", "FLOAT16", "BFLOAT16",
            "OP_SUM", "OP_MAX", "OP_MIN", "BACKEND_CUDA", "BACKEND_HOST", "PLACEMENT_AUTO", "PLACEMENT_DEVICE",
@@ -40,8 +40,13 @@ def new_unique_id():
 
 
 def _parse_unique_id(text):
+    if isinstance(text, str):
+        text = text.encode()
+    elif not isinstance(text, bytes):
+        raise TypeError("unique_id must be the string symmem.new_unique_id() returned (on rank 0, handed to the "
+                        f"others), not {type(text).__name__}")
     uid = UniqueId()
-    check(_c.symmem_unique_id_from_string(text.encode(), ctypes.byref(uid)))
+    check(_c.symmem_unique_id_from_string(text, ctypes.byref(uid)))
     return uid
 
 
@@ -54,6 +59,12 @@ def group():
         yield
     finally:
         check(_c.symmem_group_end())
+
+
+def _coll_args(send_ptr, recv_ptr, count, dtype):
+    """A collective's pointers, count and dtype, each checked against its C type (see _lib.c_arg)."""
+    return (c_arg("send_ptr", send_ptr, "pointer"), c_arg("recv_ptr", recv_ptr, "pointer"),
+            c_arg("count", count, "size_t"), c_arg("dtype", dtype, "int"))
 
 
 class Buffer:
@@ -72,10 +83,10 @@ class Buffer:
         return _c.symmem_buffer_size(self._h)
 
     def peer_ptr(self, peer):
-        return _c.symmem_buffer_peer_ptr(self._h, peer)
+        return _c.symmem_buffer_peer_ptr(self._h, c_arg("peer", peer, "int"))
 
     def signal_ptr(self, peer):
-        return _c.symmem_buffer_signal_ptr(self._h, peer)
+        return _c.symmem_buffer_signal_ptr(self._h, c_arg("peer", peer, "int"))
 
     def free(self):
         if self._h:
@@ -102,6 +113,9 @@ class Comm:
                  placement=PLACEMENT_DEFAULT, timeout_ms=0):
         if (unique_id is None) == (allgather is None):
             raise ValueError("give exactly one of unique_id and allgather")
+        if allgather is not None and not callable(allgather):
+            raise TypeError(f"allgather must be a callable (bytes -> list of bytes), not {type(allgather).__name__}")
+        nranks, rank = c_arg("nranks", nranks, "int"), c_arg("rank", rank, "int")
         opts = Options.make(device=device, timeout_ms=timeout_ms, backend=backend, placement=placement)
         handle = ctypes.c_void_p()
         if unique_id is not None:
@@ -124,13 +138,14 @@ class Comm:
         """Every rank in this process (symmem_comm_init_all): a list of nranks Comms. devices[r] is rank r's
         GPU (repeats allowed: several ranks on one GPU); None puts rank r on GPU r. Drive them from one
         thread per rank, or from one thread with collective host calls inside symmem.group()."""
+        nranks = c_arg("nranks", nranks, "int")
         opts = Options.make(timeout_ms=timeout_ms, backend=backend, placement=placement)
-        handles = (ctypes.c_void_p * nranks)()
+        handles = (ctypes.c_void_p * max(nranks, 1))()  # (C says what is wrong with nranks < 1)
         devs = None
         if devices is not None:
             if len(devices) != nranks:
                 raise ValueError(f"devices has {len(devices)} entries for {nranks} ranks")
-            devs = (ctypes.c_int * nranks)(*devices)
+            devs = (ctypes.c_int * nranks)(*(c_arg(f"devices[{r}]", d, "int") for r, d in enumerate(devices)))
         check(_c.symmem_comm_init_all(nranks, devs, ctypes.byref(opts), handles))
         return [cls._wrap(ctypes.c_void_p(h)) for h in handles]
 
@@ -177,7 +192,7 @@ class Comm:
     def alloc(self, nbytes):
         """Collective: every rank passes the same size."""
         h = ctypes.c_void_p()
-        check(_c.symmem_alloc(self._h, nbytes, ctypes.byref(h)))
+        check(_c.symmem_alloc(self._h, c_arg("nbytes", nbytes, "size_t"), ctypes.byref(h)))
         b = Buffer(self, h)
         self._buffers.append(b)
         return b
@@ -185,27 +200,34 @@ class Comm:
     def all_reduce(self, send_ptr, recv_ptr, count, dtype, op=OP_SUM, algo=ALGO_AUTO, stream=0):
         """Stream-ordered, graph-capturable. Pointers and stream are integers (data_ptr(), cuda_stream);
         algo a number or a name ("oneshot_push", "twoshot_lamport", ...: symmem.algo_names())."""
-        check(_c.symmem_all_reduce(self._h, send_ptr, recv_ptr, count, dtype, op, _algo(algo), stream))
+        check(_c.symmem_all_reduce(self._h, *_coll_args(send_ptr, recv_ptr, count, dtype), c_arg("op", op, "int"),
+                                   _algo(algo), c_arg("stream", stream, "pointer")))
 
     def reduce_scatter(self, send_ptr, recv_ptr, count, dtype, op=OP_SUM, algo=ALGO_AUTO, stream=0):
         """recv gets `count` elements: block `rank` of the reduction of every rank's nranks*count elements."""
-        check(_c.symmem_reduce_scatter(self._h, send_ptr, recv_ptr, count, dtype, op, _algo(algo), stream))
+        check(_c.symmem_reduce_scatter(self._h, *_coll_args(send_ptr, recv_ptr, count, dtype),
+                                       c_arg("op", op, "int"), _algo(algo), c_arg("stream", stream, "pointer")))
 
     def all_gather(self, send_ptr, recv_ptr, count, dtype, algo=ALGO_AUTO, stream=0):
         """recv gets nranks*count elements, rank r's at offset r*count."""
-        check(_c.symmem_all_gather(self._h, send_ptr, recv_ptr, count, dtype, _algo(algo), stream))
+        check(_c.symmem_all_gather(self._h, *_coll_args(send_ptr, recv_ptr, count, dtype), _algo(algo),
+                                   c_arg("stream", stream, "pointer")))
 
     def all_reduce_add_rmsnorm(self, x_ptr, residual_ptr, weight_ptr, out_ptr, tokens, hidden, eps, dtype,
                                algo=ALGO_AUTO, stream=0):
         """residual += sum over ranks of x; out = residual * weight / sqrt(mean(residual^2) + eps), per row of
         `hidden` elements, `tokens` rows (symmem_all_reduce_add_rmsnorm: stream-ordered, graph-capturable;
         out may be x, must not overlap residual; hidden <= RMSNORM_MAX_HIDDEN)."""
-        check(_c.symmem_all_reduce_add_rmsnorm(self._h, x_ptr, residual_ptr, weight_ptr, out_ptr, tokens, hidden,
-                                               float(eps), dtype, _algo(algo), stream))
+        ptrs = (c_arg(n, v, "pointer") for n, v in (("x_ptr", x_ptr), ("residual_ptr", residual_ptr),
+                                                     ("weight_ptr", weight_ptr), ("out_ptr", out_ptr)))
+        check(_c.symmem_all_reduce_add_rmsnorm(self._h, *ptrs, c_arg("tokens", tokens, "size_t"),
+                                               c_arg("hidden", hidden, "size_t"), float(eps),
+                                               c_arg("dtype", dtype, "int"), _algo(algo),
+                                               c_arg("stream", stream, "pointer")))
 
     def barrier(self, stream=0):
         """Every rank's stream waits until every rank's stream has reached this point (stream-ordered)."""
-        check(_c.symmem_barrier(self._h, stream))
+        check(_c.symmem_barrier(self._h, c_arg("stream", stream, "pointer")))
 
     def check_async_error(self):
         check(_c.symmem_comm_get_async_error(self._h))

@@ -6,6 +6,7 @@ path. Only the standard library is used here; the PyTorch integration (ops, comm
 tensors) lives in symmem.torch.
 """
 import ctypes
+import operator
 import os
 from pathlib import Path
 
@@ -37,6 +38,28 @@ class SymmemError(RuntimeError):
         super().__init__(f"{self.name}: {detail}")
 
 
+_C_BITS = {"int": 8 * ctypes.sizeof(ctypes.c_int), "size_t": 8 * ctypes.sizeof(ctypes.c_size_t),
+           "pointer": 8 * ctypes.sizeof(ctypes.c_void_p)}
+
+
+def c_arg(name, value, ctype):
+    """`value` as a Python int that fits C's `ctype` ("int", "size_t" or "pointer"), checked before it reaches
+    ctypes, which would keep only its low bits without a word (alloc(2**64 + 4096) allocated 4096 bytes,
+    peer_ptr(2**32) gave rank 0's pointer). A pointer may be None (NULL). TypeError for what is not an
+    integer, OverflowError for one out of the type's range; both name the argument."""
+    if ctype == "pointer" and value is None:
+        return None
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, not {type(value).__name__}") from None
+    bits = _C_BITS[ctype]
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if ctype == "int" else (0, (1 << bits) - 1)
+    if not lo <= v <= hi:
+        raise OverflowError(f"{name}={v} is out of range for a C {ctype} [{lo}, {hi}]")
+    return v
+
+
 class Options(ctypes.Structure):
     _fields_ = [
         ("size", ctypes.c_size_t), ("magic", ctypes.c_uint32), ("version", ctypes.c_uint32),
@@ -46,8 +69,9 @@ class Options(ctypes.Structure):
 
     @classmethod
     def make(cls, device=-1, timeout_ms=0, backend=BACKEND_DEFAULT, placement=PLACEMENT_DEFAULT, numa_node=-1):
-        return cls(ctypes.sizeof(cls), OPTIONS_MAGIC, OPTIONS_VERSION, device, timeout_ms, backend, placement,
-                   numa_node)
+        return cls(ctypes.sizeof(cls), OPTIONS_MAGIC, OPTIONS_VERSION, c_arg("device", device, "int"),
+                   c_arg("timeout_ms", timeout_ms, "int"), c_arg("backend", backend, "int"),
+                   c_arg("placement", placement, "int"), c_arg("numa_node", numa_node, "int"))
 
 
 class UniqueId(ctypes.Structure):
@@ -160,8 +184,13 @@ def algo(name_or_value):
         value = ctypes.c_int(0)
         check(_c.symmem_algo_from_name(name_or_value.encode(), ctypes.byref(value)))
         return value.value
-    value = int(name_or_value)
-    if _c.symmem_algo_name(value).decode() == "invalid_algo":
+    try:
+        value = operator.index(name_or_value)
+    except TypeError:
+        raise TypeError(f"algo must be a name or an integer, not {type(name_or_value).__name__}") from None
+    # checked before ctypes, which would keep only the low 32 bits (2**32 + 3 was algorithm 3)
+    lo, hi = -(1 << (_C_BITS["int"] - 1)), (1 << (_C_BITS["int"] - 1)) - 1
+    if not lo <= value <= hi or _c.symmem_algo_name(value).decode() == "invalid_algo":
         raise SymmemError(1, f"algorithm {value} is not known to this libsymmem")
     return value
 

@@ -1,5 +1,6 @@
 """The Python binding over the host backend (no GPU): unique ids, a user allgather, allocation and peer
-mappings across real processes, ranks of one process, and errors surfacing as SymmemError."""
+mappings across real processes, ranks of one process, errors surfacing as SymmemError, and arguments checked
+before they reach ctypes."""
 import ctypes
 import multiprocessing as mp
 import threading
@@ -124,3 +125,97 @@ def test_init_all_and_group():
         for c in comms:
             c.destroy()
     assert all(c.handle == 0 for c in comms)
+
+
+# ---- arguments checked before ctypes ---------------------------------------------------------------------
+# ctypes keeps only an integer's low bits without a word: alloc(2**64 + 4096) allocated 4096 bytes,
+# peer_ptr(2**32) gave rank 0's pointer, Comm(2**32 + 1, 2**32) made a 1-rank communicator, algo(2**32 + 3) was
+# algorithm 3. And a unique_id of the wrong type gave an AttributeError.
+
+BIG = 1 << 64
+
+
+@pytest.fixture
+def comm():
+    c = symmem.Comm(1, 0, unique_id=symmem.new_unique_id(), backend=symmem.BACKEND_HOST, timeout_ms=20000)
+    yield c
+    c.destroy()
+
+
+def test_alloc_size_out_of_range(comm):
+    for bad in (BIG + 4096, BIG, -1):
+        with pytest.raises(OverflowError, match="nbytes"):
+            comm.alloc(bad)
+    with pytest.raises(TypeError, match="nbytes must be an integer"):
+        comm.alloc(4096.0)
+    buf = comm.alloc(4096)  # the comm is untouched by the refusals
+    assert buf.size == 4096
+
+
+def test_peer_out_of_range(comm):
+    buf = comm.alloc(4096)
+    assert buf.peer_ptr(0) == buf.ptr
+    for bad in (1 << 32, -(1 << 31) - 1):
+        with pytest.raises(OverflowError, match="peer"):
+            buf.peer_ptr(bad)
+        with pytest.raises(OverflowError, match="peer"):
+            buf.signal_ptr(bad)
+    assert buf.peer_ptr(1) is None  # in C's range, out of the communicator's: NULL, as in C
+    buf.free()
+    assert buf.ptr is None
+
+
+def test_ranks_and_options_out_of_range():
+    uid = symmem.new_unique_id()
+    with pytest.raises(OverflowError, match="nranks"):
+        symmem.Comm((1 << 32) + 1, 1 << 32, unique_id=uid, backend=symmem.BACKEND_HOST)
+    with pytest.raises(OverflowError, match="rank"):
+        symmem.Comm(1, 1 << 32, unique_id=uid, backend=symmem.BACKEND_HOST)
+    for kw in ({"device": 1 << 32}, {"timeout_ms": 1 << 31}, {"backend": (1 << 32) + symmem.BACKEND_HOST},
+               {"placement": -(1 << 40)}):
+        with pytest.raises(OverflowError, match=next(iter(kw))):
+            symmem.Comm(1, 0, unique_id=uid, **{"backend": symmem.BACKEND_HOST, **kw})
+    with pytest.raises(OverflowError, match="nranks"):
+        symmem.Comm.init_all(1 << 32, backend=symmem.BACKEND_HOST)
+    with pytest.raises(OverflowError, match=r"devices\[1\]"):
+        symmem.Comm.init_all(2, devices=[0, 1 << 32], backend=symmem.BACKEND_HOST)
+
+
+def test_algorithm_out_of_range():
+    assert symmem.algo(3) == 3
+    for bad in ((1 << 32) + 3, -(1 << 40)):
+        with pytest.raises(symmem.SymmemError) as e:
+            symmem.algo(bad)
+        assert e.value.name == "SYMMEM_INVALID_ARGUMENT" and str(bad) in str(e.value)
+    with pytest.raises(TypeError, match="algo must be a name or an integer"):
+        symmem.algo(3.0)
+
+
+def test_collective_arguments_out_of_range(comm):
+    buf = comm.alloc(4096)
+    good = dict(send_ptr=buf.ptr, recv_ptr=buf.ptr, count=16, dtype=symmem.FLOAT32)
+    for name, bad in (("send_ptr", BIG + buf.ptr), ("recv_ptr", -1), ("count", BIG + 16), ("dtype", 1 << 32),
+                      ("op", (1 << 32) + symmem.OP_SUM), ("stream", BIG)):
+        with pytest.raises(OverflowError, match=name):
+            comm.all_reduce(**{**good, name: bad})
+    with pytest.raises(OverflowError, match="count"):
+        comm.reduce_scatter(buf.ptr, buf.ptr, -16, symmem.FLOAT32)
+    with pytest.raises(OverflowError, match="recv_ptr"):
+        comm.all_gather(buf.ptr, BIG, 16, symmem.FLOAT32)
+    with pytest.raises(OverflowError, match="hidden"):
+        comm.all_reduce_add_rmsnorm(buf.ptr, buf.ptr, buf.ptr, buf.ptr, 1, BIG + 64, 1e-6, symmem.BFLOAT16)
+    with pytest.raises(OverflowError, match="stream"):
+        comm.barrier(stream=-1)
+    with pytest.raises(TypeError, match="send_ptr must be an integer"):
+        comm.all_reduce(ctypes.c_void_p(buf.ptr), buf.ptr, 16, symmem.FLOAT32)
+
+
+def test_unique_id_of_the_wrong_type():
+    for bad in (123, 1.5, ["id"]):
+        with pytest.raises(TypeError, match="unique_id must be the string symmem.new_unique_id"):
+            symmem.Comm(1, 0, unique_id=bad, backend=symmem.BACKEND_HOST)
+    uid = symmem.new_unique_id()
+    c = symmem.Comm(1, 0, unique_id=uid.encode(), backend=symmem.BACKEND_HOST)  # the same id as bytes
+    c.destroy()
+    with pytest.raises(TypeError, match="allgather must be a callable"):
+        symmem.Comm(1, 0, allgather=42, backend=symmem.BACKEND_HOST)

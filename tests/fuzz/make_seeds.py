@@ -117,6 +117,7 @@ def bootmsg():
     write("bootmsg", "oversized", hs + msg(DATA, length=0xFFFFFFFF))
     write("bootmsg", "rank-minus-1002", hs + msg(HELLO, bytes(32), rank=-1002))
     write("bootmsg", "partial", hs + hello[:20])
+    write("bootmsg", "cut-short", data + msg(DATA, b"z" * 8, seq=3)[:6] + msg(DATA, b"z" * 8, seq=3))
     write("bootmsg", "junk", hs + b"\x5a" * 64)
     write("bootmsg", "old-protocol", hs + msg(HELLO, bytes(32), proto=1))
     write("bootmsg", "fd-count", data + msg(DATA, b"y", nfds=200))

@@ -1,18 +1,25 @@
 /* Another local user against a running job (needs root to become that user; a visible skip otherwise).
  *
- * Attackers drop to uid 65534 and, while a 3-rank host-backend job starts (ranks 50 ms apart, so that
- * sockets sit waiting) and runs: watch /proc/net/unix for every new symmem socket; squat names derived from
- * everything in the unique id but the secret (the old "symmem-<tag>-<rank>" names) and variants of every
+ * another_user_gets_nothing: attackers drop to uid 65534 and, while a 3-rank host-backend job starts (ranks
+ * 50 ms apart, so that sockets sit waiting) and runs: watch /proc/net/unix for every new symmem socket; squat
+ * names derived from everything in the unique id but the secret (the old "symmem-<tag>-<rank>" names) and variants of every
  * name they see; probe every socket they see, again and again, with junk, oversized lengths, forged HELLOs
  * (rank -1002, valid-looking ranks), messages carrying 200 descriptors; and hold idle connections. The job
  * must complete and verify its memory, its ranks must end with the descriptors they started with, and the
- * attackers must receive no byte (so no byte of the secret) and no descriptor. Prints what was tried. */
+ * attackers must receive no byte (so no byte of the secret) and no descriptor. Prints what was tried.
+ *
+ * a_flood_keeps_the_timeout: 16 processes of uid 65534 connect to every symmem socket they see, as fast as
+ * they can, while 2-rank and 4-rank jobs with SYMMEM_TIMEOUT_MS=3000 start (and one whose peer never comes):
+ * every rank must return from init within the timeout plus 2 s, and do its work when its peers are there.
+ * It runs in a network namespace of its own (the flood must not reach other jobs' sockets; a visible skip
+ * where one cannot be made), bounded in time and in connections. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
@@ -432,10 +439,235 @@ static void another_user_gets_nothing(void)
     CHECK(job_names_seen >= 1 && sum.connects_ok > 0);
 }
 
+/* ---- a connection flood ------------------------------------------------------------------------------------ */
+
+#define FLOODERS 16
+#define FLOOD_TIMEOUT_MS 3000
+#define FLOOD_SLACK_MS 2000                 /* init returns within the timeout plus this */
+#define FLOOD_MAX_S 300                     /* a flooder stops by itself after this long ... */
+#define FLOOD_MAX_CONNECTS (200L * 1000 * 1000) /* ... or this many connection attempts */
+
+typedef struct flood_report {
+    long connects, accepted, bytes, fds;
+} flood_report_t;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The symmem names now in /proc/net/unix (this network namespace's: the test's own). */
+static int scan_names(char names[][108], int max)
+{
+    FILE *f = fopen("/proc/net/unix", "r");
+    if (!f) return 0;
+    int n = 0;
+    char line[512];
+    while (n < max && fgets(line, sizeof line, f)) {
+        char *at = strstr(line, "@symmem-");
+        if (!at) continue;
+        at[strcspn(at, " \n")] = '\0';
+        if (strlen(at + 1) < 108) memcpy(names[n++], at + 1, strlen(at + 1) + 1);
+    }
+    fclose(f);
+    return n;
+}
+
+/* Connect to every name seen, round and round, closing each connection at once after a look for anything
+ * sent to it; rescans often, so each new listener is flooded within a millisecond or so of appearing. */
+static void flooder(int stop_fd, int report_fd)
+{
+    if (setgroups(0, NULL) != 0 || setresgid(NOBODY, NOBODY, NOBODY) != 0 || setresuid(NOBODY, NOBODY, NOBODY) != 0)
+        _exit(2);
+    static char names[64][108];
+    int n = 0;
+    flood_report_t r = {0, 0, 0, 0};
+    const int64_t end = now_ms() + FLOOD_MAX_S * 1000L;
+    for (long i = 0; r.connects < FLOOD_MAX_CONNECTS; i++) {
+        if (i % 128 == 0) {
+            struct pollfd p = {stop_fd, POLLIN, 0};
+            if (poll(&p, 1, 0) == 1 || now_ms() > end) break; /* EOF: the test is over */
+            n = scan_names(names, 64);
+        }
+        if (n == 0) {
+            usleep(200);
+            continue;
+        }
+        struct sockaddr_un addr;
+        socklen_t len;
+        if (abstract_addr(names[i % n], &addr, &len) != 0) continue;
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) continue;
+        r.connects++;
+        if (connect(fd, (struct sockaddr *)&addr, len) == 0) {
+            r.accepted++;
+            unsigned char buf[64];
+            union {
+                struct cmsghdr align;
+                char b[CMSG_SPACE(sizeof(int) * 8)];
+            } ctrl;
+            struct iovec iov = {buf, sizeof buf};
+            struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.b,
+                               .msg_controllen = sizeof ctrl.b};
+            ssize_t got = recvmsg(fd, &m, MSG_DONTWAIT);
+            if (got > 0) r.bytes += got;
+            for (struct cmsghdr *c = got >= 0 ? CMSG_FIRSTHDR(&m) : NULL; c; c = CMSG_NXTHDR(&m, c))
+                if (c->cmsg_type == SCM_RIGHTS) r.fds += (long)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        }
+        close(fd);
+    }
+    ssize_t w = write(report_fd, &r, sizeof r);
+    (void)w;
+    _exit(0);
+}
+
+typedef struct rank_report {
+    int nranks, rank;
+    symmem_status_t st;
+    int64_t init_ms;
+    int work_ok;
+    char err[512];
+} rank_report_t;
+
+/* One rank of a job under the flood: init with the 3 s timeout (timed), then, if it came up, its work. */
+static void flooded_rank(int rank, int nranks, const symmem_unique_id_t *id, int report_fd)
+{
+    rank_report_t r = {nranks, rank, SYMMEM_OK, 0, 0, ""};
+    symmem_options_t o = SYMMEM_OPTIONS_INIT;
+    o.backend = SYMMEM_BACKEND_HOST;
+    o.timeout_ms = FLOOD_TIMEOUT_MS;
+    symmem_comm_t c;
+    const int64_t t0 = now_ms();
+    r.st = symmem_comm_init(nranks, rank, id, &o, &c);
+    r.init_ms = now_ms() - t0;
+    if (r.st != SYMMEM_OK) snprintf(r.err, sizeof r.err, "%s", symmem_last_error());
+    if (r.st == SYMMEM_OK) {
+        symmem_buffer_t b;
+        int ok = symmem_alloc(c, 65536, &b) == SYMMEM_OK;
+        if (ok) {
+            uint32_t *mine = symmem_buffer_ptr(b);
+            for (int i = 0; i < 16384; i++) mine[i] = (uint32_t)(rank * 1000003 + i);
+            ok = symmem_comm_barrier(c) == SYMMEM_OK;
+            for (int p = 0; p < nranks && ok; p++) {
+                const uint32_t *peer = symmem_buffer_peer_ptr(b, p);
+                for (int i = 0; i < 16384; i += 61) ok &= peer[i] == (uint32_t)(p * 1000003 + i);
+            }
+            ok &= symmem_comm_barrier(c) == SYMMEM_OK && symmem_free(b) == SYMMEM_OK;
+        }
+        if (!ok) snprintf(r.err, sizeof r.err, "%s", symmem_last_error());
+        r.work_ok = symmem_comm_destroy(c) == SYMMEM_OK && ok;
+    }
+    ssize_t w = write(report_fd, &r, sizeof r);
+    (void)w;
+    _exit(0);
+}
+
+/* A job of `nranks` of which `started` ranks start: the highest first, whose listener then sits alone in the
+ * flood for 300 ms, then ranks 0, 1, ... 50 ms apart. Collects one report per started rank. */
+static void flooded_job(int nranks, int started, rank_report_t *out)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    int rep[2];
+    CHECK(pipe(rep) == 0);
+    pid_t pids[SYMMEM_MAX_RANKS];
+    for (int i = 0; i < started; i++) {
+        int rank = i == 0 ? nranks - 1 : i - 1;
+        if ((pids[i] = fork()) == 0) {
+            close(rep[0]);
+            flooded_rank(rank, nranks, &id, rep[1]);
+        }
+        usleep(i == 0 ? 300000 : 50000);
+    }
+    close(rep[1]);
+    for (int i = 0; i < started; i++) {
+        CHECK(read(rep[0], &out[i], sizeof out[i]) == (ssize_t)sizeof out[i]);
+        int status;
+        waitpid(pids[i], &status, 0);
+    }
+    close(rep[0]);
+}
+
+static void a_flood_keeps_the_timeout(void)
+{
+    if (geteuid() != 0) {
+        printf("  skipped: needs root to run the flood as uid %d (CI runs as root)\n", NOBODY);
+        exit(TEST_SKIP_CODE);
+    }
+    if (unshare(CLONE_NEWNET) != 0) {
+        printf("  skipped: cannot make a network namespace of its own (unshare(CLONE_NEWNET): %s), and the flood "
+               "must not reach other jobs' sockets\n",
+               strerror(errno));
+        exit(TEST_SKIP_CODE);
+    }
+    const char *env = getenv("SYMMEM_TEST_FLOOD_TRIALS");
+    const int trials = env && atoi(env) > 0 ? atoi(env) : 2;
+    int stop[2], rep[2];
+    CHECK(pipe(stop) == 0 && pipe(rep) == 0);
+    pid_t fl[FLOODERS];
+    for (int i = 0; i < FLOODERS; i++)
+        if ((fl[i] = fork()) == 0) {
+            close(stop[1]);
+            close(rep[0]);
+            flooder(stop[0], rep[1]);
+        }
+    close(stop[0]);
+    close(rep[1]);
+    int jobs_ok = 0, jobs = 0, late = 0;
+    int64_t worst_ms[2] = {0, 0};
+    static const int sizes[2] = {2, 4};
+    for (int t = 0; t < trials; t++)
+        for (int k = 0; k < 2; k++) {
+            rank_report_t r[SYMMEM_MAX_RANKS];
+            flooded_job(sizes[k], sizes[k], r);
+            int ok = 1;
+            for (int i = 0; i < sizes[k]; i++) {
+                if (r[i].init_ms > worst_ms[k]) worst_ms[k] = r[i].init_ms;
+                if (r[i].init_ms > FLOOD_TIMEOUT_MS + FLOOD_SLACK_MS) late++;
+                if (r[i].st != SYMMEM_OK || !r[i].work_ok) {
+                    ok = 0;
+                    fprintf(stderr, "  trial %d, %d ranks: rank %d (init %lld ms) %s: %s\n", t, sizes[k], r[i].rank,
+                            (long long)r[i].init_ms, r[i].st != SYMMEM_OK ? symmem_status_name(r[i].st) : "work failed",
+                            r[i].err);
+                }
+            }
+            jobs_ok += ok;
+            jobs++;
+        }
+    /* A peer that never comes: rank 1 of 2 alone in the flood gives up in time and names rank 0. */
+    rank_report_t alone;
+    flooded_job(2, 1, &alone);
+    close(stop[1]); /* the flooders stop and report */
+    flood_report_t sum = {0, 0, 0, 0};
+    for (int i = 0; i < FLOODERS; i++) {
+        flood_report_t r;
+        CHECK(read(rep[0], &r, sizeof r) == (ssize_t)sizeof r);
+        sum.connects += r.connects, sum.accepted += r.accepted, sum.bytes += r.bytes, sum.fds += r.fds;
+        waitpid(fl[i], NULL, 0);
+    }
+    printf("  flood by uid %d (%d processes): %ld connects, %ld into a job's listen queue; got %ld bytes, %ld "
+           "descriptors\n",
+           NOBODY, FLOODERS, sum.connects, sum.accepted, sum.bytes, sum.fds);
+    printf("  %d of %d jobs (%d trials of a 2-rank and a 4-rank job, SYMMEM_TIMEOUT_MS=%d) came up and did their "
+           "work; slowest init: %lld ms (2 ranks), %lld ms (4 ranks); ranks past the timeout + %d ms: %d\n",
+           jobs_ok, jobs, trials, FLOOD_TIMEOUT_MS, (long long)worst_ms[0], (long long)worst_ms[1], FLOOD_SLACK_MS,
+           late);
+    printf("  rank 1 of 2 without rank 0: %s after %lld ms: %s\n", symmem_status_name(alone.st),
+           (long long)alone.init_ms, alone.err);
+    CHECK(sum.bytes == 0 && sum.fds == 0);
+    CHECK(sum.accepted > 0); /* the flood did reach the jobs */
+    CHECK(late == 0 && jobs_ok == jobs);
+    CHECK(alone.st == SYMMEM_TIMEOUT && alone.init_ms <= FLOOD_TIMEOUT_MS + FLOOD_SLACK_MS);
+    CHECK(strstr(alone.err, "rank(s) 0 never connected"));
+}
+
 int main(void)
 {
     static const test_case_t cases[] = {
         {"another_user_gets_nothing", another_user_gets_nothing, 120},
+        {"a_flood_keeps_the_timeout", a_flood_keeps_the_timeout, 400},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
 }

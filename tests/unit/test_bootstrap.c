@@ -16,6 +16,7 @@
 #include <sys/un.h>
 #include <time.h>
 
+#include "base/boot_internal.h"
 #include "base/bootmsg.h"
 #include "base/bootstrap.h"
 #include "base/comm_state.h"
@@ -255,6 +256,54 @@ static void full_backlog_keeps_the_deadline(void)
     close(l);
 }
 
+/* A listener that turns a rank's handshake away and is still there is called again; one whose name is gone
+ * after that is named at once. Here the test holds rank 1's name: it accepts rank 0's first connection and
+ * closes it unread (as a rank does with a handshake past its time), waits for rank 0 to come back with a new
+ * HELLO, then leaves. Rank 0 used to fail at the first close ("reset the connection during the
+ * handshake") while the listener, alive, waited for it until the timeout. */
+static int accept_hello(int l)
+{
+    struct pollfd p = {l, POLLIN, 0};
+    if (poll(&p, 1, 5000) != 1) return -1;
+    int fd = accept(l, NULL, NULL);
+    struct pollfd q = {fd, POLLIN, 0};
+    symmem_boot_hdr_t h;
+    if (fd < 0 || poll(&q, 1, 5000) != 1 || recv(fd, &h, sizeof h, MSG_PEEK) != (ssize_t)sizeof h ||
+        h.type != SYMMEM_BOOT_HELLO || h.rank != 0) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void rank0_called_again(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_options_t o = host_opts(10000);
+    symmem_comm_t c;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_ST(symmem_comm_init(nranks, rank, id, &o, &c), SYMMEM_PEER_FAILURE);
+    CHECK_ERR_HAS("the process listening as rank 1");
+    CHECK_ERR_HAS("during the handshake (it exited, crashed or gave up)");
+    CHECK(seconds_since(&t0) < 5.0); /* not the 10 s timeout */
+}
+
+static void a_dropped_handshake_is_called_again(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    pid_t r0 = fork_rank(rank0_called_again, 0, 2, &id); /* first: it must not inherit the listener */
+    int l = bind_name(&id, 1, 8);
+    int first = accept_hello(l);
+    CHECK(first >= 0);
+    close(first); /* unread: rank 0 sees its connection reset */
+    int second = accept_hello(l);
+    close(l);
+    if (second >= 0) close(second);
+    CHECK(wait_ok(r0));
+    CHECK(second >= 0);
+}
+
 /* ---- idle and junk connections ----------------------------------------------------------------------------- */
 
 typedef struct holder_args {
@@ -476,6 +525,67 @@ static void fd_exhaustion_is_named(void)
     CHECK(wait_ok(r0) & wait_ok(r1));
 }
 
+/* ---- what the messages say ------------------------------------------------------------------------------------ */
+
+/* A header cut short with the next message right behind it (its sender stopped mid-message and sent again)
+ * read as "another symmem bootstrap protocol version (mixed library versions)"; it is named for what it is.
+ * A header of another protocol version is still called that. */
+static void cut_short_header_is_named(void)
+{
+    symmem_boot_hdr_t h, got;
+    symmem_boot_hdr_make(&h, SYMMEM_BOOT_DATA, 1, 2, 7, 8);
+    unsigned char stream[2 * sizeof h + 8];
+    memset(stream, 0, sizeof stream);
+    for (size_t cut = sizeof(uint32_t); cut + sizeof(uint32_t) <= sizeof h; cut++) {
+        memcpy(stream, &h, cut);
+        memcpy(stream + cut, &h, sizeof h); /* the next message, whole */
+        const unsigned char *payload = NULL;
+        const char *why = NULL;
+        CHECK(symmem_boot_parse(stream, cut + sizeof h + 8, 64, &got, &payload, &why) < 0);
+        if (!strstr(why, "cut short") || strstr(why, "version"))
+            fprintf(stderr, "header cut after %zu bytes: '%s'\n", cut, why), exit(1);
+    }
+    symmem_boot_hdr_t other = h;
+    other.proto = SYMMEM_BOOT_PROTO + 1;
+    CHECK(strstr(symmem_boot_hdr_check(&other), "mixed library versions"));
+    CHECK(symmem_boot_hdr_check(&h) == NULL);
+}
+
+/* Rank 1 attaches a descriptor to a DATA message, which carries none: rank 0's error says so in words
+ * ("sent unexpected file descriptors than the protocol allows" before), and the descriptor is closed. */
+static void rank_with_stray_fd(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_options_t o = host_opts(20000);
+    symmem_comm_t c;
+    CHECK_OK(symmem_comm_init(nranks, rank, id, &o, &c));
+    int before = test_open_fds();
+    if (rank == 1) {
+        symmem_boot_hdr_t h;
+        uint32_t mine = 1;
+        symmem_boot_hdr_make(&h, SYMMEM_BOOT_DATA, 1, nranks, c->boot->seq + 1, sizeof mine);
+        int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        CHECK_OK(boot_send_msg(c->boot, 0, &h, &mine, devnull, boot_now_ms() + 5000, "test"));
+        close(devnull);
+        /* stay until rank 0 has sent its part: a send to a rank that left is another error */
+        struct pollfd p = {c->boot->fds[0], POLLIN, 0};
+        CHECK(poll(&p, 1, 10000) == 1);
+    } else {
+        uint32_t mine = 0, all[2];
+        CHECK_ST(symmem_comm_allgather(c, &mine, all, sizeof mine), SYMMEM_PEER_FAILURE);
+        CHECK_ERR_HAS("rank 1 sent file descriptors with a message that carries none (closed)");
+        CHECK(test_open_fds() == before);
+    }
+    symmem_comm_destroy(c);
+}
+
+static void stray_descriptor_is_named(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    pid_t r0 = fork_rank(rank_with_stray_fd, 0, 2, &id), r1 = fork_rank(rank_with_stray_fd, 1, 2, &id);
+    CHECK(wait_ok(r0) & wait_ok(r1));
+}
+
 /* ---- blame ------------------------------------------------------------------------------------------------------ */
 
 /* Rank 1 of 3 never starts. Rank 0 used to be stuck connecting to rank 1, so rank 2 reported "rank(s) 0, 1
@@ -495,6 +605,150 @@ static void only_the_missing_rank_is_blamed(void)
     CHECK_OK(symmem_get_unique_id(&id));
     pid_t r0 = fork_rank(rank_blame, 0, 3, &id), r2 = fork_rank(rank_blame, 2, 3, &id);
     CHECK(wait_ok(r0) & wait_ok(r2));
+}
+
+/* After init a rank that gives up tells its peers why (ABORT), so that they name the rank at the root of it.
+ * Survivors report (rank, status, error) through blame_pipe. */
+static int blame_pipe[2];
+
+typedef struct blame_report {
+    int rank;
+    symmem_status_t st;
+    char err[1024];
+} blame_report_t;
+
+static void report_blame(int rank, symmem_status_t st)
+{
+    blame_report_t r = {rank, st, ""};
+    snprintf(r.err, sizeof r.err, "%s", symmem_last_error());
+    CHECK(write(blame_pipe[1], &r, sizeof r) == (ssize_t)sizeof r);
+}
+
+/* Survivor errors that blame `dead` and call no survivor "closed/reset its connection". Returns how many
+ * reports blamed a live rank (each printed). */
+static int wrong_blames(int nreports, int dead, int *named_dead)
+{
+    int wrong = 0;
+    *named_dead = 0;
+    for (int i = 0; i < nreports; i++) {
+        blame_report_t r;
+        CHECK(read(blame_pipe[0], &r, sizeof r) == (ssize_t)sizeof r);
+        char closed[64], reset[64];
+        snprintf(closed, sizeof closed, "rank %d closed", dead);
+        snprintf(reset, sizeof reset, "rank %d reset", dead);
+        *named_dead += strstr(r.err, closed) || strstr(r.err, reset);
+        if (getenv("SYMMEM_TEST_BLAME_SHOW")) fprintf(stderr, "rank %d: %s\n", r.rank, r.err);
+        for (int live = 0; live < SYMMEM_MAX_RANKS; live++) {
+            if (live == dead) continue;
+            snprintf(closed, sizeof closed, "rank %d closed", live);
+            snprintf(reset, sizeof reset, "rank %d reset", live);
+            if (strstr(r.err, closed) || strstr(r.err, reset)) {
+                fprintf(stderr, "rank %d blames live rank %d: %s\n", r.rank, live, r.err);
+                wrong++;
+                break;
+            }
+        }
+    }
+    return wrong;
+}
+
+static int wait_readable(int fd)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, 10000) == 1;
+}
+
+/* Rank 1 dies once ranks 2 and 3 have sent it their first message of symmem_alloc; rank 0 starts that call
+ * only after rank 1 is gone, so its send to rank 1 fails and it leaves before sending to ranks 2 and 3, which
+ * wait for it. They used to report "rank 0 closed its connection (it exited, crashed or destroyed its
+ * communicator)", blaming a healthy rank; now rank 0 tells them why before it leaves. */
+static void rank_dies_in_alloc(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_options_t o = host_opts(20000);
+    symmem_comm_t c;
+    CHECK_OK(symmem_comm_init(nranks, rank, id, &o, &c));
+    if (rank == 1) {
+        CHECK(wait_readable(c->boot->fds[2]) && wait_readable(c->boot->fds[3]));
+        raise(SIGKILL);
+    }
+    if (rank == 0) CHECK(wait_readable(c->boot->fds[1])); /* rank 1's end of the stream */
+    symmem_buffer_t b;
+    symmem_status_t st = symmem_alloc(c, 4096, &b);
+    CHECK(st != SYMMEM_OK);
+    report_blame(rank, st);
+    symmem_comm_destroy(c);
+}
+
+static void survivors_blame_the_dead_rank(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    CHECK(pipe(blame_pipe) == 0);
+    pid_t p[4];
+    for (int r = 0; r < 4; r++) p[r] = fork_rank(rank_dies_in_alloc, r, 4, &id);
+    int ok = 1;
+    for (int r = 0; r < 4; r++) ok &= r == 1 ? (waitpid(p[r], NULL, 0) == p[r]) : wait_ok(p[r]);
+    CHECK(ok);
+    int named = 0;
+    CHECK(wrong_blames(3, 1, &named) == 0);
+    CHECK(named == 3);
+}
+
+/* The same under any timing: rank 1 of 4 is killed at a moment that varies from trial to trial while the
+ * ranks allocate, write, check and free in a loop; no survivor may blame another survivor.
+ * SYMMEM_TEST_BLAME_TRIALS sets the number of trials (default 6). */
+static int kill_after_us;
+static void *kill_later(void *p)
+{
+    (void)p;
+    usleep((useconds_t)kill_after_us);
+    raise(SIGKILL);
+    return NULL;
+}
+
+static void rank_killed_at_random(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_options_t o = host_opts(20000);
+    symmem_comm_t c;
+    CHECK_OK(symmem_comm_init(nranks, rank, id, &o, &c));
+    pthread_t t;
+    if (rank == 1) CHECK(pthread_create(&t, NULL, kill_later, NULL) == 0);
+    symmem_status_t st = SYMMEM_OK;
+    symmem_buffer_t b = NULL;
+    for (int i = 0; i < 100000 && st == SYMMEM_OK; i++) {
+        st = symmem_alloc(c, 4096u * (1 + i % 3), &b);
+        if (st != SYMMEM_OK) break;
+        ((volatile char *)symmem_buffer_ptr(b))[0] = (char)rank;
+        st = symmem_comm_barrier(c);
+        if (st == SYMMEM_OK) CHECK_OK(symmem_free(b));
+    }
+    CHECK(st != SYMMEM_OK);
+    report_blame(rank, st); /* before symmem_free or destroy, which clear the last error */
+    symmem_comm_destroy(c);
+}
+
+static void survivors_blame_the_dead_rank_at_any_moment(void)
+{
+    const char *env = getenv("SYMMEM_TEST_BLAME_TRIALS");
+    int trials = env ? atoi(env) : 6, wrong = 0, named = 0, reports = 0;
+    CHECK(pipe(blame_pipe) == 0);
+    for (int t = 0; t < trials; t++) {
+        symmem_unique_id_t id;
+        CHECK_OK(symmem_get_unique_id(&id));
+        kill_after_us = 2000 + 1500 * (t % 20); /* after init (a few ms), inside the loop */
+        pid_t p[4];
+        for (int r = 0; r < 4; r++) p[r] = fork_rank(rank_killed_at_random, r, 4, &id);
+        int ok = 1;
+        for (int r = 0; r < 4; r++) ok &= r == 1 ? (waitpid(p[r], NULL, 0) == p[r]) : wait_ok(p[r]);
+        CHECK(ok);
+        int n = 0;
+        wrong += wrong_blames(3, 1, &n);
+        named += n;
+        reports += 3;
+    }
+    printf("  %d trials: %d survivor errors, %d name rank 1 as gone, %d blame a live rank\n", trials, reports, named,
+           wrong);
+    CHECK(wrong == 0 && named == reports);
 }
 
 /* 10,000 communicators made and destroyed (two ranks as threads): descriptors and mappings where they were. */
@@ -572,6 +826,91 @@ static void socket_dir_mode(void)
     rmdir(dir);
 }
 
+/* Every directory above SYMMEM_SOCKET_DIR is checked too, symbolic links resolved: one that another user
+ * owns, or may write without the sticky bit, could have the socket directory swapped (only the last
+ * component was checked). The error names the directory at fault. */
+/* A 1-rank init with SYMMEM_SOCKET_DIR=sockdir, in a child (parameters are read once per process); its
+ * status, and its error in err. */
+static symmem_status_t init_one_in(const char *sockdir, char *err, size_t len)
+{
+    int p[2];
+    CHECK(pipe(p) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("SYMMEM_SOCKET_DIR", sockdir, 1);
+        symmem_unique_id_t id;
+        CHECK_OK(symmem_get_unique_id(&id));
+        symmem_options_t o = host_opts(2000);
+        symmem_comm_t c;
+        symmem_status_t st = symmem_comm_init(1, 0, &id, &o, &c);
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", symmem_last_error());
+        if (st == SYMMEM_OK) CHECK_OK(symmem_comm_destroy(c));
+        CHECK(write(p[1], &st, sizeof st) == sizeof st && write(p[1], msg, sizeof msg) == sizeof msg);
+        _exit(0);
+    }
+    close(p[1]);
+    symmem_status_t st;
+    char msg[1024];
+    CHECK(read(p[0], &st, sizeof st) == sizeof st && read(p[0], msg, sizeof msg) == sizeof msg);
+    close(p[0]);
+    CHECK(wait_ok(pid));
+    snprintf(err, len, "%s", msg);
+    return st;
+}
+
+#define CHECK_HAS(text, needle)                                                                            \
+    do {                                                                                                   \
+        if (!strstr((text), (needle))) {                                                                   \
+            fprintf(stderr, "%s:%d: '%s' does not mention '%s'\n", __FILE__, __LINE__, (text), (needle));  \
+            exit(1);                                                                                       \
+        }                                                                                                  \
+    } while (0)
+
+static void socket_dir_parents_are_checked(void)
+{
+    char top[] = "/tmp/symmem-parents-XXXXXX", open_dir[128], real[128], link[128], link_open[128], path[192];
+    CHECK(mkdtemp(top));
+    snprintf(open_dir, sizeof open_dir, "%s/open", top);
+    snprintf(real, sizeof real, "%s/real", top);
+    snprintf(link, sizeof link, "%s/link", top);
+    snprintf(link_open, sizeof link_open, "%s/link-open", top);
+    CHECK(mkdir(open_dir, 0700) == 0 && chmod(open_dir, 0777) == 0 && mkdir(real, 0700) == 0);
+    CHECK(symlink(real, link) == 0 && symlink(open_dir, link_open) == 0);
+
+    char err[1024];
+    snprintf(path, sizeof path, "%s/socks", open_dir); /* a parent anyone may write */
+    CHECK(init_one_in(path, err, sizeof err) == SYMMEM_INVALID_ARGUMENT);
+    CHECK_HAS(err, open_dir);
+    CHECK_HAS(err, "has mode 0777");
+    snprintf(path, sizeof path, "%s/socks", link_open); /* the same through a link: the real one is named */
+    CHECK(init_one_in(path, err, sizeof err) == SYMMEM_INVALID_ARGUMENT);
+    CHECK_HAS(err, "the directory /tmp/symmem-parents-");
+    CHECK_HAS(err, "/open above it has mode 0777");
+    CHECK(chmod(open_dir, 01777) == 0); /* sticky, as /tmp: nobody may move what another user owns */
+    snprintf(path, sizeof path, "%s/socks", open_dir);
+    CHECK(init_one_in(path, err, sizeof err) == SYMMEM_OK);
+    rmdir(path);
+    snprintf(path, sizeof path, "%s/socks/", link); /* a link to a safe directory, and a trailing slash */
+    CHECK(init_one_in(path, err, sizeof err) == SYMMEM_OK);
+    snprintf(path, sizeof path, "%s/socks", real);
+    CHECK(rmdir(path) == 0); /* made where the link points */
+    if (geteuid() == 0) {
+        CHECK(chmod(open_dir, 0755) == 0 && chown(open_dir, NOBODY, NOBODY) == 0);
+        snprintf(path, sizeof path, "%s/socks", open_dir);
+        CHECK(init_one_in(path, err, sizeof err) == SYMMEM_INVALID_ARGUMENT);
+        CHECK_HAS(err, "is owned by uid 65534, neither root nor this user");
+        CHECK_HAS(err, open_dir);
+    } else {
+        printf("  (a parent of another owner needs root to be made: not checked)\n");
+    }
+    unlink(link);
+    unlink(link_open);
+    rmdir(real);
+    rmdir(open_dir);
+    rmdir(top);
+}
+
 int main(void)
 {
     static const test_case_t cases[] = {
@@ -579,12 +918,18 @@ int main(void)
         {"impostor_of_another_user_gets_nothing", impostor_of_another_user_gets_nothing, 30},
         {"impostor_without_the_secret_is_found_out", impostor_without_the_secret_is_found_out, 30},
         {"full_backlog_keeps_the_deadline", full_backlog_keeps_the_deadline, 30},
+        {"a_dropped_handshake_is_called_again", a_dropped_handshake_is_called_again, 30},
         {"idle_connections_cost_nothing", idle_connections_cost_nothing, 60},
         {"junk_is_rejected_quietly", junk_is_rejected_quietly, 60},
         {"descriptor_flood_leaks_nothing", descriptor_flood_leaks_nothing, 60},
         {"fd_exhaustion_is_named", fd_exhaustion_is_named, 30},
         {"only_the_missing_rank_is_blamed", only_the_missing_rank_is_blamed, 30},
+        {"survivors_blame_the_dead_rank", survivors_blame_the_dead_rank, 30},
+        {"survivors_blame_the_dead_rank_at_any_moment", survivors_blame_the_dead_rank_at_any_moment, 120},
+        {"cut_short_header_is_named", cut_short_header_is_named, 10},
+        {"stray_descriptor_is_named", stray_descriptor_is_named, 30},
         {"socket_dir_mode", socket_dir_mode, 60},
+        {"socket_dir_parents_are_checked", socket_dir_parents_are_checked, 30},
         {"init_destroy_cycles_leak_nothing", init_destroy_cycles_leak_nothing, 240},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/handles.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "base/status.h"
@@ -258,6 +259,29 @@ static void null_handles_are_safe(void)
     CHECK_ST(symmem_group_end(), SYMMEM_INVALID_USAGE);
 }
 
+/* The set of live handles: membership by value through growth, removals and reuse of removed slots; a
+ * removal of what is not there changes nothing. */
+static void handle_sets_track_membership(void)
+{
+    enum { N = 5000 };
+    char *mem = calloc(N, 16);
+    CHECK(mem);
+    symmem_handle_set_t s = SYMMEM_HANDLE_SET_INIT;
+    CHECK(!symmem_handle_set_has(&s, mem) && !symmem_handle_set_take(&s, mem));
+    for (int i = 0; i < N; i++) CHECK(symmem_handle_set_add(&s, mem + 16 * i));
+    for (int i = 0; i < N; i += 2) CHECK(symmem_handle_set_take(&s, mem + 16 * i));
+    for (int round = 0; round < 20; round++) /* churn: removed slots are reused or rebuilt away */
+        for (int i = 0; i < N; i += 2) {
+            CHECK(symmem_handle_set_add(&s, mem + 16 * i));
+            CHECK(symmem_handle_set_take(&s, mem + 16 * i));
+        }
+    for (int i = 0; i < N; i++) CHECK(symmem_handle_set_has(&s, mem + 16 * i) == (i % 2));
+    CHECK(!symmem_handle_set_take(&s, mem) && !symmem_handle_set_has(&s, mem + 8) && !symmem_handle_set_has(&s, NULL));
+    CHECK(s.live == N / 2 && 4 * s.used <= 3 * s.cap);
+    free(s.slot);
+    free(mem);
+}
+
 int main(void)
 {
     static const test_case_t cases[] = {
@@ -274,6 +298,7 @@ int main(void)
         {"bad_unique_ids_rejected", bad_unique_ids_rejected, 10},
         {"options_validated", options_validated, 10},
         {"null_handles_are_safe", null_handles_are_safe, 10},
+        {"handle_sets_track_membership", handle_sets_track_membership, 10},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
 }

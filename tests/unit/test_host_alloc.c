@@ -584,6 +584,65 @@ static void destroy_rejects_handles_that_are_not_live(void)
     CHECK_OK(symmem_comm_destroy(c[1]));
 }
 
+/* Every lookup of every kind of dead handle: NULL (0, DEFAULT) and SYMMEM_INVALID_ARGUMENT, the handle never
+ * read. */
+static void check_buffer_refused(symmem_buffer_t b)
+{
+    CHECK(symmem_buffer_ptr(b) == NULL);
+    CHECK_ERR_HAS("symmem_buffer_ptr: ");
+    CHECK_ERR_HAS("is not a live symmem buffer");
+    CHECK(symmem_buffer_peer_ptr(b, 0) == NULL && symmem_buffer_signal_ptr(b, 0) == NULL);
+    CHECK(symmem_buffer_size(b) == 0 && symmem_buffer_mapped_size(b) == 0 && symmem_buffer_seq(b) == 0);
+    CHECK(symmem_buffer_comm(b) == NULL && symmem_buffer_placement(b) == SYMMEM_PLACEMENT_DEFAULT);
+    CHECK(symmem_buffer_device_peers(b) == NULL && symmem_buffer_device_signals(b) == NULL);
+    CHECK_ERR_HAS("symmem_buffer_device_signals: ");
+    CHECK_ST(symmem_free(b), b ? SYMMEM_INVALID_ARGUMENT : SYMMEM_OK); /* free(NULL) is a no-op */
+    void *h = (void *)1;
+    CHECK_ST(symmem_nccl_register(b, &h, &h), SYMMEM_INVALID_ARGUMENT);
+}
+
+/* Lookups through a freed buffer, a buffer freed by symmem_comm_destroy, and junk handles. live() read the
+ * buffer's magic through the handle (AddressSanitizer: heap use after free), and symmem_comm_max_message_bytes
+ * read a destroyed or junk communicator (use after free; a fault on a junk handle). The junk here lies on a
+ * page that faults when read, so reading it fails this test in every build. */
+static void stale_handles_are_refused(void)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    char *junk = mmap(NULL, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(junk != MAP_FAILED);
+    symmem_options_t o = host_opts(20000);
+    symmem_comm_t c[2];
+    CHECK_OK(symmem_comm_init_all(2, NULL, &o, c));
+    symmem_buffer_t freed[2], with_comm[2];
+    CHECK_OK(symmem_group_start());
+    for (int r = 0; r < 2; r++) CHECK_OK(symmem_alloc(c[r], 4096, &freed[r]));
+    for (int r = 0; r < 2; r++) CHECK_OK(symmem_alloc(c[r], 8192, &with_comm[r]));
+    CHECK_OK(symmem_group_end());
+    CHECK(symmem_buffer_size(freed[0]) == 4096 && symmem_buffer_comm(with_comm[1]) == c[1]);
+    CHECK(symmem_comm_max_message_bytes(c[0]) == 0); /* host backend: no collectives, a live handle */
+    CHECK_OK(symmem_free(freed[0]));
+    check_buffer_refused(freed[0]);
+    check_buffer_refused((symmem_buffer_t)(void *)(junk + 64));
+    check_buffer_refused(NULL);
+    CHECK(symmem_buffer_lookup((symmem_comm_t)(void *)junk, junk) == NULL);
+    CHECK_ERR_HAS("symmem_buffer_lookup: ");
+    CHECK(symmem_comm_max_message_bytes((symmem_comm_t)(void *)(junk + 128)) == 0);
+    CHECK_ERR_HAS("symmem_comm_max_message_bytes: ");
+    CHECK_ERR_HAS("is not a live communicator");
+    CHECK(symmem_buffer_size(freed[1]) == 4096); /* the other rank's handle is its own */
+    CHECK_OK(symmem_comm_destroy(c[0])); /* frees with_comm[0] (and warns) */
+    check_buffer_refused(with_comm[0]);
+    CHECK(symmem_comm_max_message_bytes(c[0]) == 0);
+    CHECK_ERR_HAS("is not a live communicator");
+    CHECK(symmem_buffer_lookup(c[0], junk) == NULL);
+    CHECK_ERR_HAS("is not a live communicator");
+    CHECK(symmem_buffer_size(with_comm[1]) == 8192);
+    CHECK_OK(symmem_comm_destroy(c[1]));
+    check_buffer_refused(freed[1]);
+    check_buffer_refused(with_comm[1]);
+    munmap(junk, page);
+}
+
 /* User-supplied bootstrap: threads with a shared-memory allgather standing in for a PyTorch Store. */
 typedef struct shm_boot {
     pthread_barrier_t bar;
@@ -668,6 +727,7 @@ int main(void)
         {"init_all_with_group_alloc", init_all_with_group_alloc, 60},
         {"group_with_two_calls_per_comm", group_with_two_calls_per_comm, 60},
         {"destroy_rejects_handles_that_are_not_live", destroy_rejects_handles_that_are_not_live, 30},
+        {"stale_handles_are_refused", stale_handles_are_refused, 30},
         {"user_bootstrap", user_bootstrap, 60},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));

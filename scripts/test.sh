@@ -27,7 +27,11 @@ sel=(); [ "$label" = all ] || sel=(-L "^$label\$")
 (cd "$build" && ctest --output-on-failure "${sel[@]}")
 # ASan+UBSan build of the CPU tests and the fuzz-corpus replay.
 ./scripts/sanitize.sh
-# The Python package, installed with pip into fresh venvs and tested from outside the source tree.
+# The Python package: the binary wheel (scripts/build_wheel.sh) and `pip install .`, installed into fresh
+# venvs and tested from outside the source tree, no CUDA toolkit reachable where the wheel is tested.
 [ "$label" = gpu ] || ./scripts/test_python.sh
-# The SGLang and vLLM drop-ins against the pinned frameworks from PyPI (one venv each).
-[ "$label" = gpu ] || ./scripts/test_integrations.sh
+# The SGLang and vLLM drop-ins against the pinned frameworks from PyPI (one venv each), from that wheel.
+if [ "$label" != gpu ]; then
+  SYMMEM_TEST_WHEEL=$(ls -t "${SYMMEM_PY_DIR:-build-python}"/dist/symmem-*manylinux*.whl | head -1) \
+    ./scripts/test_integrations.sh
+fi

@@ -10,7 +10,10 @@
 #   SYMMEM_TEST_INTEG_DIR         where the venvs live (default build-integ: git-ignored, reused while the pins hold)
 #   SYMMEM_TEST_INTEG_FRAMEWORKS  which frameworks (default "sglang vllm")
 #   SYMMEM_TEST_SKIP_INTEGRATIONS 1: skip, saying so (a full install is ~11 GB per framework)
-# The library comes from SYMMEM_LIBRARY, else the first build*/libsymmem.so of this tree.
+#   SYMMEM_TEST_WHEEL             a binary wheel (scripts/build_wheel.sh; scripts/test.sh passes the one
+#                                 test_python.sh built): installed into each venv and tested there with no
+#                                 CUDA toolkit on PATH. Without it this repository's python/ is linked in, and
+#                                 the library comes from SYMMEM_LIBRARY, else the first build*/libsymmem.so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -82,7 +85,10 @@ if [ "${SYMMEM_TEST_SKIP_INTEGRATIONS:-0}" = 1 ]; then
   echo "integration tests: skipped (SYMMEM_TEST_SKIP_INTEGRATIONS=1)"
   exit 0
 fi
-if [ -z "${SYMMEM_LIBRARY:-}" ] && ! ls build*/libsymmem.so >/dev/null 2>&1; then
+if [ -n "${SYMMEM_TEST_WHEEL:-}" ]; then
+  SYMMEM_TEST_WHEEL=$(readlink -f "$SYMMEM_TEST_WHEEL")
+  [ -f "$SYMMEM_TEST_WHEEL" ] || { echo "error: SYMMEM_TEST_WHEEL=$SYMMEM_TEST_WHEEL is not a file" >&2; exit 1; }
+elif [ -z "${SYMMEM_LIBRARY:-}" ] && ! ls build*/libsymmem.so >/dev/null 2>&1; then
   echo "error: no libsymmem.so: build first (./scripts/test.sh builds it) or set SYMMEM_LIBRARY" >&2
   exit 1
 fi
@@ -120,9 +126,31 @@ with open(os.path.join(info, "entry_points.txt"), "w") as f:
 EOF
 }
 
+# The package under test: SYMMEM_TEST_WHEEL installed (the source link removed), else python/ linked in.
+install_package() {
+  local py=$1
+  if [ -z "${SYMMEM_TEST_WHEEL:-}" ]; then
+    link_package "$py"
+    return
+  fi
+  local site
+  site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  rm -rf "$site/symmem-source.pth" "$site"/symmem-0.0.0+source.dist-info
+  "$py" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$SYMMEM_TEST_WHEEL"
+  echo "installed $(basename "$SYMMEM_TEST_WHEEL")"
+}
+
+# With SYMMEM_TEST_WHEEL the tests run with no CUDA toolkit on PATH and no CUDA_HOME / CUDA_PATH / CUDACXX: the
+# wheel needs only the driver.
 run_tests() {
   local py=$1; shift
-  (cd "$root/python/tests" && "$py" -m unittest -v "$@")
+  if [ -n "${SYMMEM_TEST_WHEEL:-}" ]; then
+    (cd "$root/python/tests" && env -u CUDA_HOME -u CUDA_PATH -u CUDACXX -u LD_LIBRARY_PATH \
+      PATH="$(dirname "$py"):/usr/bin:/bin" sh -c '! command -v nvcc >/dev/null || { echo "nvcc on PATH"; exit 1; }
+        exec "$0" -m unittest -v "$@"' "$py" "$@")
+  else
+    (cd "$root/python/tests" && "$py" -m unittest -v "$@")
+  fi
 }
 
 if [ -n "$make_wheels" ]; then
@@ -211,7 +239,7 @@ for fw in $frameworks; do
     fi
     echo "$pin" > "$venv/.symmem-pin"
   fi
-  link_package "$venv/bin/python"
+  install_package "$venv/bin/python"
   echo "== $fw ($pin): venv ready in $((SECONDS - t0)) s"
   mods=(test_integrations_$fw)
   [ "$fw" = sglang ] && mods=(test_integrations_common "${mods[@]}")

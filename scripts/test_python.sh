@@ -2,10 +2,15 @@
 # The Python stage of the tests: the package as a user installs it, tested from outside the source tree.
 #
 #   scripts/test_python.sh            CI / a CPU machine (PyPI reachable):
-#     1. a venv without torch: `pip install .` (build isolation, as a user would) -> import symmem, the
-#        ctypes binding's tests (host backend: real processes, no GPU);
-#     2. a venv with torch from PyPI: `pip install --no-build-isolation .` -> the op library is built into
-#        the package; pytest runs every test (GPU tests skip without a GPU).
+#     1. the binary wheel, built once by scripts/build_wheel.sh into build-python/dist (the wheel
+#        test_integrations.sh then installs too);
+#     2. a fresh venv without torch and where no CUDA toolkit can be found: that wheel installs and imports,
+#        the ctypes binding's tests, symmem-topo / symmem-bench --help, `python -m symmem.integrations`, and
+#        `pip install .` failing with symmem's words for the missing toolkit;
+#     3. a venv with torch from PyPI: the README's one command, `pip install .` (build isolation), builds the
+#        op library against that torch (the fast path); then the wheel over it, the toolkit hidden again:
+#        every Python test with the wheel's op library (built against torch 2.10), the fake-tensor traces,
+#        the examples as far as a machine without a GPU runs them.
 #   scripts/test_python.sh --gpu      the GPU machine (no internet): one venv over the system's torch
 #     (--system-site-packages), pytest and scikit-build-core from build-python/wheelhouse when missing,
 #     `pip install --no-build-isolation .`, then pytest -v on the files that use a GPU (test_torch_gpu.py,
@@ -15,8 +20,9 @@
 #   scripts/test_python.sh --wheelhouse   (PyPI reachable) puts pytest and scikit-build-core wheels for
 #     Python 3.12 into build-python/wheelhouse, to carry to the GPU machine.
 #
-# Environment: SYMMEM_CUDA_ARCHS (default 90: these tests run kernels only on the GPU machine, an H200),
-# SYMMEM_PY_DIR (default build-python: venvs, build folders, wheelhouse), PYTHON (default python3).
+# Environment: SYMMEM_CUDA_ARCHS (default 90 for the source build: these tests run kernels only on the GPU
+# machine, an H200; the wheel keeps its own four), SYMMEM_PY_DIR (default build-python: venvs, build
+# folders, wheelhouse, dist), PYTHON (default python3), SYMMEM_TEST_WHEEL (a wheel to test instead of building one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -69,8 +75,9 @@ if [ "$mode" = --gpu ]; then
     fi
   done
   step "pip install --no-build-isolation . (torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)'), archs $SYMMEM_CUDA_ARCHS)"
-  SYMMEM_BUILD_TORCH=ON "$venv/bin/python" -m pip install -q --no-build-isolation --no-deps --no-index \
-    -C build-dir="$work/wheel-gpu" "${launcher[@]}" "$repo"
+  # No tools: device time is scarce and these tests do not run them (CI tests the wheel's).
+  SYMMEM_BUILD_TORCH=ON SYMMEM_BUILD_TOOLS=OFF "$venv/bin/python" -m pip install -q --no-build-isolation --no-deps \
+    --no-index -C build-dir="$work/wheel-gpu" "${launcher[@]}" "$repo"
   # Ranks that are threads of one process run outside MPS (under MPS the process's streams may share too
   # few hardware queues: docs/collectives.md, "Residency"); then MPS for the tests with one process per rank.
   # A rank that hangs fails its test at the harness's deadline with its stacks (python/tests/rank_harness.py);
@@ -108,18 +115,102 @@ if [ "$mode" = --gpu ]; then
   exit $rc
 fi
 
-# 1. No torch: the plain install a user does, build isolation included.
-plain="$work/venv-plain"
-[ -x "$plain/bin/python" ] || "$py" -m venv "$plain"
-"$plain/bin/python" -m pip install -q --upgrade pip
-"$plain/bin/python" -m pip install -q pytest
-step "pip install . (no torch, build isolation)"
-SYMMEM_WERROR=ON "$plain/bin/python" -m pip install -q -C build-dir="$work/wheel-plain" "${launcher[@]}" "$repo"
+# Runs "$@" where no CUDA toolkit can be found: PATH holds only the venv $1 and the system's folders, no
+# CUDA_HOME / CUDA_PATH / CUDACXX / LD_LIBRARY_PATH, and, where a mount namespace can be made (root with
+# unshare), the toolkit's folders are covered by an empty one and any nvcc in the system's bin folders (which
+# CMake searches besides PATH) by an empty file that cannot run.
+toolkits=() nvccs=()
+for d in /usr/local/cuda /usr/local/cuda-* /opt/cuda; do
+  [ -d "$d" ] && toolkits+=("$(readlink -f "$d")")
+done
+for f in /usr/local/bin/nvcc /usr/bin/nvcc /bin/nvcc; do
+  [ -e "$f" ] && nvccs+=("$(readlink -f "$f")")
+done
+empty=$(mktemp -d)
+trap 'rm -rf "$empty"' EXIT
+mkdir "$empty/dir" && : >"$empty/file"
+hide="" hide_files="" ns=""
+if [ $((${#toolkits[@]} + ${#nvccs[@]})) -gt 0 ] && unshare -m --propagation private true 2>/dev/null; then
+  ns="unshare -m --propagation private"
+  hide=$(printf '%s\n' "${toolkits[@]}" | sort -u | tr '\n' ' ')
+  hide_files=$(printf '%s\n' "${nvccs[@]}" | sort -u | tr '\n' ' ')
+fi
+without_toolkit() {
+  local venv=$1; shift
+  env -u CUDA_HOME -u CUDA_PATH -u CUDACXX -u CUDAToolkit_ROOT -u LD_LIBRARY_PATH PATH="$venv/bin:/usr/bin:/bin" \
+    TOOLKIT_DIRS="$hide" TOOLKIT_FILES="$hide_files" TOOLKIT_EMPTY="$empty" \
+    $ns sh -c \
+    'for d in $TOOLKIT_DIRS; do mount --bind "$TOOLKIT_EMPTY/dir" "$d" || exit 1; done
+     for f in $TOOLKIT_FILES; do mount --bind "$TOOLKIT_EMPTY/file" "$f" || exit 1; done
+     exec "$@"' sh "$@"
+}
+# Says how well the toolkit is hidden; returns 1 where its folders stay (no mount namespace here), which
+# only the check of `pip install .`'s error needs.
+hidden_from() {
+  without_toolkit "$1" sh -c '! command -v nvcc >/dev/null' ||
+    { echo "error: nvcc is on PATH where it should be hidden"; exit 1; }
+  if without_toolkit "$1" sh -c '! [ -e /usr/local/cuda/bin/nvcc ] && ! [ -x /usr/local/bin/nvcc ]'; then
+    echo "toolkit hidden: PATH=$1/bin:/usr/bin:/bin, CUDA_* unset${ns:+, covered (mount namespace): $hide$hide_files}"
+  else
+    echo "toolkit off PATH and CUDA_* unset, but /usr/local/cuda stays (no mount namespace for this user)"
+    return 1
+  fi
+}
+# Every run of a tool from the wheel is checked for its exit status and, where given, a line it must print.
+expect() {
+  local want=$1 pattern=$2; shift 2
+  local out rc=0
+  out=$("$@" 2>&1) || rc=$?
+  if [ "$rc" != "$want" ] || { [ -n "$pattern" ] && ! grep -qE "$pattern" <<<"$out"; }; then
+    echo "$out" | tail -30
+    echo "error: \`$*\` exited $rc (want $want)${pattern:+ or did not print /$pattern/}"
+    exit 1
+  fi
+  echo "ok: ${*: -3} -> exit $rc${pattern:+, /$pattern/}"
+}
+
+# 1. The binary wheel.
+t_wheel=$SECONDS
+if [ -n "${SYMMEM_TEST_WHEEL:-}" ]; then
+  wheel=$(readlink -f "$SYMMEM_TEST_WHEEL")
+else
+  step "scripts/build_wheel.sh $work/dist"
+  # the wheel's own architectures (four and PTX), not the source builds' SYMMEM_CUDA_ARCHS
+  env -u SYMMEM_CUDA_ARCHS "$repo/scripts/build_wheel.sh" "$work/dist"
+  wheel=$(ls -t "$work"/dist/symmem-*manylinux*.whl | head -1)
+fi
+echo "wheel: $wheel ($((SECONDS - t_wheel)) s)"
+
+# 2. A fresh venv without torch, the toolkit hidden: what a pip user without CUDA tooling gets.
+t_plain=$SECONDS
+plain="$work/venv-wheel"
+rm -rf "$plain"
+"$py" -m venv "$plain"
+"$plain/bin/python" -m pip install -q --disable-pip-version-check pytest
+covered=1
+hidden_from "$plain" || covered=0
+step "pip install the wheel (no torch, no toolkit)"
+without_toolkit "$plain" python -m pip install -q --disable-pip-version-check --no-deps "$wheel"
 "$plain/bin/python" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is not None)" ||
   { echo "error: torch leaked into the plain venv"; exit 1; }
-run_pytest "$plain" -q -rs "$repo/python/tests/test_package.py" "$repo/python/tests/test_host.py"
+expect 0 "^usage: symmem-topo" without_toolkit "$plain" symmem-topo --help
+expect 0 "^usage: symmem-bench" without_toolkit "$plain" symmem-bench --help
+expect 0 "^symmem 0\.1\.0 at .*: binary wheel" without_toolkit "$plain" python -m symmem.integrations
+without_toolkit "$plain" python -m symmem.integrations | sed 's/^/  | /'
+without_toolkit "$plain" sh -c "cd '$empty' && python -m pytest -p no:cacheprovider -q -rs \
+  '$repo/python/tests/test_package.py' '$repo/python/tests/test_host.py'"
+if [ "$covered" = 1 ]; then
+  step "pip install . where no toolkit is: symmem's words"
+  expect 1 "symmem: building from source needs the CUDA compiler \(nvcc\).*CUDA toolkit 12.2 or newer.*CUDACXX" \
+    without_toolkit "$plain" bash -c "set -o pipefail; python -m pip install --disable-pip-version-check --no-deps \
+      '$repo' 2>&1 | tr -s '\n ' '  '"
+else
+  echo "skipped: pip install . without a toolkit (the toolkit's folders cannot be hidden here)"
+fi
+echo "stage 2: $((SECONDS - t_plain)) s"
 
-# 2. With torch from PyPI: the op library is built into the package.
+# 3. With torch from PyPI: the one command of the README's SGLang section, then the wheel over it.
+t_torch=$SECONDS
 venv="$work/venv-torch"
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip
@@ -128,8 +219,22 @@ if ! "$venv/bin/python" -c "import torch, numpy, pytest, scikit_build_core" 2>/d
   # No pip cache: the venv is the cache, and a second copy of torch's wheels (GBs) only fills the disk.
   "$venv/bin/python" -m pip install -q --no-cache-dir torch numpy pytest scikit-build-core
 fi
-step "pip install --no-build-isolation . (torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)'))"
-SYMMEM_WERROR=ON SYMMEM_BUILD_TORCH=ON "$venv/bin/python" -m pip install -q --no-build-isolation --no-deps \
-  -C build-dir="$work/wheel-torch" "${launcher[@]}" "$repo"
-step "pytest"
-SYMMEM_EXPECT_OP_LIBRARY=1 run_pytest "$venv" -q -rs "$repo/python/tests"
+torch_version=$("$venv/bin/python" -c 'import torch; print(torch.__version__)')
+step "pip install . (build isolation, torch $torch_version): the op library is built against that torch"
+# The tools are not what this step tests: a shorter build without them.
+SYMMEM_WERROR=ON SYMMEM_BUILD_TOOLS=OFF "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+  --no-deps -C build-dir="$work/wheel-torch" "${launcher[@]}" "$repo"
+expect 0 "op library: .*libsymmem_torch.so \(the fast path" "$venv/bin/python" -m symmem.integrations status
+echo "source build: $((SECONDS - t_torch)) s"
+step "the wheel over it (torch $torch_version; its op library was built against 2.10)"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheel"
+hidden_from "$venv" || true
+expect 0 "binary wheel.*op library: .*libsymmem_torch.so \(the fast path" \
+  without_toolkit "$venv" sh -c "python -m symmem.integrations | tr '\n' ' '"
+step "pytest (the wheel, no toolkit)"
+without_toolkit "$venv" env SYMMEM_EXPECT_OP_LIBRARY=1 sh -c "cd '$empty' && python -m pytest -p no:cacheprovider -q -rs \
+  '$repo/python/tests'"
+step "examples/torch_allreduce.py under torchrun, 2 ranks (without a GPU it stops at the communicator, saying why)"
+expect 1 "rank [01]: symmem is off here: " without_toolkit "$venv" sh -c "cd '$empty' && CUDA_VISIBLE_DEVICES= \
+  python -m torch.distributed.run --standalone --nproc-per-node 2 '$repo/examples/torch_allreduce.py'"
+echo "stage 3: $((SECONDS - t_torch)) s"

@@ -117,7 +117,11 @@ symmem_dtype_t check_tensor(const Ctx &c, const char *which, const Tensor &t)
 {
     char msg[512];
     if (!t.is_cuda()) {
-        snprintf(msg, sizeof msg, "%s is not a CUDA tensor: move it to cuda:%d", which, c.g.device);
+        if (c.g.device >= 0)
+            snprintf(msg, sizeof msg, "%s is not a CUDA tensor: move it to cuda:%d", which, c.g.device);
+        else
+            snprintf(msg, sizeof msg, "%s is not a CUDA tensor, and the group's communicator has no GPU (host backend)",
+                     which);
         fail_arg(c, msg);
     }
     if (t.get_device_index() != c.g.device) {
@@ -565,6 +569,21 @@ STABLE_TORCH_LIBRARY(symmem, m)
 }
 
 STABLE_TORCH_LIBRARY_IMPL(symmem, CUDA, m)
+{
+    m.impl("all_reduce", TORCH_BOX(&all_reduce));
+    m.impl("all_reduce_", TORCH_BOX(&all_reduce_));
+    m.impl("all_reduce_out", TORCH_BOX(&all_reduce_out));
+    m.impl("reduce_scatter_out", TORCH_BOX(&reduce_scatter_out));
+    m.impl("all_gather_out", TORCH_BOX(&all_gather_out));
+    m.impl("all_reduce_add_rmsnorm", TORCH_BOX(&all_reduce_add_rmsnorm));
+    m.impl("all_reduce_add_rmsnorm_out", TORCH_BOX(&all_reduce_add_rmsnorm_out));
+    m.impl("all_reduce_add_rmsnorm_", TORCH_BOX(&all_reduce_add_rmsnorm_));
+}
+
+// CPU tensors reach the same kernels, whose first check names the op, the group and the device to use (a
+// RuntimeError, as the fakes give for meta tensors), instead of the dispatcher's NotImplementedError listing
+// every backend.
+STABLE_TORCH_LIBRARY_IMPL(symmem, CPU, m)
 {
     m.impl("all_reduce", TORCH_BOX(&all_reduce));
     m.impl("all_reduce_", TORCH_BOX(&all_reduce_));

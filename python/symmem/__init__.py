@@ -122,7 +122,7 @@ class Comm:
             uid = _parse_unique_id(unique_id)
             check(_c.symmem_comm_init(nranks, rank, ctypes.byref(uid), ctypes.byref(opts), ctypes.byref(handle)))
         else:
-            check(self._init_with_allgather(nranks, rank, allgather, opts, handle))
+            self._init_with_allgather(nranks, rank, allgather, opts, handle)
         self._h = handle
         self._buffers = []
 
@@ -156,22 +156,35 @@ class Comm:
 
     @staticmethod
     def _init_with_allgather(nranks, rank, allgather, opts, handle):
+        """symmem_comm_init_bootstrap over `allgather`; a failure of the callback is raised with its own
+        exception first (the C library only sees a nonzero return)."""
+        causes = []
+
         def c_allgather(_ctx, send, recv, nbytes):
             try:
                 parts = allgather(ctypes.string_at(send, nbytes))
                 if len(parts) != nranks or any(len(p) != nbytes for p in parts):
-                    return 1
+                    got = ", ".join(str(len(p)) for p in parts)
+                    raise ValueError(f"it returned {len(parts)} parts of [{got}] bytes; want {nranks} parts of "
+                                     f"{nbytes} bytes each, in rank order")
                 ctypes.memmove(recv, b"".join(parts), nranks * nbytes)
                 return 0
-            except Exception:  # noqa: BLE001 - a failure is reported to C as nonzero, C names it
+            except Exception as e:  # noqa: BLE001 - C sees a nonzero return; the cause is raised below
+                causes.append(e)
                 return 1
 
         def c_barrier(_ctx):
             return c_allgather(None, ctypes.c_char_p(b"\0"), ctypes.create_string_buffer(nranks), 1)
 
         bs = Bootstrap(ALLGATHER_FN(c_allgather), BARRIER_FN(c_barrier), None)
-        return _c.symmem_comm_init_bootstrap(nranks, rank, ctypes.byref(bs), ctypes.byref(opts),
-                                             ctypes.byref(handle))
+        status = _c.symmem_comm_init_bootstrap(nranks, rank, ctypes.byref(bs), ctypes.byref(opts),
+                                               ctypes.byref(handle))
+        if status != 0 and causes:
+            e = causes[0]
+            detail = _c.symmem_last_error().decode(errors="replace")
+            raise SymmemError(status, f"the allgather callback raised {type(e).__name__}: {e} on rank {rank} of "
+                                      f"{nranks} (symmem_comm_init_bootstrap: {detail})") from e
+        check(status)
 
     @property
     def rank(self):

@@ -100,17 +100,32 @@ def _candidates():
     yield "libsymmem.so"
 
 
+# What provides a system library libsymmem needs, for the message when it is missing (the binary wheel
+# carries libnuma itself; a source build links the system's).
+_SYSTEM_PACKAGES = {"libnuma.so.1": "libnuma1 (Debian/Ubuntu) or numactl-libs (RHEL/Fedora)"}
+
+
 def _load():
-    errors = []
+    """The library, or OSError whose first line is the cause: the error of the first library that exists
+    but fails to load (a missing dependency such as libnuma.so.1), with what to install; or that none
+    exists."""
+    failures, missing = [], []
     for path in _candidates():
         if os.sep in path and not os.path.exists(path):
             continue
         try:
             return ctypes.CDLL(path)
         except OSError as e:
-            errors.append(f"{path}: {e}")
-    raise OSError("libsymmem not found; build it (./scripts/run.sh) or set SYMMEM_LIBRARY to its path. Tried: "
-                  + "; ".join(errors or ["nothing found"]))
+            (failures if os.sep in path else missing).append((path, str(e)))
+    if failures:
+        path, cause = failures[0]
+        hint = next((f"install {pkg}" for lib, pkg in _SYSTEM_PACKAGES.items() if lib in cause),
+                    "install the library it names, or reinstall symmem (pip install --force-reinstall symmem)")
+        tried = "; ".join(f"{p}: {e}" for p, e in failures[1:] + missing)
+        raise OSError(f"{cause}: needed by {path}: {hint}" + (f". Also tried: {tried}" if tried else ""))
+    raise OSError("libsymmem not found: reinstall symmem (the wheel carries it), or set SYMMEM_LIBRARY to a "
+                  "libsymmem.so; in a source tree, build it first (./scripts/run.sh). Tried: "
+                  + "; ".join(f"{p}: {e}" for p, e in missing))
 
 
 _c = _load()

@@ -219,3 +219,48 @@ def test_unique_id_of_the_wrong_type():
     c.destroy()
     with pytest.raises(TypeError, match="allgather must be a callable"):
         symmem.Comm(1, 0, allgather=42, backend=symmem.BACKEND_HOST)
+
+
+def test_allgather_failure_names_its_cause():
+    # torch.distributed.all_gather_object raises this where numpy is missing: the cause, not only "the
+    # allgather failed", must lead the message.
+    def allgather(data):
+        raise RuntimeError("Numpy is not available")
+
+    with pytest.raises(symmem.SymmemError) as info:
+        symmem.Comm(2, 0, allgather=allgather, backend=symmem.BACKEND_HOST)
+    first = str(info.value).splitlines()[0]
+    assert first.startswith("SYMMEM_PEER_FAILURE: the allgather callback raised RuntimeError: Numpy is not "
+                            "available on rank 0 of 2"), first
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_allgather_returning_the_wrong_parts_says_what_it_got():
+    with pytest.raises(symmem.SymmemError, match=r"ValueError: it returned 1 parts of \[\d+\] bytes; want 2 parts"):
+        symmem.Comm(2, 1, allgather=lambda data: [data], backend=symmem.BACKEND_HOST)
+
+
+def test_missing_dependency_of_the_library_comes_first(monkeypatch, tmp_path):
+    # A libsymmem that exists but needs a library the system lacks (a source build without libnuma):
+    # the loader's words lead the message, then what to install.
+    from symmem import _lib
+
+    lib = tmp_path / "libsymmem.so.0"
+    lib.write_bytes(b"")
+    cause = "libnuma.so.1: cannot open shared object file: No such file or directory"
+
+    def fake_cdll(path, *args, **kwargs):
+        raise OSError(cause if path == str(lib) else f"{path}: cannot open shared object file")
+
+    monkeypatch.setattr(_lib, "_candidates", lambda: iter([str(lib), "libsymmem.so.0"]))
+    monkeypatch.setattr(_lib.ctypes, "CDLL", fake_cdll)
+    with pytest.raises(OSError) as info:
+        _lib._load()
+    first = str(info.value).splitlines()[0]
+    assert first.startswith(cause + ": needed by " + str(lib)), first
+    assert "install libnuma1 (Debian/Ubuntu) or numactl-libs (RHEL/Fedora)" in first
+    assert "scripts/run.sh" not in first, "a developer's hint where a user needs a package"
+
+    monkeypatch.setattr(_lib, "_candidates", lambda: iter(["libsymmem.so.0"]))
+    with pytest.raises(OSError, match="^libsymmem not found: reinstall symmem"):
+        _lib._load()

@@ -498,6 +498,16 @@ def _out_of_step_body(rank, world):
             _common._gather(dist.group.WORLD, world, rank * 10, "symmem-cap"))
 
 
+def _dropin_reason_body(rank, world):
+    """Both drop-ins on a CPU device: disabled, each with the reason negotiate gave, as an attribute."""
+    from symmem.integrations import sglang, vllm
+
+    os.environ.pop("SYMMEM_SGLANG_GROUPS", None)
+    s = sglang.SymmemTorchSymmMemCommunicator(dist.group.WORLD, torch.device("cpu"))
+    v = vllm.SymmemSymmMemCommunicator(dist.group.WORLD, torch.device("cpu"))
+    return s.disabled, s.disabled_reason, v.disabled, v.disabled_reason
+
+
 def _world1_body(rank, world):
     with LogCapture("symmem.integrations.test") as cap:
         out = _common.negotiate(dist.group.WORLD, torch.device("cuda", 0), _plan())
@@ -515,6 +525,13 @@ class Negotiation(unittest.TestCase):
         self.assertEqual(len(res[0][2]), 1, res[0][2])       # rank 0 says it once
         self.assertIn("disabled", res[0][2][0])
         self.assertEqual(res[1][2], [])                      # the others only at DEBUG
+
+    def test_drop_ins_say_why_they_are_disabled(self):
+        for s_off, s_reason, v_off, v_reason in run_ranks(_dropin_reason_body, 2):
+            self.assertTrue(s_off and v_off)
+            # the world group has no SGLang name, so it is not the default "tp"
+            self.assertEqual(s_reason, "group '?' is not in SYMMEM_SGLANG_GROUPS (tp)")
+            self.assertIn("rank 0: device cpu is not a CUDA device", v_reason)
 
     def test_world_size_one(self):
         backend, reason, warnings = run_ranks(_world1_body, 1)[0]

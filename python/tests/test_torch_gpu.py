@@ -920,3 +920,19 @@ def test_processes_sixteen_ranks():
     if not multiprocess_ok(SIXTEEN):
         pytest.skip(f"{SIXTEEN} processes need {SIXTEEN} GPUs or MPS (SYMMEM_TEST_MPS=1)")
     run_processes(SIXTEEN, body_sixteen)
+
+
+def test_example_under_torchrun(tmp_path):
+    """examples/torch_allreduce.py as a user runs it: torchrun, two ranks (a GPU each, or one GPU under MPS),
+    an all-reduce and the fused all-reduce + add + RMSNorm, checked by the example itself."""
+    if not multiprocess_ok(2):
+        pytest.skip("2 processes need 2 GPUs or MPS (SYMMEM_TEST_MPS=1)")
+    import subprocess
+    import sys
+    from pathlib import Path
+    example = Path(__file__).resolve().parents[2] / "examples" / "torch_allreduce.py"
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                        str(example)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-6000:]
+    for rank in (0, 1):
+        assert f"rank {rank}: all-reduce and fused all-reduce + add + RMSNorm on cuda:" in r.stdout, r.stdout

@@ -215,8 +215,59 @@ def test_constructor_never_raises(caplog):
     c = st.SymmemCommunicator(NotAGroup(), "cuda:0")
     assert c.disabled and c.comm is None
     assert "disabled" in caplog.text
+    assert c.disabled_reason and c.disabled_reason in caplog.text and c.disabled_reason in repr(c)
     c.close()
     c.close()  # idempotent
+
+
+def test_disabled_reason_carries_the_allgather_cause(monkeypatch):
+    """The CPU group's all_gather_object fails (torch without numpy raises this): the communicator disables
+    itself and disabled_reason names that cause in its first line, not only "the allgather failed"."""
+    import torch.distributed as dist
+
+    def all_gather_object(out, obj, group=None):
+        raise RuntimeError("Numpy is not available")
+
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)
+    monkeypatch.setattr(dist, "get_rank", lambda group=None: 0)
+    monkeypatch.setattr(dist, "all_gather_object", all_gather_object)
+    c = st.SymmemCommunicator(object(), torch.device("cuda", 0))
+    assert c.disabled and c.comm is None
+    first = c.disabled_reason.splitlines()[0]
+    assert "the allgather callback raised RuntimeError: Numpy is not available on rank 0 of 2" in first, first
+
+
+def test_disabled_reason_of_a_one_rank_group(monkeypatch):
+    import torch.distributed as dist
+
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 1)
+    monkeypatch.setattr(dist, "get_rank", lambda group=None: 0)
+    c = st.SymmemCommunicator(object(), torch.device("cuda", 0))
+    assert c.disabled and c.disabled_reason == "world size 1"
+
+
+CPU_CALLS = {
+    "all_reduce": lambda g, t: torch.ops.symmem.all_reduce(t(4), "sum", g),
+    "all_reduce_": lambda g, t: torch.ops.symmem.all_reduce_(t(4), "sum", g),
+    "all_reduce_out": lambda g, t: torch.ops.symmem.all_reduce_out(t(4), "sum", g, t(4)),
+    "reduce_scatter_out": lambda g, t: torch.ops.symmem.reduce_scatter_out(t(4), "sum", g, t(2)),
+    "all_gather_out": lambda g, t: torch.ops.symmem.all_gather_out(t(2), g, t(4)),
+    "all_reduce_add_rmsnorm": lambda g, t: torch.ops.symmem.all_reduce_add_rmsnorm(t(2, 4), t(2, 4), t(4), 1e-6, g),
+    "all_reduce_add_rmsnorm_out": lambda g, t: torch.ops.symmem.all_reduce_add_rmsnorm_out(t(2, 4), t(2, 4), t(4),
+                                                                                           1e-6, g, t(2, 4)),
+    "all_reduce_add_rmsnorm_": lambda g, t: torch.ops.symmem.all_reduce_add_rmsnorm_(t(2, 4), t(2, 4), t(4), 1e-6, g),
+}
+
+
+@pytest.mark.parametrize("op", sorted(CPU_CALLS))
+def test_cpu_tensors_raise_naming_the_op_and_group(host_group, op):
+    """A CPU tensor gets a RuntimeError naming the op and the group (as a meta tensor does through the fakes),
+    not the dispatcher's NotImplementedError listing every backend."""
+    with pytest.raises(RuntimeError) as info:
+        CPU_CALLS[op](host_group, lambda *shape: torch.zeros(*shape, dtype=torch.bfloat16))
+    assert not isinstance(info.value, NotImplementedError), str(info.value)[:300]
+    first = str(info.value).splitlines()[0]
+    assert f"symmem::{op} (group '{host_group}'" in first and "is not a CUDA tensor" in first, first
 
 
 def test_mem_pool_refused_for_ranks_sharing_a_gpu_in_one_process():
@@ -498,6 +549,14 @@ def test_ctypes_ops_define_the_same_schemas_and_fakes(tmp_path):
                 assert "rank 0 of 2" in str(e) and "overlaps input" in str(e), e
             else:
                 raise AssertionError("no error")
+        try:
+            torch.ops.symmem.all_reduce(torch.zeros(4), "sum", "g")
+        except NotImplementedError as e:
+            raise AssertionError("the dispatcher's error for a CPU tensor") from e
+        except RuntimeError as e:
+            assert "symmem::all_reduce (group 'g', rank 0 of 2): input is not a CUDA tensor" in str(e), e
+        else:
+            raise AssertionError("a CPU tensor was accepted")
         print("ok")
     """)
     env = dict(os.environ, SYMMEM_TORCH_OPS="python")

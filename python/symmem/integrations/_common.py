@@ -232,10 +232,19 @@ class DropIn:
     STOCK_ATTRS = ("dtype", "max_size", "world_size", "device", "group")
     STOCK_METHODS = ("all_reduce",)
 
+    @property
+    def disabled_reason(self):
+        """Why this communicator serves no all-reduce (the reason negotiate logged), None while it serves."""
+        if not self.disabled:
+            return None
+        return self.__dict__.get("_disabled_reason") or "not initialised"
+
     def _adopt_stock(self, stock):
         self._stock = stock
         self.disabled = bool(getattr(stock, "disabled", True))
         self.backend = "off" if self.disabled else "torch"
+        if self.disabled:
+            self._disabled_reason = f"the framework's own {type(stock).__name__} disabled itself"
         for attr in self.STOCK_ATTRS:
             if hasattr(stock, attr):
                 setattr(self, attr, getattr(stock, attr))
@@ -279,6 +288,8 @@ class DropIn:
         for name in self.__dict__.pop("_direct", ()):
             self.__dict__.pop(name, None)
         inner, self._inner = self._inner, None
+        if not self.disabled:
+            self._disabled_reason = "closed"
         self.disabled = True
         if inner is not None:
             inner.close()

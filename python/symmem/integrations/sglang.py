@@ -110,11 +110,13 @@ class SymmemTorchSymmMemCommunicator(_common.DropIn):
                 return
             self._adopt(_common.negotiate(group, self.device, plan))
         except Exception as e:  # noqa: BLE001 - GroupCoordinator has no try/except around us
-            log.warning("symmem: SGLang communicator disabled: %s: %s", type(e).__name__, e)
+            self._disabled_reason = f"{type(e).__name__}: {e}"
+            log.warning("symmem: SGLang communicator disabled: %s", self._disabled_reason)
             self.disabled = True
 
     def _adopt(self, outcome):
         self.world_size, self.rank = outcome.world_size, outcome.rank
+        self._disabled_reason = outcome.reason
         if outcome.backend == "torch":
             self._adopt_stock(outcome.stock)
         elif outcome.backend == "symmem":

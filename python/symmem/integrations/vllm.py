@@ -140,11 +140,13 @@ class SymmemSymmMemCommunicator(_common.DropIn):
                 return
             self._adopt(_common.negotiate(group, self.device, plan))
         except Exception as e:  # noqa: BLE001 - vLLM has no try/except around us
-            log.warning("symmem: vLLM communicator disabled: %s: %s", type(e).__name__, e)
+            self._disabled_reason = f"{type(e).__name__}: {e}"
+            log.warning("symmem: vLLM communicator disabled: %s", self._disabled_reason)
             self.disabled = True
 
     def _adopt(self, outcome):
         self.world_size, self.rank = outcome.world_size, outcome.rank
+        self._disabled_reason = outcome.reason
         if outcome.backend == "torch":
             self._adopt_stock(outcome.stock)
         elif outcome.backend == "symmem":

@@ -47,11 +47,13 @@ def _torch_device(device):
 
 
 class SymmemCommunicator:
-    """Attributes: disabled, group, world_size, rank, device, max_size (bytes; the largest eligible
-    message), group_name (what torch.ops.symmem.* take), comm (the symmem.Comm, None when disabled)."""
+    """Attributes: disabled, disabled_reason (why, in words; None while enabled), group, world_size, rank,
+    device, max_size (bytes; the largest eligible message), group_name (what torch.ops.symmem.* take), comm
+    (the symmem.Comm, None when disabled)."""
 
     def __init__(self, group, device, max_size=None):
         self.disabled = True
+        self.disabled_reason = "not initialised"
         self.group = group
         self.world_size = 1
         self.rank = 0
@@ -63,7 +65,8 @@ class SymmemCommunicator:
         try:
             self._init(group, device, max_size)
         except Exception as e:  # noqa: BLE001 - never raise from here: SGLang does not catch
-            log.warning("symmem communicator disabled: %s: %s", type(e).__name__, e)
+            self.disabled_reason = f"{type(e).__name__}: {e}"
+            log.warning("symmem communicator disabled: %s", self.disabled_reason)
             self._teardown()
 
     def _init_state(self):
@@ -81,10 +84,12 @@ class SymmemCommunicator:
         self.rank = dist.get_rank(group)
         self.device = _torch_device(device)
         if self.world_size < 2:
-            log.info("symmem communicator disabled: world size %d", self.world_size)
+            self.disabled_reason = f"world size {self.world_size}"
+            log.info("symmem communicator disabled: %s", self.disabled_reason)
             return
         if self.device.type != "cuda":
-            log.info("symmem communicator disabled: device %s is not CUDA", self.device)
+            self.disabled_reason = f"device {self.device} is not CUDA"
+            log.info("symmem communicator disabled: %s", self.disabled_reason)
             return
 
         def allgather(data):
@@ -95,6 +100,7 @@ class SymmemCommunicator:
         try:
             comm = symmem.Comm(self.world_size, self.rank, allgather=allgather, device=self.device.index)
         except SymmemError as e:
+            self.disabled_reason = str(e)
             log.warning("symmem communicator disabled: %s", e)
             return
         self._attach(comm, getattr(group, "group_name", None) or "symmem", max_size)
@@ -105,6 +111,7 @@ class SymmemCommunicator:
         """A communicator over an existing symmem.Comm (e.g. one rank of Comm.init_all), without a torch group."""
         self = cls.__new__(cls)
         self.disabled = True
+        self.disabled_reason = "not initialised"
         self.group = None
         self.world_size, self.rank = comm.size, comm.rank
         self.device = torch.device("cuda", comm.device)
@@ -125,6 +132,7 @@ class SymmemCommunicator:
         limit = comm.max_message_bytes
         self.max_size = limit if max_size is None else min(int(max_size), limit)
         self.disabled = False
+        self.disabled_reason = None
         _live.add(self)
         watchdog().add(self)
 
@@ -272,6 +280,8 @@ class SymmemCommunicator:
         ref = _by_group.get(id(self.group))
         if ref is not None and ref() is self:
             del _by_group[id(self.group)]
+        if not self.disabled:
+            self.disabled_reason = "closed"
         self.disabled = True
 
     def close(self):
@@ -280,7 +290,8 @@ class SymmemCommunicator:
         self._teardown()
 
     def __repr__(self):
-        state = "disabled" if self.disabled else ("failed" if self._error is not None else "ok")
+        state = (f"disabled: {self.disabled_reason}" if self.disabled else
+                 "failed" if self._error is not None else "ok")
         return (f"SymmemCommunicator(group_name={self.group_name!r}, rank={self.rank}, world_size={self.world_size}, "
                 f"device={self.device}, max_size={self.max_size}, {state})")
 

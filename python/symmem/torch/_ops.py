@@ -406,3 +406,13 @@ if _path is None:
     @torch.library.impl(_lib_def, "all_reduce_add_rmsnorm_", "CUDA")
     def _py_all_reduce_add_rmsnorm_(input, residual, weight, eps, group_name):
         _py_rmsnorm("all_reduce_add_rmsnorm_", input, residual, weight, eps, group_name)
+
+    # CPU tensors reach the same kernels, whose checks raise a RuntimeError naming the op and the group (as
+    # the op library's do), instead of the dispatcher's NotImplementedError listing every backend.
+    for _name, _kernel in (("all_reduce", _py_all_reduce), ("all_reduce_", _py_all_reduce_),
+                           ("all_reduce_out", _py_all_reduce_out), ("reduce_scatter_out", _py_reduce_scatter_out),
+                           ("all_gather_out", _py_all_gather_out),
+                           ("all_reduce_add_rmsnorm", _py_all_reduce_add_rmsnorm),
+                           ("all_reduce_add_rmsnorm_out", _py_all_reduce_add_rmsnorm_out),
+                           ("all_reduce_add_rmsnorm_", _py_all_reduce_add_rmsnorm_)):
+        _lib_def.impl(_name, _kernel, "CPU")

@@ -108,10 +108,13 @@ static int start_multiproc(cc_ctx_t *ctx, int child, int ndev, symmem_options_t 
     cc_rank_t *r = &ctx->r[0];
     r->rank = child;
     r->device = child % ndev;
-    if (cudaSetDevice(r->device) != cudaSuccess || cudaFree(NULL) != cudaSuccess ||
-        cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking) != cudaSuccess ||
-        cc_dev_preload() != cudaSuccess) {
-        cc_log(ctx, "FAIL: CUDA init on device %d", r->device);
+    const char *step = "cudaSetDevice";
+    cudaError_t e = cudaSetDevice(r->device);
+    if (e == cudaSuccess) step = "cudaFree(NULL) (context creation)", e = cudaFree(NULL);
+    if (e == cudaSuccess) step = "cudaStreamCreateWithFlags", e = cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) step = "loading the harness's kernels", e = cc_dev_preload();
+    if (e != cudaSuccess) {
+        cc_log(ctx, "FAIL: CUDA init on device %d: %s: %s", r->device, step, cudaGetErrorString(e));
         cc_shm_abort(ctx->shm);
         *exit_code = 1;
         return 0;
@@ -164,10 +167,12 @@ static int start_inproc(cc_ctx_t *ctx, int ndev, const symmem_options_t *opts, i
         ctx->r[r].device = devices[r];
         /* cc_dev_preload: one thread enqueues rank after rank, so no helper kernel may be loaded lazily
          * while a collective waits for a rank not enqueued yet (see kernels.cu). */
-        if (cudaSetDevice(devices[r]) != cudaSuccess ||
-            cudaStreamCreateWithFlags(&ctx->r[r].stream, cudaStreamNonBlocking) != cudaSuccess ||
-            cc_dev_preload() != cudaSuccess) {
-            cc_log(ctx, "FAIL: CUDA init on device %d", devices[r]);
+        const char *step = "cudaSetDevice";
+        cudaError_t e = cudaSetDevice(devices[r]);
+        if (e == cudaSuccess) step = "cudaStreamCreateWithFlags", e = cudaStreamCreateWithFlags(&ctx->r[r].stream, cudaStreamNonBlocking);
+        if (e == cudaSuccess) step = "loading the harness's kernels", e = cc_dev_preload();
+        if (e != cudaSuccess) {
+            cc_log(ctx, "FAIL: CUDA init on device %d: %s: %s", devices[r], step, cudaGetErrorString(e));
             *exit_code = 1;
             return 0;
         }

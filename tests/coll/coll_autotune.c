@@ -1,7 +1,8 @@
 /* coll_autotune: the autotune at init (SYMMEM_AUTOTUNE, collectives/autotune.h) on the GPU, as processes or
  * as threads of one process. The parent makes a fresh tuning file (SYMMEM_TUNE_FILE in a new temporary
- * folder) and sets SYMMEM_AUTOTUNE=auto for every rank (and CUDA_DEVICE_MAX_CONNECTIONS=32 unless set: ranks
- * that are threads on one GPU measure only where each can have a hardware queue). Asserted on every rank:
+ * folder) and sets SYMMEM_AUTOTUNE=auto for every rank (and, for ranks as threads, CUDA_DEVICE_MAX_CONNECTIONS=32
+ * unless set: ranks that are threads on one GPU measure only where each can have a hardware queue). Asserted
+ * on every rank:
  *  1. the harness's communicators measured their table at init (state "measured"), and every rank holds the
  *     same table (its hash, allgathered), with all-reduce rules (the first op measured);
  *  2. AUTO all-reduces, reduce-scatters and all-gathers at sizes on both sides of the tuned bounds complete
@@ -28,7 +29,7 @@ static char tune_dir[64] = "";
 
 /* The parent (or the only process): a fresh folder for the tuning file, before the library reads its
  * parameters; the children inherit the environment. */
-static void fresh_tune_file(void)
+static void fresh_tune_file(int inproc)
 {
     if (cc_child_rank("SYMMEM_TEST") >= 0) return;
     snprintf(tune_dir, sizeof tune_dir, "/tmp/symmem-coll-autotune-XXXXXX");
@@ -40,8 +41,10 @@ static void fresh_tune_file(void)
     snprintf(path, sizeof path, "%s/tune.txt", tune_dir);
     setenv("SYMMEM_TUNE_FILE", path, 1);
     setenv("SYMMEM_AUTOTUNE", "auto", 1);
-    /* ranks as threads on one GPU measure only with a hardware queue each (under MPS too); read at CUDA start */
-    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+    /* ranks as threads on one GPU measure only with a hardware queue each (under MPS too); read at CUDA start.
+     * Not for ranks as processes, which have queues of their own: under MPS the clients' connections are
+     * the one server's, and four clients asking for 32 each failed their CUDA init where two did not. */
+    if (inproc) setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
 }
 
 static void remove_tune_dir(void)
@@ -190,7 +193,9 @@ static int second_init_loads(cc_ctx_t *ctx, uint64_t first_hash)
 
 int main(int argc, char **argv)
 {
-    fresh_tune_file();
+    int inproc = 0;
+    for (int i = 1; i < argc; i++) inproc |= strcmp(argv[i], "--inproc") == 0;
+    fresh_tune_file(inproc);
     cc_ctx_t ctx;
     int rc = 0;
     if (!cc_start(&argc, argv, "coll_autotune", 2, 600, NULL, NULL, &ctx, &rc)) {

@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "alloc/alloc.h"
-#include "base/comm_state.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "boot/comm_state.h"
 #include "collectives/autotune.h"
 #include "collectives/coll_internal.h"
 

@@ -8,10 +8,10 @@
 
 #include <cuda_runtime_api.h>
 
-#include "base/comm_state.h"
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "boot/comm_state.h"
 #include "collectives/coll_internal.h"
 #include "collectives/fused.h"
 #include "topology/choice.h"

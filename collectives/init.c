@@ -8,10 +8,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/comm_state.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "base/status.h"
+#include "boot/comm_state.h"
 #include "collectives/autotune.h"
 #include "collectives/coll_internal.h"
 #include "collectives/fused.h"

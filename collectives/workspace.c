@@ -5,10 +5,10 @@
 #include <string.h>
 
 #include "alloc/alloc.h"
-#include "base/comm_state.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "base/status.h"
+#include "boot/comm_state.h"
 #include "collectives/coll_internal.h"
 
 static symmem_status_t cuda_fail(cudaError_t e, const char *what)

@@ -7,10 +7,10 @@
 #include <unistd.h>
 
 #include "alloc/cudrv.h"
-#include "base/bootstrap.h"
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "boot/bootstrap.h"
 #include "comm/comm.h"
 #include "topology/choice.h"
 #include "topology/ranks.h"

@@ -6,9 +6,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/comm_state.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "boot/comm_state.h"
 #include "topology/transfer.h"
 
 #define PROBE_RUNS 3

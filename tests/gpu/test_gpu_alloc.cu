@@ -6,7 +6,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "base/comm_state.h"
+#include "boot/comm_state.h"
 #include "gpu_util.h"
 
 static int g_ngpus;

@@ -4,7 +4,7 @@
  * test needs 2 GPUs and skips otherwise). */
 #include <nccl.h>
 
-#include "base/comm_state.h"
+#include "boot/comm_state.h"
 #include "gpu_util.h"
 
 static int g_ngpus;

@@ -3,7 +3,7 @@
  * workspace, flags and sequence numbers). Every output is checked exactly (small integers in fp32).
  * A second case checks that one communicator used from two unordered streams is reported. 2 processes on
  * 2 GPUs; exits 77 with fewer than 2 GPUs. */
-#include "base/comm_state.h"
+#include "boot/comm_state.h"
 #include "gpu_util.h"
 
 static int g_ngpus;

@@ -16,10 +16,10 @@
 #include <sys/un.h>
 #include <time.h>
 
-#include "base/boot_internal.h"
-#include "base/bootmsg.h"
-#include "base/bootstrap.h"
-#include "base/comm_state.h"
+#include "boot/boot_internal.h"
+#include "boot/bootmsg.h"
+#include "boot/bootstrap.h"
+#include "boot/comm_state.h"
 #include "symmem/symmem.h"
 #include "test_util.h"
 

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/comm_state.h"
 #include "base/kinds.h"
 #include "base/param.h"
+#include "boot/comm_state.h"
 #include "collectives/coll_internal.h"
 #include "collectives/island.h"
 #include "collectives/tune.h"

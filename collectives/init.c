@@ -196,8 +196,7 @@ static symmem_status_t load_kernels(int *blocks_per_sm)
     cudaError_t e;
     if ((e = (cudaError_t)symmem_coll_preload(&pre)) != cudaSuccess ||
         (e = (cudaError_t)symmem_fused_preload(&pre)) != cudaSuccess)
-        return symmem_set_error(SYMMEM_CUDA_ERROR, "collectives: loading the collective kernels failed: %s (%s)",
-                                cudaGetErrorName(e), cudaGetErrorString(e));
+        return symmem_cudart_error(SYMMEM_CUDA_ERROR, e, NULL, "collectives: loading the collective kernels");
     if (pre.min_blocks_per_sm < 1)
         return symmem_set_error(SYMMEM_CUDA_ERROR,
                                 "collectives: a block of %d threads of the collective kernels does not fit on one SM "

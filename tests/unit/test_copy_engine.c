@@ -259,7 +259,7 @@ static void run_case(const cfg_t *cf)
                                          cf->count, es, 0, 0, 0, 0, &g);
     EXPECT(gst == 0, "geometry failed (%d)", gst);
     if (gst != 0) return;
-    EXPECT(g.fam == SYMMEM_COLL_FAM_COPY, "family %d", g.fam);
+    EXPECT(g.family == SYMMEM_COLL_FAM_COPY, "family %d", g.family);
     EXPECT(g.units == (uint64_t)(ar ? 2 * n : n) && g.units * g.segp * 16 <= lay.half_bytes, "units %llu segp %llu",
            (unsigned long long)g.units, (unsigned long long)g.segp);
     EXPECT(g.epochs + 2 == symmem_ce_epochs(cf->kind, g.rounds), "epochs %llu", (unsigned long long)g.epochs);
@@ -308,7 +308,7 @@ static void run_case(const cfg_t *cf)
                                     .total = g.total,
                                     .segp = g.segp,
                                     .rounds = g.rounds,
-                                    .es = es,
+                                    .elem_size = es,
                                     .data_off = lay.data_off,
                                     .half_bytes = lay.half_bytes,
                                     .in_place = cf->in_place && cf->kind == SYMMEM_COLL_ALL_GATHER};

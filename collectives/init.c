@@ -220,7 +220,7 @@ static void find_colocated(symmem_comm_t comm, struct symmem_coll *co)
     /* Several ranks' streams of this process may share one hardware work queue, and a rank's collective
      * then waits behind a co-located rank's work that waits for it: a timeout. Under MPS a client process
      * gets only a few queues (CUDA_DEVICE_MAX_CONNECTIONS, shared pool: coll_b2b --inproc 4 under MPS timed
-     * out; with CUDA_DEVICE_MAX_CONNECTIONS=32 it passed; bench/NOTES.md); without MPS a context has
+     * out; with CUDA_DEVICE_MAX_CONNECTIONS=32 it passed); without MPS a context has
      * CUDA_DEVICE_MAX_CONNECTIONS queues (8 by default), too few once more ranks of the process share the
      * GPU. Said once per GPU (by its lowest rank here), before it happens. */
     if (co->colocated_peer < 0 || comm->rank > co->colocated_peer) return;

@@ -38,7 +38,7 @@
 namespace symmem_k {
 
 /* The Lamport family with round headers (p.lam_check, SYMMEM_LAMPORT_CHECK=1): its own instantiation, so
- * that the unchecked kernels carry no test of the switch (0.07-0.1 us per small call: bench/NOTES.md). */
+ * that the unchecked kernels carry no test of the switch (a run-time test cost 0.07-0.1 us per small call). */
 constexpr int FAM_LAMPORT_CHECKED = SYMMEM_COLL_FAM_COUNT;
 
 /* What every data kernel derives from its parameters: this thread's first position and the grid stride

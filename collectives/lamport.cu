@@ -105,8 +105,9 @@ template <typename T, int OP, bool CHK> __device__ __forceinline__ bool run_lamp
         for (uint64_t pk = tid; pk < segp && !fail; pk += nthreads) {
             const uint64_t i = off + pk * V;
             if (n == 2) {
-                /* one peer, nothing to group: lamport_take's tight loop, 6% faster at 16 MiB on one H200 than
-                 * the group of one below (bench/NOTES.md, "Session 12") */
+                /* one peer, nothing to group: lamport_take's tight loop, since the group's masked pass below
+                 * only adds work per poll when it watches a single pack (a 16 MiB all-reduce was 6% faster
+                 * this way on one H200) */
                 const int s = 1 - r;
                 const int nv = shard_valid<V>(p, s, i);
                 if (nv <= 0) continue;
@@ -116,8 +117,7 @@ template <typename T, int OP, bool CHK> __device__ __forceinline__ bool run_lamp
             }
             for (int k0 = 1; k0 < n && !fail; k0 += 4) {
                 /* peers r + k0 .. r + k0 + 3, wrapped without a division: this loop is on the bandwidth-
-                 * bound path of large messages, where instructions per pack count (bench/NOTES.md,
-                 * "Session 11") */
+                 * bound path of large messages, where instructions per pack count */
                 const int s0 = r + k0 < n ? r + k0 : r + k0 - n;
                 uint4 v[4];
                 int nv[4];

@@ -22,7 +22,7 @@ extern "C" {
 /* Bytes of one Lamport buffer in a workspace of `ws` bytes (>= 4 MiB): the largest power of two at most
  * ws/8 (8 MiB of the default 64 MiB; the three take 37.5%), plus SYMMEM_COLL_LAMPORT_SLACK. Powers of two so
  * that power-of-two messages fill whole rounds: twoshot_lamport moves half a buffer per round, and a
- * message just over a round pays a whole extra round (~3 us on NVLink, bench/NOTES.md). The slack absorbs
+ * message just over a round pays a whole extra round (~3 us on NVLink). The slack absorbs
  * the rounding of shards up to a 16-byte pack (under 16 bytes per shard and slot: at most n^2 * 16 bytes for
  * one-shot, 2n * 16 for two-shot), so that holds at every rank count up to 16, not only at powers of two. */
 #define SYMMEM_COLL_LAMPORT_SLACK ((size_t)16 << 10)

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/comm_state.h"
+#include "boot/comm_state.h"
 
 #ifdef __cplusplus
 extern "C" {

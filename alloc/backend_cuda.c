@@ -184,11 +184,11 @@ static symmem_status_t private_stream_op(void *dst, const void *src, size_t byte
 {
     cudaStream_t s;
     cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-    if (e != cudaSuccess) return symmem_set_error(SYMMEM_CUDA_ERROR, "%s: cudaStreamCreate: %s", what, cudaGetErrorString(e));
+    if (e != cudaSuccess) return symmem_cudart_error(SYMMEM_CUDA_ERROR, e, NULL, "%s: cudaStreamCreateWithFlags", what);
     e = src ? cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s) : cudaMemsetAsync(dst, 0, bytes, s);
     if (e == cudaSuccess) e = cudaStreamSynchronize(s);
     cudaStreamDestroy(s);
-    if (e != cudaSuccess) return symmem_set_error(SYMMEM_CUDA_ERROR, "%s: %s", what, cudaGetErrorString(e));
+    if (e != cudaSuccess) return symmem_cudart_error(SYMMEM_CUDA_ERROR, e, NULL, "%s", what);
     return SYMMEM_OK;
 }
 
@@ -199,8 +199,8 @@ static symmem_status_t c_make_table(void *const *host, size_t n, void ***out)
     void **t = NULL;
     cudaError_t e = cudaMalloc((void **)&t, n * sizeof *t);
     if (e != cudaSuccess)
-        return symmem_set_error(e == cudaErrorMemoryAllocation ? SYMMEM_OUT_OF_MEMORY : SYMMEM_CUDA_ERROR,
-                                "device pointer table: %s", cudaGetErrorString(e));
+        return symmem_cudart_error(e == cudaErrorMemoryAllocation ? SYMMEM_OUT_OF_MEMORY : SYMMEM_CUDA_ERROR, e, NULL,
+                                   "cudaMalloc of the device pointer table");
     symmem_status_t st = private_stream_op(t, host, n * sizeof *t, "device pointer table");
     if (st != SYMMEM_OK) {
         cudaFree(t);

@@ -69,6 +69,5 @@ symmem_status_t symmem_cudrv_error(CUresult res, const char *call, const char *h
     if (drv.cuGetErrorName) drv.cuGetErrorName(res, &name);
     if (drv.cuGetErrorString) drv.cuGetErrorString(res, &text);
     symmem_status_t st = res == CUDA_ERROR_OUT_OF_MEMORY ? SYMMEM_OUT_OF_MEMORY : SYMMEM_CUDA_ERROR;
-    return symmem_set_error(st, "%s failed: %s (%s)%s%s", call, name ? name : "?", text ? text : "?",
-                            hint && *hint ? "; " : "", hint ? hint : "");
+    return symmem_cuda_error_at(SYMMEM_SUBSYS_HERE, __FILE__, __LINE__, st, name, text, hint, "%s", call);
 }

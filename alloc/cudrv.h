@@ -40,8 +40,9 @@ typedef struct symmem_cudrv {
 /* Resolve every entry point once; SYMMEM_NO_DEVICE (no driver) or SYMMEM_CUDA_ERROR with detail. */
 symmem_status_t symmem_cudrv_get(const symmem_cudrv_t **out);
 
-/* Record a failed driver call: "<call> failed: CUDA_ERROR_X (text)" plus `hint`, and return the status
- * (SYMMEM_OUT_OF_MEMORY for CUDA_ERROR_OUT_OF_MEMORY, SYMMEM_CUDA_ERROR otherwise). */
+/* Record a failed driver call: "<call> failed: CUDA_ERROR_X (text)" plus "; <hint>", the shape of every failed
+ * CUDA call (base/status.h: symmem_cuda_error_at; runtime calls: symmem_cudart_error, SYMMEM_CUDART_CHECK),
+ * and return the status (SYMMEM_OUT_OF_MEMORY for CUDA_ERROR_OUT_OF_MEMORY, SYMMEM_CUDA_ERROR otherwise). */
 symmem_status_t symmem_cudrv_error(CUresult res, const char *call, const char *hint);
 
 /* Check a driver call inside a function that returns symmem_status_t. */

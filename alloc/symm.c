@@ -16,10 +16,10 @@
 #include <unistd.h>
 
 #include "alloc/alloc.h"
-#include "base/group.h"
 #include "base/handles.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "boot/group.h"
 
 /* Registry of live buffers across all communicators: a set of their handles, so that every call given a
  * buffer finds it there before reading it (a double free, a buffer freed with its communicator, a foreign or

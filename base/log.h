@@ -45,7 +45,7 @@ static inline int symmem_log_enabled(int level, unsigned subsys)
 }
 
 /* The rank shown in log lines and error messages of the calling thread (-1: none). Entry points that act
- * on a communicator set it through their entry guard (base/comm_state.h: symmem_entry_begin/_end, which
+ * on a communicator set it through their entry guard (boot/comm_state.h: symmem_entry_begin/_end, which
  * restore the previous value); a line about the whole process (a missing driver, the error watcher's) sets
  * -1 around itself. */
 int symmem_log_rank(void);

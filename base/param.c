@@ -9,8 +9,10 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "symmem/symmem.h"
 
 typedef enum { PT_INT, PT_SIZE, PT_STR } param_type_t;
+static const char *const type_names[] = {[PT_INT] = "int", [PT_SIZE] = "size", [PT_STR] = "string"};
 
 typedef struct {
     const char *name; /* without the SYMMEM_ prefix */
@@ -27,6 +29,7 @@ static const param_def_t params[SYMMEM_PARAM_COUNT] = {
 };
 
 static const char *values[SYMMEM_PARAM_COUNT];
+static int from_env[SYMMEM_PARAM_COUNT]; /* the value is the environment's, not the default */
 /* A malformed value is reported once per variable, not on every read. */
 static atomic_int warned[SYMMEM_PARAM_COUNT];
 static pthread_once_t param_once = PTHREAD_ONCE_INIT;
@@ -95,6 +98,7 @@ static void load(void)
         snprintf(name, sizeof name, "SYMMEM_%s", params[i].name);
         const char *v = getenv(name);
         values[i] = v ? v : params[i].def;
+        from_env[i] = v != NULL;
         atomic_store(&warned[i], 0);
     }
 }
@@ -131,6 +135,32 @@ const char *symmem_param_default(symmem_param_id_t id)
 const char *symmem_param_doc(symmem_param_id_t id)
 {
     return ((int)id < 0 || id >= SYMMEM_PARAM_COUNT) ? "" : params[id].doc;
+}
+
+int symmem_param_count(void) { return SYMMEM_PARAM_COUNT; }
+
+const char *symmem_param_get(int index, symmem_param_field_t field)
+{
+    if (index < 0 || index >= SYMMEM_PARAM_COUNT) return NULL;
+    switch (field) {
+    case SYMMEM_PARAM_FIELD_NAME: return params[index].full;
+    case SYMMEM_PARAM_FIELD_TYPE: return type_names[params[index].type];
+    case SYMMEM_PARAM_FIELD_DEFAULT: return params[index].def;
+    case SYMMEM_PARAM_FIELD_VALUE: return symmem_param_str((symmem_param_id_t)index);
+    case SYMMEM_PARAM_FIELD_SOURCE: {
+        const char *v = symmem_param_str((symmem_param_id_t)index);
+        int64_t i;
+        size_t z;
+        if (!from_env[index]) return "default";
+        if (params[index].type == PT_INT && symmem_parse_int(v, &i) != 0)
+            return "environment, not an integer: the default is used";
+        if (params[index].type == PT_SIZE && symmem_parse_size(v, &z) != 0)
+            return "environment, not a size: the default is used";
+        return "environment";
+    }
+    case SYMMEM_PARAM_FIELD_DOC: return params[index].doc;
+    }
+    return NULL;
 }
 
 /* strtoull and strtoll skip leading blanks and accept a sign (strtoull then negates: " -1" is SIZE_MAX):

@@ -7,39 +7,88 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "symmem/symmem.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* X(name, type, default, doc). Types: INT (decimal), SIZE (bytes with optional K/M/G suffix), STR. */
-#define SYMMEM_PARAM_LIST(X)                                                                                \
-    X(LOG_LEVEL, STR, "WARN", "log level: NONE, WARN, INFO, DEBUG, TRACE")                                 \
-    X(LOG_SUBSYS, STR, "ALL", "subsystems to log: CORE,BOOT,ALLOC,COLL,TOPO,NCCL or ALL; ^ excludes")      \
-    X(LOG_FILE, STR, "", "log to this file (%h host, %p pid) instead of stderr")                            \
+/* X(name, type, default, meaning). Types: INT (decimal), SIZE (bytes with optional K/M/G suffix), STR. This table
+ * is the documentation too: symmem-info (base/symmem_info_main.c) prints it, with the values in effect, and
+ * writes docs/configuration.md from it (symmem-info --markdown; a test checks the file is current). A meaning
+ * is one plain-text paragraph that says what an empty default stands for. */
+#define SYMMEM_PARAM_ALGO_NAME_(name, value, text) " " text
+#define SYMMEM_PARAM_LIST(X)                                                                               \
+    X(LOG_LEVEL, STR, "WARN", "log level: NONE, WARN, INFO, DEBUG or TRACE")                               \
+    X(LOG_SUBSYS, STR, "ALL",                                                                              \
+      "subsystems to log, separated by commas: CORE, BOOT, ALLOC, COLL, TOPO, NCCL, or ALL; a leading ^ "  \
+      "logs all but the ones named")                                                                       \
+    X(LOG_FILE, STR, "", "log to this file instead of stderr (empty: stderr); %h in the path becomes the host name, " \
+      "%p the process id")                                                                                 \
     X(TIMEOUT_MS, INT, "30000", "bootstrap and collective timeout in milliseconds")                        \
-    X(SOCKET_DIR, STR, "", "bootstrap sockets as files in this directory (the user's own, mode 0700) instead of abstract names") \
-    X(BACKEND, STR, "cuda", "memory backend when the API leaves it default: cuda or host")                 \
-    X(PLACEMENT, STR, "auto", "buffer placement: auto, device or host_numa")                               \
+    X(SOCKET_DIR, STR, "",                                                                                 \
+      "bootstrap sockets as files in this directory (the user's own, mode 0700) instead of abstract names " \
+      "(empty): for ranks in containers that share a directory but not a network namespace "               \
+      "(docs/security.md)")                                                                                \
+    X(BACKEND, STR, "cuda",                                                                                \
+      "memory backend when the API leaves it default: cuda, or host (memfd host memory and no GPU, for "   \
+      "developing and testing communicators and symmem_alloc on a machine without one: the same bootstrap, " \
+      "descriptor passing and peer mapping; its collectives return SYMMEM_UNSUPPORTED)")                   \
+    X(PLACEMENT, STR, "auto",                                                                              \
+      "buffer placement: auto (device memory, or host memory if some GPU pair lacks P2P), device or "      \
+      "host_numa")                                                                                         \
     X(FABRIC, INT, "1", "also request fabric handles where the GPU supports them (0 disables)")            \
     X(GDR, INT, "1", "request the GPUDirect RDMA flag on allocations where supported (0 disables)")        \
-    X(NCCL_LIBRARY, STR, "", "NCCL library to load when none is loaded in the process")                    \
-    X(ALGO, STR, "auto", "force a collective algorithm (auto, oneshot_pull, oneshot_push, twoshot_lamport, ...)")          \
-    X(WORKSPACE_BYTES, SIZE, "64M", "per-rank collective workspace (messages above it run in chunks)")    \
+    X(NCCL_LIBRARY, STR, "",                                                                               \
+      "NCCL library to load when none is loaded in the process (empty: libnccl.so.2 from the loader's "    \
+      "search path)")                                                                                      \
+    X(ALGO, STR, "auto",                                                                                   \
+      "force a collective algorithm (auto: the library chooses), by name:" SYMMEM_ALGO_LIST(               \
+          SYMMEM_PARAM_ALGO_NAME_))                                                                        \
+    X(WORKSPACE_BYTES, SIZE, "64M",                                                                        \
+      "per-rank collective workspace: three Lamport buffers of the largest power of two at most 1/8 of it " \
+      "plus 16 KiB, and two data halves; messages larger than a round of it run in rounds")                \
     X(MAX_BLOCKS, INT, "0", "upper bound on thread blocks per collective kernel (0: automatic)")           \
-    X(GRID_SHARE, INT, "75", "percent of the GPU's resident thread blocks that all ranks of a communicator on one GPU may hold at once (1..100)") \
-    X(ON_ERROR, STR, "report", "when a communicator fails: report (return codes, symmem_comm_get_async_error, the error handler) or abort (log it and abort the process)") \
-    X(ERROR_POLL_MS, INT, "10", "how often the error watcher reads the error records of watched communicators (milliseconds)") \
-    X(MIN_BLOCK_THREADS, INT, "128", "fewest threads per block of a collective kernel (32..512): smaller spreads small messages over more SMs") \
-    X(LAMPORT_CHECK, INT, "0", "check that every rank made the same Lamport call (round headers; +0.35 us per small all-reduce)") \
-    X(PDL, INT, "1", "programmatic dependent launch of collective kernels on sm_90+ (0 disables)")          \
-    X(COLL_PROBE, STR, "auto", "measure peer read/write bandwidth and a barrier at init for the cost model: auto (PCIe or host-memory placement), force, 0") \
-    X(AUTOTUNE, STR, "auto", "measure the algorithm table at the first init on a machine and save it: auto (when no tuning file has it), off, force (every init)") \
-    X(AUTOTUNE_BUDGET_MS, INT, "2000", "the autotune starts no new size after this many milliseconds (slowest rank)") \
-    X(TUNE_FILE, STR, "", "algorithm table (written by symmem-bench --tune); empty: <cache dir>/tune.txt if present")   \
-    X(SYSFS_ROOT, STR, "", "read sysfs and procfs under this root instead of / (captured trees)")         \
-    X(TOPO_CACHE_DIR, STR, "", "cache folder (topology figures, algorithm table); empty: $XDG_CACHE_HOME/symmem")       \
-    X(TOPO_DUMP_FILE, STR, "", "write the topology model as JSON to this file at communicator init")   \
-    X(ISLANDS, STR, "", "the island algorithm's islands, e.g. 0-3,4-7 (ranges joined by +); empty: by each GPU's NUMA node")
+    X(GRID_SHARE, INT, "75",                                                                               \
+      "percent (1..100) of the GPU's resident thread blocks that the ranks of a communicator on one GPU hold " \
+      "at most; communicators used at the same time on one GPU need shares that add up to at most 100 "    \
+      "(docs/collectives.md, \"Residency\")")                                                              \
+    X(ON_ERROR, STR, "report",                                                                             \
+      "when a communicator fails: report (errors reach return codes, symmem_comm_get_async_error and the " \
+      "error handler) or abort (the error is logged and the process aborts)")                              \
+    X(ERROR_POLL_MS, INT, "10",                                                                            \
+      "how often the error watcher reads the error records of watched communicators (milliseconds)")       \
+    X(MIN_BLOCK_THREADS, INT, "128",                                                                       \
+      "fewest threads per block of a collective kernel (32..512, a multiple of 32): smaller spreads small " \
+      "messages over more SMs")                                                                            \
+    X(LAMPORT_CHECK, INT, "0",                                                                             \
+      "1: the Lamport calls (oneshot_push, twoshot_lamport) exchange round headers, so that ranks passing " \
+      "different arguments get SYMMEM_INVALID_USAGE (the flag algorithms always check); it costs about "   \
+      "0.35 us per call below 256 KiB, and is on for all ranks if any rank sets it")                       \
+    X(PDL, INT, "1",                                                                                       \
+      "programmatic dependent launch of collective kernels (sm_90 and newer, one rank per GPU); 0 disables") \
+    X(COLL_PROBE, STR, "auto",                                                                             \
+      "measure peer read/write bandwidth and a barrier at init for the cost model (push or pull, the "     \
+      "table's bounds): auto (on PCIe, or with host_numa placement), force, or 0")                         \
+    X(AUTOTUNE, STR, "auto",                                                                               \
+      "measure the algorithm table at the first communicator init on a machine (per topology, rank count, " \
+      "placement and version; within SYMMEM_AUTOTUNE_BUDGET_MS) and save it where symmem-bench --tune "    \
+      "does: auto (when no tuning file has it), off (the cost model's table) or force (at every init)")    \
+    X(AUTOTUNE_BUDGET_MS, INT, "2000",                                                                     \
+      "the autotune starts no new size after this many milliseconds (on the slowest rank)")                \
+    X(TUNE_FILE, STR, "",                                                                                  \
+      "algorithm table written by symmem-bench --tune, used when it exists (empty: tune.txt in the cache " \
+      "folder, SYMMEM_TOPO_CACHE_DIR)")                                                                    \
+    X(SYSFS_ROOT, STR, "", "read sysfs and procfs under this root instead of / (captured trees; empty: /)") \
+    X(TOPO_CACHE_DIR, STR, "",                                                                             \
+      "cache folder of the measured topology and the tuned algorithm table (empty: $XDG_CACHE_HOME/symmem, " \
+      "or ~/.cache/symmem)")                                                                               \
+    X(TOPO_DUMP_FILE, STR, "",                                                                             \
+      "write the topology model as JSON to this file at communicator init (empty: none)")                  \
+    X(ISLANDS, STR, "",                                                                                    \
+      "the island algorithm's islands (CPU sockets), e.g. 0-3,4-7 or 0-1+4-5,2-3+6-7 (ranges joined by +; " \
+      "empty: by each GPU's NUMA node); every rank must set the same: where ranks differ, the island "     \
+      "algorithm is off everywhere (docs/collectives.md, \"Island schedule\")")
 
 typedef enum symmem_param_id {
 #define SYMMEM_PARAM_ENUM_(name, type, def, doc) SYMMEM_PARAM_##name,

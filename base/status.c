@@ -74,6 +74,18 @@ symmem_status_t symmem_set_error_at(unsigned subsys, const char *file, int line,
     return status;
 }
 
+symmem_status_t symmem_cuda_error_at(unsigned subsys, const char *file, int line, symmem_status_t status,
+                                     const char *name, const char *text, const char *hint, const char *what, ...)
+{
+    char call[512];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(call, sizeof call, what, ap);
+    va_end(ap);
+    return symmem_set_error_at(subsys, file, line, status, "%s failed: %s (%s)%s%s", call, name ? name : "?",
+                               text ? text : "?", hint && *hint ? "; " : "", hint ? hint : "");
+}
+
 symmem_status_t symmem_record_error(symmem_status_t status, const char *fmt, ...)
 {
     int rank = symmem_log_rank();

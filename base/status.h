@@ -1,4 +1,5 @@
-/* Status helpers shared by every layer: the per-thread last-error message and the few check macros. */
+/* Status helpers shared by every layer: the per-thread last-error message, failed CUDA calls in one shape, and
+ * the few check macros. */
 #ifndef SYMMEM_BASE_STATUS_H
 #define SYMMEM_BASE_STATUS_H
 
@@ -21,6 +22,18 @@ extern "C" {
 #define symmem_set_error(status, ...) symmem_set_error_at(SYMMEM_SUBSYS_HERE, __FILE__, __LINE__, (status), __VA_ARGS__)
 symmem_status_t symmem_set_error_at(unsigned subsys, const char *file, int line, symmem_status_t status,
                                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* A failed CUDA call, runtime or driver, recorded as symmem_set_error does (logged under the caller's
+ * subsystem at its file:line) in one shape:
+ *   "<what> failed: <error name> (<error text>)", then "; <hint>" when hint is neither NULL nor empty,
+ * where `what` is printf-style ("cudaMalloc of the collective state", "%s: kernel launch"); returns status.
+ * symmem_cudart_error takes a cudaError_t (the file includes <cuda_runtime_api.h>); alloc/cudrv.h's
+ * SYMMEM_CU_CHECK reports a failed driver call through the same function. */
+#define symmem_cudart_error(status, err, hint, ...)                                                        \
+    symmem_cuda_error_at(SYMMEM_SUBSYS_HERE, __FILE__, __LINE__, (status), cudaGetErrorName(err),          \
+                         cudaGetErrorString(err), (hint), __VA_ARGS__)
+symmem_status_t symmem_cuda_error_at(unsigned subsys, const char *file, int line, symmem_status_t status,
+                                     const char *name, const char *text, const char *hint, const char *what, ...)
+    __attribute__((format(printf, 8, 9)));
 /* Record the detail like symmem_set_error, without logging: for an error already logged where it was
  * detected and now handed to another thread (a group call's result, a rank thread of
  * symmem_comm_init_all, a communicator's sticky error), or one that one detection logged for the whole
@@ -43,7 +56,7 @@ void symmem_clear_error(void);
 #define SYMMEM_CHECK(expr)                                                                                 \
     do {                                                                                                   \
         symmem_status_t symmem_check_st_ = (expr);                                                         \
-        if (symmem_check_st_ != SYMMEM_OK) return symmem_check_st_;                                       \
+        if (symmem_check_st_ != SYMMEM_OK) return symmem_check_st_;                                        \
     } while (0)
 
 /* Same, but jump to a cleanup label with `st` set (UCX-style unwinding in reverse order). */
@@ -51,6 +64,15 @@ void symmem_clear_error(void);
     do {                                                                                                   \
         (st) = (expr);                                                                                     \
         if ((st) != SYMMEM_OK) goto label;                                                                 \
+    } while (0)
+
+/* Check a CUDA runtime call inside a function that returns symmem_status_t: SYMMEM_CUDA_ERROR with
+ * "<what> failed: <error name> (<error text>)" when it fails. */
+#define SYMMEM_CUDART_CHECK(call, ...)                                                                     \
+    do {                                                                                                   \
+        const cudaError_t symmem_cudart_err_ = (call);                                                     \
+        if (symmem_cudart_err_ != cudaSuccess)                                                             \
+            return symmem_cudart_error(SYMMEM_CUDA_ERROR, symmem_cudart_err_, NULL, __VA_ARGS__);          \
     } while (0)
 
 #ifdef __cplusplus

@@ -10,10 +10,10 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "base/comm_state.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "base/status.h"
+#include "boot/comm_state.h"
 #include "collectives/coll_internal.h"
 #include "topology/choice.h"
 

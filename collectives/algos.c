@@ -24,5 +24,5 @@ const symmem_coll_algo_op_t *symmem_coll_algo(symmem_coll_kind_t kind, symmem_al
 int symmem_coll_family_of(symmem_coll_kind_t kind, symmem_algo_t algo)
 {
     const symmem_coll_algo_op_t *d = symmem_coll_algo(kind, algo);
-    return d ? d->fam : SYMMEM_COLL_FAM_NONE;
+    return d ? d->family : SYMMEM_COLL_FAM_NONE;
 }

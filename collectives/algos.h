@@ -53,63 +53,98 @@ enum {
     SYMMEM_COLL_ZO_WITH_ZC = 2, /* only when it also reads in place; both ways, it needs no workspace */
 };
 
-/* One operation's row of an algorithm. Workspace packs (16 bytes) per shard position and round, in a data
- * half (a Lamport buffer for the Lamport family): units_nn * n^2 + units_n * n + units_1, or with zero copy
- * out zo_units_n * n + zo_units_1. Epochs: epochs_per_round per round, plus zc_end_epochs with zero copy in
- * (the end sync); every Lamport-family round also consumes one Lamport round. */
+/* Workspace packs (16 bytes) per shard position and round, in a data half (a Lamport buffer for the Lamport
+ * family), for n ranks: per_n2 * n^2 + per_n * n + fixed (symmem_coll_packs_count). */
+typedef struct symmem_coll_packs {
+    uint8_t per_n2, per_n, fixed;
+} symmem_coll_packs_t;
+
+/* One operation's row of an algorithm. Epochs: epochs_per_round per round, plus zero_copy_in_end_epochs when
+ * it reads in place (the end sync); every Lamport-family round also consumes one Lamport round. */
 typedef struct symmem_coll_algo_op {
-    int8_t fam; /* symmem_coll_family_t */
-    uint8_t units_nn, units_n, units_1;
-    uint8_t zo_units_n, zo_units_1;
-    uint8_t zc_in;  /* SYMMEM_COLL_ZC_* */
-    uint8_t zc_out; /* SYMMEM_COLL_ZO_* */
-    uint8_t epochs_per_round, zc_end_epochs;
+    int8_t family;                           /* symmem_coll_family_t */
+    symmem_coll_packs_t packs;               /* the workspace it stages through */
+    symmem_coll_packs_t packs_zero_copy_out; /* the same when it stores results into the peers' outputs */
+    uint8_t zero_copy_in;                    /* SYMMEM_COLL_ZC_* */
+    uint8_t zero_copy_out;                   /* SYMMEM_COLL_ZO_* */
+    uint8_t epochs_per_round, zero_copy_in_end_epochs;
     uint8_t every_shard; /* the grid covers all n shards of a round (every rank reduces every shard) */
 } symmem_coll_algo_op_t;
 
-/* X(fam, units n^2 n 1, with zero copy out n 1, zero copy in, out, epochs per round, end sync epochs,
- * every shard) */
-#define SYMMEM_COLL_OP_(fam, unn, un, u1, zn, z1, zci, zco, epr, zce, all)                                 \
-    {SYMMEM_COLL_FAM_##fam, unn, un, u1, zn, z1, SYMMEM_COLL_ZC_##zci, SYMMEM_COLL_ZO_##zco, epr, zce, all}
-#define SYMMEM_COLL_OP_NONE_ {SYMMEM_COLL_FAM_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+static inline uint64_t symmem_coll_packs_count(const symmem_coll_packs_t *packs, uint64_t n)
+{
+    return packs->per_n2 * n * n + packs->per_n * n + packs->fixed;
+}
 
-/* The rows: all_reduce, reduce_scatter, all_gather. The half layouts each kernel file states (pull.cu,
- * push.cu, lamport.cu) are what the unit counts measure; tests/unit/test_coll_model.c restates them from
+/* The table's cells, by field name; a field left out is 0 (no packs, ZC_NO, ZO_NO, no epochs). The family
+ * comes first and always: 0 would silently be the pull family. */
+#define SYMMEM_COLL_OP(fam, ...) {.family = SYMMEM_COLL_FAM_##fam, __VA_ARGS__}
+#define SYMMEM_COLL_OP_NONE {.family = SYMMEM_COLL_FAM_NONE}
+/* A row: exactly one cell per operation (a missing or an extra one does not compile). */
+#define SYMMEM_COLL_ROW(all_reduce, reduce_scatter, all_gather)                                            \
+    {[SYMMEM_COLL_ALL_REDUCE] = all_reduce, [SYMMEM_COLL_REDUCE_SCATTER] = reduce_scatter,                 \
+     [SYMMEM_COLL_ALL_GATHER] = all_gather}
+
+/* The cells that several rows share. */
+/* pull, staging[s][segp]: one sync per round, and one at the end with zero copy in */
+#define SYMMEM_COLL_OP_PULL_STAGED_                                                                        \
+    SYMMEM_COLL_OP(PULL, .packs = {.per_n = 1}, .packs_zero_copy_out = {.per_n = 1},                       \
+                   .zero_copy_in = SYMMEM_COLL_ZC_LARGE, .epochs_per_round = 2, .zero_copy_in_end_epochs = 2)
+/* pull all-gather: staging of my shard only */
+#define SYMMEM_COLL_OP_PULL_GATHER_                                                                        \
+    SYMMEM_COLL_OP(PULL, .packs = {.fixed = 1}, .packs_zero_copy_out = {.fixed = 1},                       \
+                   .zero_copy_in = SYMMEM_COLL_ZC_LARGE, .epochs_per_round = 2, .zero_copy_in_end_epochs = 2)
+/* push with flags, slots[src][segp] (reduce-scatter) or gather[s][segp] (all-gather): one sync per round */
+#define SYMMEM_COLL_OP_PUSH_SLOTS_                                                                         \
+    SYMMEM_COLL_OP(PUSH, .packs = {.per_n = 1}, .packs_zero_copy_out = {.per_n = 1}, .epochs_per_round = 2)
+/* Lamport, slots[src][segp]: no sync at all */
+#define SYMMEM_COLL_OP_LAMPORT_SLOTS_                                                                      \
+    SYMMEM_COLL_OP(LAMPORT, .packs = {.per_n = 1}, .packs_zero_copy_out = {.per_n = 1})
+
+/* The rows: one per algorithm, SYMMEM_COLL_DESC_<NAME>. The half layouts each kernel file states (pull.cu,
+ * push.cu, lamport.cu) are what the pack counts measure; tests/unit/test_coll_model.c restates them from
  * the kernels and compares. */
-#define SYMMEM_COLL_DESC_AUTO {SYMMEM_COLL_OP_NONE_, SYMMEM_COLL_OP_NONE_, SYMMEM_COLL_OP_NONE_}
-/* staging[s][segp] (all-gather: my shard only); one sync per round, and one at the end with zero copy in */
+#define SYMMEM_COLL_DESC_AUTO SYMMEM_COLL_ROW(SYMMEM_COLL_OP_NONE, SYMMEM_COLL_OP_NONE, SYMMEM_COLL_OP_NONE)
 #define SYMMEM_COLL_DESC_ONESHOT_PULL                                                                      \
-    {SYMMEM_COLL_OP_(PULL, 0, 1, 0, 1, 0, LARGE, NO, 2, 2, 0), SYMMEM_COLL_OP_(PULL, 0, 1, 0, 1, 0, LARGE, NO, 2, 2, 0), \
-     SYMMEM_COLL_OP_(PULL, 0, 0, 1, 0, 1, LARGE, NO, 2, 2, 0)}
-/* all-reduce: Lamport slots[src][n * segp]; reduce-scatter: Lamport slots[src][segp]; all-gather: flag push
- * into gather[s][segp] */
+    SYMMEM_COLL_ROW(SYMMEM_COLL_OP_PULL_STAGED_, SYMMEM_COLL_OP_PULL_STAGED_, SYMMEM_COLL_OP_PULL_GATHER_)
+/* all-reduce: Lamport slots[src][n * segp], every rank reduces every shard; reduce-scatter: Lamport
+ * slots[src][segp]; all-gather: flag push into gather[s][segp] */
 #define SYMMEM_COLL_DESC_ONESHOT_PUSH                                                                      \
-    {SYMMEM_COLL_OP_(LAMPORT, 1, 0, 0, 0, 0, NO, NO, 0, 0, 1), SYMMEM_COLL_OP_(LAMPORT, 0, 1, 0, 1, 0, NO, NO, 0, 0, 0), \
-     SYMMEM_COLL_OP_(PUSH, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0)}
+    SYMMEM_COLL_ROW(SYMMEM_COLL_OP(LAMPORT, .packs = {.per_n2 = 1}, .every_shard = 1),                     \
+                    SYMMEM_COLL_OP_LAMPORT_SLOTS_, SYMMEM_COLL_OP_PUSH_SLOTS_)
 /* all-reduce: staging + result[segp], reads symmetric inputs in place at any size and then may store into
  * symmetric outputs too (both: no workspace); the others as one-shot pull */
 #define SYMMEM_COLL_DESC_TWOSHOT_PULL                                                                      \
-    {SYMMEM_COLL_OP_(PULL, 0, 1, 1, 1, 1, ANY, WITH_ZC, 2, 0, 0), SYMMEM_COLL_OP_(PULL, 0, 1, 0, 1, 0, LARGE, NO, 2, 2, 0), \
-     SYMMEM_COLL_OP_(PULL, 0, 0, 1, 0, 1, LARGE, NO, 2, 2, 0)}
+    SYMMEM_COLL_ROW(SYMMEM_COLL_OP(PULL, .packs = {.per_n = 1, .fixed = 1},                                \
+                                   .packs_zero_copy_out = {.per_n = 1, .fixed = 1},                        \
+                                   .zero_copy_in = SYMMEM_COLL_ZC_ANY, .zero_copy_out = SYMMEM_COLL_ZO_WITH_ZC, \
+                                   .epochs_per_round = 2),                                                 \
+                    SYMMEM_COLL_OP_PULL_STAGED_, SYMMEM_COLL_OP_PULL_GATHER_)
 /* all-reduce: slots[src][segp] + gather[s][segp], no gather area when the results go straight out */
 #define SYMMEM_COLL_DESC_TWOSHOT_PUSH                                                                      \
-    {SYMMEM_COLL_OP_(PUSH, 0, 2, 0, 1, 0, NO, YES, 2, 0, 0), SYMMEM_COLL_OP_(PUSH, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0), \
-     SYMMEM_COLL_OP_(PUSH, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0)}
+    SYMMEM_COLL_ROW(SYMMEM_COLL_OP(PUSH, .packs = {.per_n = 2}, .packs_zero_copy_out = {.per_n = 1},       \
+                                   .zero_copy_out = SYMMEM_COLL_ZO_YES, .epochs_per_round = 2),            \
+                    SYMMEM_COLL_OP_PUSH_SLOTS_, SYMMEM_COLL_OP_PUSH_SLOTS_)
 /* as two-shot push, but the gather area stays with zero copy out (the result is staged there first) */
 #define SYMMEM_COLL_DESC_STAGED                                                                            \
-    {SYMMEM_COLL_OP_(PUSH, 0, 2, 0, 2, 0, NO, YES, 2, 0, 0), SYMMEM_COLL_OP_(PUSH, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0), \
-     SYMMEM_COLL_OP_(PUSH, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0)}
+    SYMMEM_COLL_ROW(SYMMEM_COLL_OP(PUSH, .packs = {.per_n = 2}, .packs_zero_copy_out = {.per_n = 2},       \
+                                   .zero_copy_out = SYMMEM_COLL_ZO_YES, .epochs_per_round = 2),            \
+                    SYMMEM_COLL_OP_PUSH_SLOTS_, SYMMEM_COLL_OP_PUSH_SLOTS_)
 /* all-reduce: Lamport slots[src][segp] + gather[s][segp]; reduce-scatter: its first half (= one-shot push);
  * all-gather: its second half, the flag push */
 #define SYMMEM_COLL_DESC_TWOSHOT_LAMPORT                                                                   \
-    {SYMMEM_COLL_OP_(LAMPORT, 0, 2, 0, 2, 0, NO, NO, 0, 0, 0), SYMMEM_COLL_OP_(LAMPORT, 0, 1, 0, 1, 0, NO, NO, 0, 0, 0), \
-     SYMMEM_COLL_OP_(PUSH, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0)}
+    SYMMEM_COLL_ROW(SYMMEM_COLL_OP(LAMPORT, .packs = {.per_n = 2}, .packs_zero_copy_out = {.per_n = 2}),   \
+                    SYMMEM_COLL_OP_LAMPORT_SLOTS_, SYMMEM_COLL_OP_PUSH_SLOTS_)
 /* copy-engine two-shot (copy_engine.h): all-reduce slots[src][segp] + gather[s][segp]; reduce-scatter the slots,
  * all-gather the gather slots; two epochs per kernel (two kernels a round for all-reduce, one for the
  * others; the start sync's two more are the plan's: symmem_ce_epochs) */
-#define SYMMEM_COLL_DESC_COPY_ENGINE                                                                         \
-    {SYMMEM_COLL_OP_(COPY, 0, 2, 0, 2, 0, NO, NO, 4, 0, 0), SYMMEM_COLL_OP_(COPY, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0), \
-     SYMMEM_COLL_OP_(COPY, 0, 1, 0, 1, 0, NO, NO, 2, 0, 0)}
+#define SYMMEM_COLL_DESC_COPY_ENGINE                                                                       \
+    SYMMEM_COLL_ROW(SYMMEM_COLL_OP(COPY, .packs = {.per_n = 2}, .packs_zero_copy_out = {.per_n = 2},       \
+                                   .epochs_per_round = 4),                                                 \
+                    SYMMEM_COLL_OP(COPY, .packs = {.per_n = 1}, .packs_zero_copy_out = {.per_n = 1},       \
+                                   .epochs_per_round = 2),                                                 \
+                    SYMMEM_COLL_OP(COPY, .packs = {.per_n = 1}, .packs_zero_copy_out = {.per_n = 1},       \
+                                   .epochs_per_round = 2))
 
 /* island: every operation runs the schedule of collectives/island.h in at most SYMMEM_ISLAND_SLOTS_PER_RANK * n
  * slots per shard position (G, A and X slots: island.c; a call plans with the slots its split's schedule
@@ -118,10 +153,11 @@ typedef struct symmem_coll_algo_op {
 #define SYMMEM_ISLAND_SLOTS_PER_RANK 4
 #define SYMMEM_ISLAND_MAX_SYNCS 3
 #define SYMMEM_ISLAND_EPOCHS_PER_ROUND (2 * SYMMEM_ISLAND_MAX_SYNCS)
-#define SYMMEM_COLL_ISLAND_OP_                                                                             \
-    SYMMEM_COLL_OP_(ISLAND, 0, SYMMEM_ISLAND_SLOTS_PER_RANK, 0, SYMMEM_ISLAND_SLOTS_PER_RANK, 0, NO, NO,  \
-                    SYMMEM_ISLAND_EPOCHS_PER_ROUND, 0, 0)
-#define SYMMEM_COLL_DESC_ISLAND {SYMMEM_COLL_ISLAND_OP_, SYMMEM_COLL_ISLAND_OP_, SYMMEM_COLL_ISLAND_OP_}
+#define SYMMEM_COLL_OP_ISLAND_                                                                             \
+    SYMMEM_COLL_OP(ISLAND, .packs = {.per_n = SYMMEM_ISLAND_SLOTS_PER_RANK},                               \
+                   .packs_zero_copy_out = {.per_n = SYMMEM_ISLAND_SLOTS_PER_RANK},                         \
+                   .epochs_per_round = SYMMEM_ISLAND_EPOCHS_PER_ROUND)
+#define SYMMEM_COLL_DESC_ISLAND SYMMEM_COLL_ROW(SYMMEM_COLL_OP_ISLAND_, SYMMEM_COLL_OP_ISLAND_, SYMMEM_COLL_OP_ISLAND_)
 
 /* The row of `algo` for `kind` (all_reduce, reduce_scatter, all_gather); NULL outside the table. */
 const symmem_coll_algo_op_t *symmem_coll_algo(symmem_coll_kind_t kind, symmem_algo_t algo);

@@ -7,11 +7,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "base/comm_state.h"
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "base/status.h"
+#include "boot/comm_state.h"
 
 symmem_autotune_mode_t symmem_autotune_mode(void)
 {

@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "alloc/alloc.h"
-#include "base/comm_state.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "boot/comm_state.h"
 #include "collectives/autotune.h"
 #include "collectives/coll_internal.h"
 
@@ -46,13 +46,13 @@ static double elapsed_ms(void *p) { return now_ms() - ((gpu_ctx_t *)p)->t0_ms; }
  * of `bytes` (n shards, as the table counts them). count 0: too small for the rank count. */
 static symmem_coll_call_t call_of(const gpu_ctx_t *g, const symmem_autotune_step_t *st, symmem_algo_t algo)
 {
-    const size_t es = symmem_dtype_size(SYMMEM_BFLOAT16), n = (size_t)g->comm->nranks;
+    const size_t elem_size = symmem_dtype_size(SYMMEM_BFLOAT16), n = (size_t)g->comm->nranks;
     symmem_coll_call_t c;
     memset(&c, 0, sizeof c);
     c.kind = (symmem_coll_kind_t)st->kind;
     c.send = g->in;
     c.recv = g->out;
-    c.count = c.kind == SYMMEM_COLL_ALL_REDUCE ? st->bytes / es : st->bytes / es / n;
+    c.count = c.kind == SYMMEM_COLL_ALL_REDUCE ? st->bytes / elem_size : st->bytes / elem_size / n;
     c.dtype = SYMMEM_BFLOAT16;
     c.op = SYMMEM_OP_SUM;
     c.algo = algo;

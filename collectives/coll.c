@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "base/comm_state.h"
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "boot/comm_state.h"
 #include "collectives/algos.h"
 #include "collectives/coll_internal.h"
 #include "collectives/copy_engine.h"
@@ -18,23 +18,24 @@ static int ranges_overlap(const char *a, size_t na, const char *b, size_t nb) { 
 
 static symmem_status_t check_args(symmem_comm_t comm, const symmem_coll_call_t *c, size_t *in_bytes, size_t *out_bytes)
 {
-    const size_t es = symmem_dtype_size(c->dtype);
+    const size_t elem_size = symmem_dtype_size(c->dtype);
     const size_t n = (size_t)comm->nranks;
-    if (es == 0) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: invalid dtype %d", c->name, (int)c->dtype);
+    if (elem_size == 0)
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: invalid dtype %d", c->name, (int)c->dtype);
     if (c->kind != SYMMEM_COLL_ALL_GATHER && ((int)c->op < 0 || c->op >= SYMMEM_REDOP_COUNT))
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: invalid reduction op %d", c->name, (int)c->op);
     if (!symmem_algo_listed((int)c->algo))
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: invalid algorithm %d", c->name, (int)c->algo);
-    if (c->count > (SIZE_MAX / 2) / es / n)
+    if (c->count > (SIZE_MAX / 2) / elem_size / n)
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: count %zu is too large", c->name, c->count);
     if (!c->send || !c->recv)
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: %s is NULL", c->name, !c->send ? "sendbuf" : "recvbuf");
-    if ((uintptr_t)c->send % es || (uintptr_t)c->recv % es)
+    if ((uintptr_t)c->send % elem_size || (uintptr_t)c->recv % elem_size)
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
                                 "%s: sendbuf %p / recvbuf %p is not aligned to the %zu-byte element size of %s (any "
                                 "element-aligned pointer works; 16-byte alignment is fastest)",
-                                c->name, c->send, c->recv, es, symmem_dtype_name(c->dtype));
-    const size_t b = c->count * es;
+                                c->name, c->send, c->recv, elem_size, symmem_dtype_name(c->dtype));
+    const size_t b = c->count * elem_size;
     *in_bytes = c->kind == SYMMEM_COLL_REDUCE_SCATTER ? b * n : b;
     *out_bytes = c->kind == SYMMEM_COLL_ALL_GATHER ? b * n : b;
     /* In place only in the exact forms (as NCCL): all-reduce send == recv, reduce-scatter recv = send +
@@ -75,7 +76,7 @@ void symmem_coll_params_base(symmem_comm_t comm, symmem_coll_params_t *p)
 /* The call's own parameters: buffers, kind, algorithm, dtype, op, alignment, in place. */
 static void call_params(symmem_comm_t comm, const symmem_coll_call_t *c, symmem_algo_t algo, symmem_coll_params_t *p)
 {
-    const size_t es = symmem_dtype_size(c->dtype);
+    const size_t elem_size = symmem_dtype_size(c->dtype);
     symmem_coll_params_base(comm, p);
     p->send = c->send;
     p->recv = c->recv;
@@ -84,37 +85,40 @@ static void call_params(symmem_comm_t comm, const symmem_coll_call_t *c, symmem_
     p->dtype = c->dtype;
     p->op = c->kind == SYMMEM_COLL_ALL_GATHER ? SYMMEM_OP_SUM : c->op;
     p->aligned = ((uintptr_t)c->send % 16 == 0 && (uintptr_t)c->recv % 16 == 0 &&
-                  (c->kind == SYMMEM_COLL_ALL_REDUCE || (c->count * es) % 16 == 0));
+                  (c->kind == SYMMEM_COLL_ALL_REDUCE || (c->count * elem_size) % 16 == 0));
     p->in_place = c->kind == SYMMEM_COLL_ALL_REDUCE ? c->send == c->recv
                 : c->kind == SYMMEM_COLL_ALL_GATHER
-                    ? (const char *)c->send == (const char *)c->recv + (size_t)comm->rank * c->count * es
+                    ? (const char *)c->send == (const char *)c->recv + (size_t)comm->rank * c->count * elem_size
                     : 0;
 }
 
 /* The plan: zero copy in (pull: peers' inputs read in place) and out (results stored into peers' outputs),
  * both decided before the round size, which they change, as the descriptor allows; then the geometry.
- * *hz collects what the tag must cover of the zero-copy regions. */
-static symmem_status_t plan_call(symmem_comm_t comm, const symmem_coll_call_t *c, size_t in_bytes,
-                                 size_t out_bytes, symmem_coll_params_t *p, symmem_coll_geom_t *geo, uint32_t *hz)
+ * *region_hash collects what the tag must cover of the zero-copy regions. */
+static symmem_status_t plan_call(symmem_comm_t comm, const symmem_coll_call_t *c, size_t in_bytes, size_t out_bytes,
+                                 symmem_coll_params_t *p, symmem_coll_geom_t *geo, uint32_t *region_hash)
 {
     const struct symmem_coll *co = comm->coll;
     const symmem_coll_algo_op_t *d = symmem_coll_algo(c->kind, (symmem_algo_t)p->algo);
-    *hz = 0;
-    if (d->zc_in != SYMMEM_COLL_ZC_NO)
-        p->zc_on = symmem_coll_zero_copy_in(comm, c, in_bytes, out_bytes, d->zc_in == SYMMEM_COLL_ZC_ANY, p, hz);
-    if (d->zc_out == SYMMEM_COLL_ZO_YES || (d->zc_out == SYMMEM_COLL_ZO_WITH_ZC && p->zc_on))
-        p->zo_on = symmem_coll_zero_copy_out(comm, c, out_bytes, p, hz);
-    const int no_ws = d->zc_out == SYMMEM_COLL_ZO_WITH_ZC && p->zc_on && p->zo_on;
+    *region_hash = 0;
+    if (d->zero_copy_in != SYMMEM_COLL_ZC_NO)
+        p->zero_copy_in = symmem_coll_zero_copy_in(comm, c, in_bytes, out_bytes, d->zero_copy_in == SYMMEM_COLL_ZC_ANY,
+                                                   p, region_hash);
+    if (d->zero_copy_out == SYMMEM_COLL_ZO_YES || (d->zero_copy_out == SYMMEM_COLL_ZO_WITH_ZC && p->zero_copy_in))
+        p->zero_copy_out = symmem_coll_zero_copy_out(comm, c, out_bytes, p, region_hash);
+    const int no_ws = d->zero_copy_out == SYMMEM_COLL_ZO_WITH_ZC && p->zero_copy_in && p->zero_copy_out;
     /* the island algorithm's rounds are as large as the slots its split's schedule names allow */
-    const uint64_t units = d->fam == SYMMEM_COLL_FAM_ISLAND && !co->island_error[0] ? co->island_sched[c->kind].slots : 0;
-    const int gst = symmem_coll_geometry(&co->layout, &co->grid, comm->nranks, c->kind, (symmem_algo_t)p->algo,
-                                         c->count, symmem_dtype_size(c->dtype), p->zc_on, p->zo_on, no_ws, units, geo);
-    if (gst == 1)
+    const uint64_t units =
+        d->family == SYMMEM_COLL_FAM_ISLAND && !co->island_error[0] ? co->island_sched[c->kind].slots : 0;
+    const int geometry_status =
+        symmem_coll_geometry(&co->layout, &co->grid, comm->nranks, c->kind, (symmem_algo_t)p->algo, c->count,
+                             symmem_dtype_size(c->dtype), p->zero_copy_in, p->zero_copy_out, no_ws, units, geo);
+    if (geometry_status == 1)
         return symmem_set_error(SYMMEM_INVALID_USAGE,
                                 "%s: the workspace (%zu bytes) is too small for %s with %d ranks; raise "
                                 "SYMMEM_WORKSPACE_BYTES",
                                 c->name, co->layout.ws_bytes, symmem_algo_name((symmem_algo_t)p->algo), comm->nranks);
-    if (gst != 0) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: message too large", c->name);
+    if (geometry_status != 0) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "%s: message too large", c->name);
     p->stride = geo->stride;
     p->total = geo->total;
     p->segp = geo->segp;
@@ -146,30 +150,32 @@ static symmem_status_t run_collective(symmem_comm_t comm, const symmem_coll_call
     if (c->algo == SYMMEM_ALGO_AUTO && algo == SYMMEM_ALGO_ISLAND && co->island_error[0]) algo = SYMMEM_ALGO_STAGED;
     symmem_coll_params_t p;
     symmem_coll_geom_t geo;
-    uint32_t hz;
+    uint32_t region_hash;
     call_params(comm, c, algo, &p);
-    SYMMEM_CHECK(plan_call(comm, c, in_bytes, out_bytes, &p, &geo, &hz));
-    if (geo.fam == SYMMEM_COLL_FAM_ISLAND) {
+    SYMMEM_CHECK(plan_call(comm, c, in_bytes, out_bytes, &p, &geo, &region_hash));
+    if (geo.family == SYMMEM_COLL_FAM_ISLAND) {
         if (co->island_error[0])
             return symmem_set_error(SYMMEM_UNSUPPORTED, "%s (island): %s", c->name, co->island_error);
-        hz = symmem_fnv32_u64(hz, co->islands_hash); /* ranks that split differently: a mismatch, not a hang */
+        region_hash =
+            symmem_fnv32_u64(region_hash, co->islands_hash); /* ranks that split differently: a mismatch, not a hang */
     }
-    p.tag = symmem_coll_tag(c, &p, geo.grid, geo.threads, hz);
+    p.tag = symmem_coll_tag(c, &p, geo.grid, geo.threads, region_hash);
     SYMMEM_TRACE(SYMMEM_SUBSYS_COLL, "%s count %zu %s %s algo %s grid %dx%d rounds %u segp %" PRIu64 " zc %d zo %d",
                  c->name, c->count, symmem_dtype_name(c->dtype), symmem_redop_name(p.op), symmem_algo_name(algo),
-                 geo.grid, geo.threads, p.rounds, p.segp, p.zc_on, p.zo_on);
+                 geo.grid, geo.threads, p.rounds, p.segp, p.zero_copy_in, p.zero_copy_out);
     symmem_coll_check_stream(comm, c->stream, c->name);
-    if (geo.fam == SYMMEM_COLL_FAM_COPY) { /* copies and step kernels, not one kernel (copy_engine.h) */
+    if (geo.family == SYMMEM_COLL_FAM_COPY) { /* copies and step kernels, not one kernel (copy_engine.h) */
         SYMMEM_CHECK(symmem_ce_run(comm, c, &p, &geo));
         symmem_coll_record_launch(co, p.tag, c->kind, algo, c->dtype, c->count);
         return SYMMEM_OK;
     }
-    const cudaError_t e = (cudaError_t)(geo.fam == SYMMEM_COLL_FAM_ISLAND ? launch_island(co, &p, &geo, c->stream)
-                                                                         : symmem_coll_launch(&p, geo.fam, geo.grid,
-                                                                                              geo.threads, c->stream, co->pdl));
+    const cudaError_t e =
+        (cudaError_t)(geo.family == SYMMEM_COLL_FAM_ISLAND
+                          ? launch_island(co, &p, &geo, c->stream)
+                          : symmem_coll_launch(&p, geo.family, geo.grid, geo.threads, c->stream, co->pdl));
     if (e != cudaSuccess)
-        return symmem_set_error(SYMMEM_CUDA_ERROR, "%s (%s): kernel launch failed: %s (%s)", c->name,
-                                symmem_algo_name(algo), cudaGetErrorName(e), cudaGetErrorString(e));
+        return symmem_cudart_error(SYMMEM_CUDA_ERROR, e, NULL, "%s (%s): kernel launch", c->name,
+                                   symmem_algo_name(algo));
     symmem_coll_record_launch(co, p.tag, c->kind, algo, c->dtype, c->count);
     return SYMMEM_OK;
 }
@@ -187,7 +193,8 @@ static symmem_status_t entry(symmem_comm_t comm, const symmem_coll_call_t *c)
 symmem_status_t symmem_all_reduce(symmem_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,
                                   symmem_dtype_t dtype, symmem_redop_t op, symmem_algo_t algo, symmem_stream_t stream)
 {
-    const symmem_coll_call_t c = {SYMMEM_COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, algo, stream, "symmem_all_reduce"};
+    const symmem_coll_call_t c = {SYMMEM_COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, algo, stream,
+                                  "symmem_all_reduce"};
     return entry(comm, &c);
 }
 
@@ -221,8 +228,7 @@ symmem_status_t symmem_coll_enqueue_barrier(symmem_comm_t comm, symmem_stream_t 
     symmem_coll_check_stream(comm, stream, name);
     const cudaError_t ce = (cudaError_t)symmem_coll_launch_barrier(&p, stream, co->pdl);
     if (ce != cudaSuccess)
-        return symmem_set_error(SYMMEM_CUDA_ERROR, "%s: kernel launch failed: %s (%s)", name, cudaGetErrorName(ce),
-                                cudaGetErrorString(ce));
+        return symmem_cudart_error(SYMMEM_CUDA_ERROR, ce, NULL, "%s: kernel launch", name);
     symmem_coll_record_launch(co, p.tag, SYMMEM_COLL_BARRIER, SYMMEM_ALGO_AUTO, SYMMEM_FLOAT32, 0);
     return SYMMEM_OK;
 }
@@ -249,6 +255,6 @@ size_t symmem_comm_max_message_bytes(symmem_comm_t comm)
     if (!comm->coll) return 0; /* the host backend has no collectives */
     const struct symmem_coll *co = comm->coll;
     const symmem_coll_algo_op_t *d = symmem_coll_algo(SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PULL);
-    const uint64_t n = (uint64_t)comm->nranks, u = d->units_nn * n * n + d->units_n * n + d->units_1;
+    const uint64_t n = (uint64_t)comm->nranks, u = symmem_coll_packs_count(&d->packs, n);
     return (size_t)(co->layout.half_bytes / (16 * u) * 16 * n);
 }

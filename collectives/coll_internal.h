@@ -82,8 +82,8 @@ typedef struct symmem_coll_call {
     const char *name; /* the public call, for messages */
 } symmem_coll_call_t;
 /* Zero copy in (plan.c): the senders' inputs read in place when they lie in a symmetric buffer at the same
- * region on every rank (p->zc filled, *h gets what the tag must cover); any_size: the descriptor's
- * SYMMEM_COLL_ZC_ANY. Zero copy out: the results stored straight into every rank's receive buffer (p->zo).
+ * region on every rank (p->peer_send filled, *h gets what the tag must cover); any_size: the descriptor's
+ * SYMMEM_COLL_ZC_ANY. Zero copy out: the results stored straight into every rank's receive buffer (p->peer_recv).
  * 1 when taken, 0 for the copy path. */
 int symmem_coll_zero_copy_in(symmem_comm_t comm, const symmem_coll_call_t *c, size_t in_bytes, size_t out_bytes,
                              int any_size, symmem_coll_params_t *p, uint32_t *h);
@@ -96,7 +96,7 @@ symmem_status_t symmem_coll_run(symmem_comm_t comm, const symmem_coll_call_t *c)
 symmem_status_t symmem_coll_enqueue_barrier(symmem_comm_t comm, symmem_stream_t stream, const char *name);
 /* The 16-bit tag of a planned call: what every rank's call must agree on (the kernels compare it). */
 uint32_t symmem_coll_tag(const symmem_coll_call_t *c, const symmem_coll_params_t *p, int grid, int threads,
-                         uint32_t hz);
+                         uint32_t region_hash);
 
 /* ---- init (agree.c, workspace.c) ------------------------------------------------------------------------ */
 /* Collective. This rank's wishes (grid from its GPU and the kernels' occupancy, block threads, launch mode,

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/comm_state.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "boot/comm_state.h"
 #include "collectives/coll_internal.h"
 #include "collectives/copy_engine.h"
 
@@ -75,7 +75,7 @@ symmem_status_t symmem_ce_run(symmem_comm_t comm, const symmem_coll_call_t *c, c
                                    .total = g->total,
                                    .segp = g->segp,
                                    .rounds = g->rounds,
-                                   .es = symmem_dtype_size(c->dtype),
+                                   .elem_size = symmem_dtype_size(c->dtype),
                                    .data_off = co->layout.data_off,
                                    .half_bytes = co->layout.half_bytes,
                                    .in_place = p->in_place};
@@ -107,13 +107,12 @@ symmem_status_t symmem_ce_run(symmem_comm_t comm, const symmem_coll_call_t *c, c
      * naming this rank (never a hang, never a silent result: their kernels then store NaN). This rank's
      * communicator stops here. */
     (void)cudaGetLastError();
-    char msg[400], where[96];
+    char where[96], hint[96];
     if (at_start) snprintf(where, sizeof where, "the start sync's %s", what);
     else snprintf(where, sizeof where, "round %" PRIu64 " of %" PRIu64 " at its %s", round, (uint64_t)g->rounds, what);
-    snprintf(msg, sizeof msg,
-             "%s (copy_engine): enqueuing %s failed: %s (%s); the peers' kernels of this call will time out waiting "
-             "for rank %d",
-             c->name, where, cudaGetErrorName(e), cudaGetErrorString(e), comm->rank);
-    symmem_comm_set_error(comm, SYMMEM_CUDA_ERROR, msg);
-    return symmem_set_error(SYMMEM_CUDA_ERROR, "%s", msg);
+    snprintf(hint, sizeof hint, "the peers' kernels of this call will time out waiting for rank %d", comm->rank);
+    const symmem_status_t st =
+        symmem_cudart_error(SYMMEM_CUDA_ERROR, e, hint, "%s (copy_engine): enqueuing %s", c->name, where);
+    symmem_comm_set_error(comm, st, symmem_last_error());
+    return st;
 }

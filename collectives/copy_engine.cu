@@ -12,18 +12,19 @@ namespace symmem_k {
  * keep NaN payloads and -0.0). Block b takes packs b*threads + t, grid-stride, of every job in turn; jobs
  * of one step never overlap one another (the CPU test checks the plan), and a destination equals a source
  * only where it is the same range (in place: the thread loads every source of a pack before it stores). */
-template <typename T, int OP> __device__ __forceinline__ void run_job(const symmem_ce_kjob_t &j, uint64_t t0, uint64_t nt)
+template <typename T, int OP>
+__device__ __forceinline__ void run_job(const symmem_ce_kjob_t &j, uint64_t tid, uint64_t nthreads)
 {
     constexpr int V = Pack<T>::V;
-    const bool al = j.aligned != 0;
+    const bool aligned = j.aligned != 0;
     const uint64_t packs = (j.elems + V - 1) / V;
-    for (uint64_t pk = t0; pk < packs; pk += nt) {
+    for (uint64_t pk = tid; pk < packs; pk += nthreads) {
         const uint64_t i = pk * V;
         const int nv = (int)min((uint64_t)V, j.elems - i);
         uint4 out;
-        if (j.nsrc == 1) out = load_user<T>(j.src[0], i, nv, al, true);
-        else out = reduce_ranks<T, OP>(j.nsrc, [&](int q) { return load_user<T>(j.src[q], i, nv, al, true); });
-        store_user<T>(j.dst, i, out, nv, al);
+        if (j.nsrc == 1) out = load_user<T>(j.src[0], i, nv, aligned, true);
+        else out = reduce_ranks<T, OP>(j.nsrc, [&](int q) { return load_user<T>(j.src[q], i, nv, aligned, true); });
+        store_user<T>(j.dst, i, out, nv, aligned);
     }
 }
 
@@ -37,8 +38,8 @@ __global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) copy_engine_kernel(con
         return;
     }
     bool ok = sync_peers(p, c, c.epoch + 1);
-    const uint64_t t0 = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x, nt = (uint64_t)gridDim.x * blockDim.x;
-    for (int jb = 0; ok && jb < k.njobs; jb++) run_job<T, OP>(k.jobs[jb], t0, nt);
+    const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x, nthreads = (uint64_t)gridDim.x * blockDim.x;
+    for (int job = 0; ok && job < k.njobs; job++) run_job<T, OP>(k.jobs[job], tid, nthreads);
     if (ok && k.end_sync) ok = sync_peers(p, c, c.epoch + 2);
     if (!ok) poison_output<T>(p);
     block_end(p, c);
@@ -79,9 +80,9 @@ extern "C" const void *symmem_coll_copy_engine_kernel(int dtype, int op, int che
 extern "C" int symmem_coll_copy_engine_preload(symmem_coll_preload_info_t *info)
 {
     int e = 0;
-    for (int dt = 0; dt < SYMMEM_DTYPE_COUNT && e == 0; dt++)
+    for (int dtype = 0; dtype < SYMMEM_DTYPE_COUNT && e == 0; dtype++)
         for (int op = 0; op < SYMMEM_REDOP_COUNT && e == 0; op++)
-            e = symmem_coll_preload_one(symmem_k::ce_kernel_for(dt, op), SYMMEM_COLL_THREADS, info);
+            e = symmem_coll_preload_one(symmem_k::ce_kernel_for(dtype, op), SYMMEM_COLL_THREADS, info);
     return e;
 }
 

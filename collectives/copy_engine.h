@@ -77,7 +77,7 @@ typedef struct symmem_ce_call {
     uint64_t total;    /* valid elements of the sharded buffer */
     uint64_t segp;     /* packs per shard per round */
     uint64_t rounds;
-    size_t es;         /* element size */
+    size_t elem_size;         /* element size */
     uint64_t data_off; /* workspace offset of the two data halves, and one half's bytes */
     uint64_t half_bytes;
     int in_place;      /* all-gather: my input is my part of the output (no copy of it) */

@@ -26,7 +26,7 @@ static symmem_ce_ref_t ref(int32_t buf, int32_t rank, uint64_t off)
  * short or empty). */
 static uint64_t seg_len(const symmem_ce_call_t *c, int s, uint64_t off)
 {
-    const uint64_t seg = c->segp * (16 / c->es);
+    const uint64_t seg = c->segp * (16 / c->elem_size);
     const uint64_t start = (uint64_t)s * c->stride;
     if (start >= c->total) return 0;
     const uint64_t len = c->stride < c->total - start ? c->stride : c->total - start;
@@ -67,7 +67,8 @@ int symmem_ce_plan_round(const symmem_ce_call_t *c, uint64_t round, symmem_ce_st
 {
     const int n = c->n, r = c->rank;
     const int ar = c->kind == SYMMEM_COLL_ALL_REDUCE, rs = c->kind == SYMMEM_COLL_REDUCE_SCATTER;
-    const uint64_t es = c->es, off = round * c->segp * (16 / es); /* element offset within every shard */
+    const uint64_t elem_size = c->elem_size,
+                   off = round * c->segp * (16 / elem_size); /* element offset within every shard */
     const int last = round + 1 == c->rounds;
     const uint64_t gather0 = ar ? (uint64_t)n : 0; /* first gather unit */
     int k = 0;
@@ -76,28 +77,30 @@ int symmem_ce_plan_round(const symmem_ce_call_t *c, uint64_t round, symmem_ce_st
         for (int p = 1; p < n; p++) {
             const int d = (r + p) % n;
             add_copy(out, &k, ref(SYMMEM_CE_WS, d, unit_off(c, round, (uint64_t)r)),
-                     ref(SYMMEM_CE_SEND, r, ((uint64_t)d * c->stride + off) * es), seg_len(c, d, off) * es);
+                     ref(SYMMEM_CE_SEND, r, ((uint64_t)d * c->stride + off) * elem_size),
+                     seg_len(c, d, off) * elem_size);
         }
         symmem_ce_step_t *kr = add_step(out, &k, SYMMEM_CE_KERNEL);
         kr->end_sync = rs && last;
-        const uint64_t len = seg_len(c, r, off), mine = ((uint64_t)r * c->stride + off) * es;
+        const uint64_t len = seg_len(c, r, off), mine = ((uint64_t)r * c->stride + off) * elem_size;
         if (len > 0) {
             symmem_ce_job_t *j = &kr->jobs[kr->njobs++];
-            j->dst = ref(SYMMEM_CE_RECV, r, ar ? mine : off * es);
+            j->dst = ref(SYMMEM_CE_RECV, r, ar ? mine : off * elem_size);
             j->elems = len;
             j->nsrc = n;
             for (int q = 0; q < n; q++) /* rank order: the reduction order of every algorithm */
-                j->src[q] = q == r ? ref(SYMMEM_CE_SEND, r, mine) : ref(SYMMEM_CE_WS, r, unit_off(c, round, (uint64_t)q));
+                j->src[q] =
+                    q == r ? ref(SYMMEM_CE_SEND, r, mine) : ref(SYMMEM_CE_WS, r, unit_off(c, round, (uint64_t)q));
         }
         if (rs) return k;
     }
     /* all-gather: my segment (all-reduce: my reduced segment, now in my output) into gather slot r of rank d */
     const uint64_t mlen = seg_len(c, r, off);
-    const symmem_ce_ref_t msrc =
-        ar ? ref(SYMMEM_CE_RECV, r, ((uint64_t)r * c->stride + off) * es) : ref(SYMMEM_CE_SEND, r, off * es);
+    const symmem_ce_ref_t msrc = ar ? ref(SYMMEM_CE_RECV, r, ((uint64_t)r * c->stride + off) * elem_size)
+                                    : ref(SYMMEM_CE_SEND, r, off * elem_size);
     for (int p = 1; p < n; p++) {
         const int d = (r + p) % n;
-        add_copy(out, &k, ref(SYMMEM_CE_WS, d, unit_off(c, round, gather0 + (uint64_t)r)), msrc, mlen * es);
+        add_copy(out, &k, ref(SYMMEM_CE_WS, d, unit_off(c, round, gather0 + (uint64_t)r)), msrc, mlen * elem_size);
     }
     symmem_ce_step_t *kg = add_step(out, &k, SYMMEM_CE_KERNEL);
     kg->end_sync = last;
@@ -105,7 +108,7 @@ int symmem_ce_plan_round(const symmem_ce_call_t *c, uint64_t round, symmem_ce_st
         const uint64_t len = seg_len(c, s, off);
         if (len == 0 || (s == r && (ar || c->in_place))) continue; /* mine is in place already */
         symmem_ce_job_t *j = &kg->jobs[kg->njobs++];
-        j->dst = ref(SYMMEM_CE_RECV, r, ((uint64_t)s * c->stride + off) * es);
+        j->dst = ref(SYMMEM_CE_RECV, r, ((uint64_t)s * c->stride + off) * elem_size);
         j->elems = len;
         j->nsrc = 1;
         j->src[0] = s == r ? msrc : ref(SYMMEM_CE_WS, r, unit_off(c, round, gather0 + (uint64_t)s));

@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "base/comm_state.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "boot/comm_state.h"
 #include "collectives/algos.h"
 #include "collectives/coll_internal.h"
 

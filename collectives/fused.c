@@ -8,10 +8,10 @@
 
 #include <cuda_runtime_api.h>
 
-#include "base/comm_state.h"
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "boot/comm_state.h"
 #include "collectives/coll_internal.h"
 #include "collectives/fused.h"
 #include "topology/choice.h"
@@ -102,10 +102,10 @@ uint64_t symmem_fused_chunk_start(const symmem_fused_plan_t *plan, uint64_t toke
 
 symmem_algo_t symmem_fused_auto_algo(symmem_comm_t comm, size_t tokens, size_t hidden, symmem_dtype_t dtype)
 {
-    const size_t es = symmem_dtype_size(dtype);
+    const size_t elem_size = symmem_dtype_size(dtype);
     symmem_fused_plan_t plan;
-    if (!comm || !comm->coll || es == 0 ||
-        symmem_fused_plan(comm->nranks, comm->link_class, comm->coll->layout.lam_buf_bytes, tokens, hidden, es,
+    if (!comm || !comm->coll || elem_size == 0 ||
+        symmem_fused_plan(comm->nranks, comm->link_class, comm->coll->layout.lam_buf_bytes, tokens, hidden, elem_size,
                           SYMMEM_ALGO_AUTO, &plan) != 0)
         return SYMMEM_ALGO_AUTO;
     return plan.algo;
@@ -122,8 +122,8 @@ static symmem_status_t check_args(symmem_comm_t comm, const void *x, const void 
                                   const void *out, size_t tokens, size_t hidden, float eps, symmem_dtype_t dtype,
                                   symmem_algo_t algo)
 {
-    const size_t es = symmem_dtype_size(dtype);
-    if (es == 0) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, FUSED_NAME ": invalid dtype %d", (int)dtype);
+    const size_t elem_size = symmem_dtype_size(dtype);
+    if (elem_size == 0) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, FUSED_NAME ": invalid dtype %d", (int)dtype);
     if (algo != SYMMEM_ALGO_AUTO && algo != SYMMEM_ALGO_ONESHOT_PUSH && algo != SYMMEM_ALGO_TWOSHOT_LAMPORT)
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
                                 FUSED_NAME ": algorithm %s (%d) is not one of auto, oneshot_push, twoshot_lamport",
@@ -133,7 +133,7 @@ static symmem_status_t check_args(symmem_comm_t comm, const void *x, const void 
                                 FUSED_NAME ": hidden %zu is outside 1..%d (a block holds a row in registers: %d values "
                                 "per thread at %d threads)",
                                 hidden, SYMMEM_RMSNORM_MAX_HIDDEN, SYMMEM_FUSED_ELEMS_PER_THREAD, SYMMEM_COLL_THREADS);
-    if (tokens > (SIZE_MAX / 4) / hidden / es / (size_t)comm->nranks)
+    if (tokens > (SIZE_MAX / 4) / hidden / elem_size / (size_t)comm->nranks)
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT, FUSED_NAME ": %zu tokens x %zu hidden is too large", tokens,
                                 hidden);
     if (!(isfinite(eps) && eps >= 0.0f))
@@ -142,14 +142,14 @@ static symmem_status_t check_args(symmem_comm_t comm, const void *x, const void 
     static const char *const name[4] = {"x", "residual", "weight", "out"};
     for (int i = 0; i < 4; i++) {
         if (!ptr[i]) return symmem_set_error(SYMMEM_INVALID_ARGUMENT, FUSED_NAME ": %s is NULL", name[i]);
-        if ((uintptr_t)ptr[i] % es)
+        if ((uintptr_t)ptr[i] % elem_size)
             return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
                                     FUSED_NAME ": %s %p is not aligned to the %zu-byte element size of %s (any "
                                     "element-aligned pointer works; 16-byte alignment with hidden*%zu a multiple of "
                                     "16 is fastest)",
-                                    name[i], ptr[i], es, symmem_dtype_name(dtype), es);
+                                    name[i], ptr[i], elem_size, symmem_dtype_name(dtype), elem_size);
     }
-    const size_t b = tokens * hidden * es, wb = hidden * es;
+    const size_t b = tokens * hidden * elem_size, wb = hidden * elem_size;
     if (overlap(out, b, residual, b))
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
                                 FUSED_NAME ": out %p and residual %p (%zu bytes each) overlap: residual is updated in "
@@ -196,7 +196,7 @@ static void call_params(symmem_comm_t comm, const symmem_fused_plan_t *plan, con
                         const void *weight, const void *out, size_t hidden, float eps, symmem_dtype_t dtype,
                         symmem_fused_params_t *p)
 {
-    const size_t es = symmem_dtype_size(dtype);
+    const size_t elem_size = symmem_dtype_size(dtype);
     memset(p, 0, sizeof *p);
     symmem_coll_params_base(comm, &p->c);
     p->c.data_off = p->c.half_bytes = 0; /* the fused kernels use the Lamport buffers only */
@@ -206,7 +206,7 @@ static void call_params(symmem_comm_t comm, const symmem_fused_plan_t *plan, con
     p->c.op = SYMMEM_OP_SUM;
     p->c.rounds = 1;
     p->c.aligned = (uintptr_t)x % 16 == 0 && (uintptr_t)residual % 16 == 0 && (uintptr_t)weight % 16 == 0 &&
-                   (uintptr_t)out % 16 == 0 && (hidden * es) % 16 == 0;
+                   (uintptr_t)out % 16 == 0 && (hidden * elem_size) % 16 == 0;
     p->weight = weight;
     p->hidden = (uint32_t)hidden;
     p->row_packs = plan->row_packs;
@@ -223,23 +223,24 @@ static symmem_status_t run_fused(symmem_comm_t comm, const void *x, void *residu
     SYMMEM_CHECK(check_args(comm, x, residual, weight, out, tokens, hidden, eps, dtype, algo));
     if (tokens == 0) return SYMMEM_OK;
     const int n = comm->nranks;
-    const size_t es = symmem_dtype_size(dtype);
+    const size_t elem_size = symmem_dtype_size(dtype);
     symmem_fused_plan_t plan;
-    const int pst = symmem_fused_plan(n, comm->link_class, co->layout.lam_buf_bytes, tokens, hidden, es, algo, &plan);
-    if (pst == 1)
+    const int plan_status =
+        symmem_fused_plan(n, comm->link_class, co->layout.lam_buf_bytes, tokens, hidden, elem_size, algo, &plan);
+    if (plan_status == 1)
         return symmem_set_error(SYMMEM_INVALID_USAGE,
                                 FUSED_NAME ": the workspace's Lamport buffers (%zu bytes each) hold not one row of %zu "
                                 "x %s for %s with %d ranks; raise SYMMEM_WORKSPACE_BYTES",
                                 co->layout.lam_buf_bytes, hidden, symmem_dtype_name(dtype),
                                 algo == SYMMEM_ALGO_AUTO ? "either algorithm" : symmem_algo_name(algo), n);
-    if (pst != 0) return symmem_set_error(SYMMEM_INTERNAL_ERROR, FUSED_NAME ": no plan for hidden %zu", hidden);
+    if (plan_status != 0) return symmem_set_error(SYMMEM_INTERNAL_ERROR, FUSED_NAME ": no plan for hidden %zu", hidden);
     symmem_fused_params_t p;
     call_params(comm, &plan, x, residual, weight, out, hidden, eps, dtype, &p);
     symmem_coll_check_stream(comm, stream, FUSED_NAME);
     for (uint64_t k = 0; k < plan.chunks; k++) {
         const uint64_t r0 = symmem_fused_chunk_start(&plan, tokens, k);
         const uint64_t r1 = symmem_fused_chunk_start(&plan, tokens, k + 1);
-        const size_t off = (size_t)r0 * hidden * es;
+        const size_t off = (size_t)r0 * hidden * elem_size;
         p.x = (const char *)x + off;
         p.residual = (char *)residual + off;
         p.out = (char *)out + off;
@@ -254,8 +255,8 @@ static symmem_status_t run_fused(symmem_comm_t comm, const void *x, void *residu
                      plan.threads, plan.ppt);
         const cudaError_t e = (cudaError_t)symmem_fused_launch(&p, grid, plan.threads, stream, co->pdl);
         if (e != cudaSuccess)
-            return symmem_set_error(SYMMEM_CUDA_ERROR, FUSED_NAME " (%s): kernel launch failed: %s (%s)",
-                                    symmem_algo_name(plan.algo), cudaGetErrorName(e), cudaGetErrorString(e));
+            return symmem_cudart_error(SYMMEM_CUDA_ERROR, e, NULL, FUSED_NAME " (%s): kernel launch",
+                                       symmem_algo_name(plan.algo));
         symmem_coll_record_launch(co, p.c.tag, SYMMEM_COLL_ALL_REDUCE_RMSNORM, plan.algo, dtype,
                                   (size_t)p.rows * hidden);
     }

@@ -22,8 +22,8 @@ SYMMEM_STATIC_ASSERT(SYMMEM_RMSNORM_MAX_HIDDEN == SYMMEM_COLL_THREADS * SYMMEM_F
                      "the hidden-size limit is what one block holds in registers");
 
 /* Kernel arguments: the protocol's fields (workspace, state, error record, rank, tag, Lamport layout,
- * timeout: c.send/c.recv/c.zc/c.zo are unused) and the rows of one chunk. x, residual and out point at the
- * chunk's first row. One Lamport round per kernel. Round layout in the Lamport buffer, M = rows * row_packs
+ * timeout: c.send/c.recv/c.peer_send/c.peer_recv are unused) and the rows of one chunk. x, residual and out
+ * point at the chunk's first row. One Lamport round per kernel. Round layout in the Lamport buffer, M = rows * row_packs
  * 16-byte packs (row-major, a row padded to whole packs with zeros):
  *   one-shot: slot[src][M]                           (src = 0..n-1, my own slot included)
  *   two-shot: slot[src][shard_packs], gather[M]      (shard s = packs [s*shard_packs, +shard_packs) of M) */

@@ -86,7 +86,7 @@ template <typename T, int PB, typename Fetch>
 __device__ __forceinline__ bool norm_row(const F &p, uint32_t row, int parity, Fetch fetch)
 {
     constexpr int V = Pack<T>::V;
-    const bool al = p.c.aligned != 0;
+    const bool aligned = p.c.aligned != 0;
     const uint32_t P = p.row_packs, ppt = p.ppt;
     uint32_t valid = 0;
 #pragma unroll
@@ -98,8 +98,8 @@ __device__ __forceinline__ bool norm_row(const F &p, uint32_t row, int parity, F
         if (!((valid >> i) & 1u)) continue;
         const uint32_t k = threadIdx.x + (uint32_t)i * blockDim.x;
         int nv;
-        const uint64_t el = pack_elem<V>(p, row * P + k, nv);
-        prefetch_l1(static_cast<const T *>(p.residual) + el);
+        const uint64_t elem = pack_elem<V>(p, row * P + k, nv);
+        prefetch_l1(static_cast<const T *>(p.residual) + elem);
         prefetch_l1(static_cast<const T *>(p.weight) + (uint64_t)k * V);
     }
     float v[PB][V];
@@ -109,37 +109,37 @@ __device__ __forceinline__ bool norm_row(const F &p, uint32_t row, int parity, F
         for (int e = 0; e < V; e++) v[i][e] = 0.0f;
     bool fail = false;
     fetch(row * P, valid, v, fail);
-    float ss = 0.0f;
+    float sum_sq = 0.0f;
 #pragma unroll
     for (int i = 0; i < PB; i++) {
         if (!((valid >> i) & 1u) || fail) continue;
         const uint32_t k = threadIdx.x + (uint32_t)i * blockDim.x;
         int nv;
-        const uint64_t el = pack_elem<V>(p, row * P + k, nv);
+        const uint64_t elem = pack_elem<V>(p, row * P + k, nv);
         float rf[V];
-        Conv<T>::unpack(load_user<T>(p.residual, el, nv, al, false), rf);
+        Conv<T>::unpack(load_user<T>(p.residual, elem, nv, aligned, false), rf);
 #pragma unroll
         for (int e = 0; e < V; e++) rf[e] = __fadd_rn(rf[e], v[i][e]);
-        const uint4 rn = Conv<T>::pack(rf);
-        store_user<T>(p.residual, el, rn, nv, al);
-        Conv<T>::unpack(rn, v[i]); /* padding elements are 0 in h and in the loaded residual */
+        const uint4 rounded = Conv<T>::pack(rf);
+        store_user<T>(p.residual, elem, rounded, nv, aligned);
+        Conv<T>::unpack(rounded, v[i]); /* padding elements are 0 in h and in the loaded residual */
 #pragma unroll
-        for (int e = 0; e < V; e++) ss = __fmaf_rn(v[i][e], v[i][e], ss);
+        for (int e = 0; e < V; e++) sum_sq = __fmaf_rn(v[i][e], v[i][e], sum_sq);
     }
-    ss = block_sum(ss, fail, parity);
+    sum_sq = block_sum(sum_sq, fail, parity);
     if (fail) return false;
-    const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)p.hidden), p.eps)));
+    const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sum_sq, (float)p.hidden), p.eps)));
 #pragma unroll
     for (int i = 0; i < PB; i++) {
         if (!((valid >> i) & 1u)) continue;
         const uint32_t k = threadIdx.x + (uint32_t)i * blockDim.x;
         int nv;
-        const uint64_t el = pack_elem<V>(p, row * P + k, nv);
+        const uint64_t elem = pack_elem<V>(p, row * P + k, nv);
         float w[V], o[V];
-        Conv<T>::unpack(load_user<T>(p.weight, (uint64_t)k * V, nv, al, false), w);
+        Conv<T>::unpack(load_user<T>(p.weight, (uint64_t)k * V, nv, aligned, false), w);
 #pragma unroll
         for (int e = 0; e < V; e++) o[e] = __fmul_rn(__fmul_rn(v[i][e], inv), w[e]);
-        store_user<T>(p.out, el, Conv<T>::pack(o), nv, al);
+        store_user<T>(p.out, elem, Conv<T>::pack(o), nv, aligned);
     }
     return true;
 }
@@ -159,28 +159,28 @@ template <typename T, int PB, bool CHK> __device__ __forceinline__ bool run_ones
     const int n = p.c.nranks, r = p.c.rank;
     const uint32_t M = p.rows * p.row_packs;
     const uint64_t j = c.lseq;
-    const uint64_t boff = p.c.lam_off + (j % 3) * p.c.lam_buf_bytes;
-    const uint32_t t0 = blockIdx.x * blockDim.x + threadIdx.x, nt = gridDim.x * blockDim.x;
+    const uint64_t lam_buf_start = p.c.lam_off + (j % 3) * p.c.lam_buf_bytes;
+    const uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x, nthreads = gridDim.x * blockDim.x;
     lamport_hdr_push<CHK>(p.c, j);
     if (p.inplace) {
         /* out == x: one thread loads pack g once and stores it to every rank, its own slot last, so whoever
          * takes my own slot's pack g knows that no load of x's pack g is still to come */
-        for (uint32_t g = t0; g < M; g += nt) {
+        for (uint32_t g = tid; g < M; g += nthreads) {
             const uint4 v = load_x<T>(p, g);
-            for (int k = 1; k <= n; k++) st16(p.c.ws[(r + k) % n] + boff + ((uint64_t)r * M + g) * 16, v);
+            for (int k = 1; k <= n; k++) st16(p.c.ws[(r + k) % n] + lam_buf_start + ((uint64_t)r * M + g) * 16, v);
         }
     } else {
         /* unit u: destination (r + 1 + u / M) mod n, pack u % M: one store per thread, consecutive threads
          * store consecutive packs; my own pack is read from x when it is reduced, so n - 1 destinations */
-        for (uint32_t u = t0; u < (uint32_t)(n - 1) * M; u += nt) {
-            const uint32_t di = u / M, g = u - di * M;
-            const int d = (r + 1 + (int)di) % n;
-            st16(p.c.ws[d] + boff + ((uint64_t)r * M + g) * 16, load_x<T>(p, g));
+        for (uint32_t u = tid; u < (uint32_t)(n - 1) * M; u += nthreads) {
+            const uint32_t peer_index = u / M, g = u - peer_index * M;
+            const int d = (r + 1 + (int)peer_index) % n;
+            st16(p.c.ws[d] + lam_buf_start + ((uint64_t)r * M + g) * 16, load_x<T>(p, g));
         }
     }
     if (threadIdx.x == 0) late_check(p.c, c); /* while the pushes travel */
     if (!lamport_hdr_check<CHK>(p.c, c, j)) return false;
-    char *mine = p.c.ws[r] + boff;
+    char *mine = p.c.ws[r] + lam_buf_start;
     const int own = p.inplace ? -1 : r; /* in place my own pack comes through my slot (see above) */
     int parity = 0;
     for (uint32_t row = blockIdx.x; row < p.rows; row += gridDim.x, parity ^= 1) {
@@ -208,33 +208,33 @@ template <typename T, int PB, bool CHK> __device__ __forceinline__ bool run_twos
     const int n = p.c.nranks, r = p.c.rank;
     const uint32_t M = p.rows * p.row_packs, S = p.shard_packs;
     const uint64_t j = c.lseq;
-    const uint64_t boff = p.c.lam_off + (j % 3) * p.c.lam_buf_bytes;
-    const uint64_t gat = (uint64_t)n * S * 16; /* offset of gather[] in the round */
-    const uint32_t t0 = blockIdx.x * blockDim.x + threadIdx.x, nt = gridDim.x * blockDim.x;
+    const uint64_t lam_buf_start = p.c.lam_off + (j % 3) * p.c.lam_buf_bytes;
+    const uint64_t gather_start = (uint64_t)n * S * 16; /* offset of gather[] in the round */
+    const uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x, nthreads = gridDim.x * blockDim.x;
     lamport_hdr_push<CHK>(p.c, j);
-    for (uint32_t g = t0; g < M; g += nt) {
+    for (uint32_t g = tid; g < M; g += nthreads) {
         const uint32_t s = g / S;
         if ((int)s == r) continue;
-        st16(p.c.ws[s] + boff + ((uint64_t)r * S + (g - s * S)) * 16, load_x<T>(p, g));
+        st16(p.c.ws[s] + lam_buf_start + ((uint64_t)r * S + (g - s * S)) * 16, load_x<T>(p, g));
     }
     if (threadIdx.x == 0) late_check(p.c, c); /* while the pushes travel */
     if (!lamport_hdr_check<CHK>(p.c, c, j)) return false;
-    char *mine = p.c.ws[r] + boff;
+    char *mine = p.c.ws[r] + lam_buf_start;
     bool fail = false;
     const uint32_t lo = (uint32_t)r * S, hi = min(M, lo + S);
-    for (uint32_t g = lo + t0; g < hi && !fail; g += nt) {
+    for (uint32_t g = lo + tid; g < hi && !fail; g += nthreads) {
         const uint4 h = fix_pack<T>(lamport_reduce<T, SYMMEM_OP_SUM>(
             p.c, c, n, r, [&](int src) { return mine + ((uint64_t)src * S + (g - lo)) * 16; },
             [&]() { return load_x<T>(p, g); }, j, fail));
         if (fail) break;
-        for (int k = 1; k <= n; k++) st16(p.c.ws[(r + k) % n] + boff + gat + (uint64_t)g * 16, h);
+        for (int k = 1; k <= n; k++) st16(p.c.ws[(r + k) % n] + lam_buf_start + gather_start + (uint64_t)g * 16, h);
     }
     if (__syncthreads_or(fail)) return false;
     int parity = 0;
     for (uint32_t row = blockIdx.x; row < p.rows; row += gridDim.x, parity ^= 1) {
         const bool ok = norm_row<T, PB>(p, row, parity, [&](uint32_t base, uint32_t valid, float (&h)[PB][V], bool &f) {
             const uint32_t g0 = base + threadIdx.x, step = blockDim.x;
-            auto addr = [&](int i) { return mine + gat + (uint64_t)(g0 + (uint32_t)i * step) * 16; };
+            auto addr = [&](int i) { return mine + gather_start + (uint64_t)(g0 + (uint32_t)i * step) * 16; };
             uint4 w[PB];
 #pragma unroll
             for (int i = 0; i < PB; i++) w[i] = (valid >> i) & 1u ? ld_volatile16(addr(i)) : zero4();
@@ -274,28 +274,28 @@ __global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) fused_kernel(const __g
  * fourth pack invalid), so the threads of a narrow row hold no registers for packs they do not have. */
 template <typename T> constexpr uint32_t max_ppt() { return SYMMEM_FUSED_ELEMS_PER_THREAD / Pack<T>::V; }
 
-template <typename T, int PB> const void *fused_pb(bool two, bool chk)
+template <typename T, int PB> const void *fused_pb(bool two, bool checked)
 {
-    if (two) return chk ? reinterpret_cast<const void *>(&fused_kernel<T, PB, true, true>)
+    if (two) return checked ? reinterpret_cast<const void *>(&fused_kernel<T, PB, true, true>)
                         : reinterpret_cast<const void *>(&fused_kernel<T, PB, true, false>);
-    return chk ? reinterpret_cast<const void *>(&fused_kernel<T, PB, false, true>)
+    return checked ? reinterpret_cast<const void *>(&fused_kernel<T, PB, false, true>)
                : reinterpret_cast<const void *>(&fused_kernel<T, PB, false, false>);
 }
 
-template <typename T> const void *fused_for(uint32_t ppt, bool two, bool chk)
+template <typename T> const void *fused_for(uint32_t ppt, bool two, bool checked)
 {
     if (ppt < 1 || ppt > max_ppt<T>()) return nullptr;
-    if (ppt == 1) return fused_pb<T, 1>(two, chk);
-    if (ppt == 2) return fused_pb<T, 2>(two, chk);
-    return fused_pb<T, (int)max_ppt<T>()>(two, chk);
+    if (ppt == 1) return fused_pb<T, 1>(two, checked);
+    if (ppt == 2) return fused_pb<T, 2>(two, checked);
+    return fused_pb<T, (int)max_ppt<T>()>(two, checked);
 }
 
 /* The kernel for a dtype, packs per thread (symmem_fused_block), algorithm and check; nullptr if none. */
-const void *fused_kernel_for(int dtype, uint32_t ppt, bool two, bool chk)
+const void *fused_kernel_for(int dtype, uint32_t ppt, bool two, bool checked)
 {
     switch (dtype) {
 #define SYMMEM_K_FUSED_DT_(name, value, ctype, bytes)                                                      \
-    case value: return fused_for<ctype>(ppt, two, chk);
+    case value: return fused_for<ctype>(ppt, two, checked);
         SYMMEM_DTYPE_LIST(SYMMEM_K_FUSED_DT_)
 #undef SYMMEM_K_FUSED_DT_
     default: return nullptr;
@@ -307,10 +307,10 @@ const void *fused_kernel_for(int dtype, uint32_t ppt, bool two, bool chk)
 extern "C" int symmem_fused_preload(symmem_coll_preload_info_t *info)
 {
     int e = 0;
-    for (int dt = 0; dt < SYMMEM_DTYPE_COUNT && e == 0; dt++)
+    for (int dtype = 0; dtype < SYMMEM_DTYPE_COUNT && e == 0; dtype++)
         for (uint32_t ppt = 1; ppt <= 3 && e == 0; ppt++) /* 3 stands for every ppt above 2 */
             for (int k = 0; k < 4 && e == 0; k++)
-                e = symmem_coll_preload_one(symmem_k::fused_kernel_for(dt, ppt, (k & 1) != 0, (k & 2) != 0),
+                e = symmem_coll_preload_one(symmem_k::fused_kernel_for(dtype, ppt, (k & 1) != 0, (k & 2) != 0),
                                             SYMMEM_COLL_THREADS, info);
     return e;
 }

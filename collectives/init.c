@@ -8,10 +8,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/comm_state.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "base/status.h"
+#include "boot/comm_state.h"
 #include "collectives/autotune.h"
 #include "collectives/coll_internal.h"
 #include "collectives/fused.h"
@@ -196,8 +196,7 @@ static symmem_status_t load_kernels(int *blocks_per_sm)
     cudaError_t e;
     if ((e = (cudaError_t)symmem_coll_preload(&pre)) != cudaSuccess ||
         (e = (cudaError_t)symmem_fused_preload(&pre)) != cudaSuccess)
-        return symmem_set_error(SYMMEM_CUDA_ERROR, "collectives: loading the collective kernels failed: %s (%s)",
-                                cudaGetErrorName(e), cudaGetErrorString(e));
+        return symmem_cudart_error(SYMMEM_CUDA_ERROR, e, NULL, "collectives: loading the collective kernels");
     if (pre.min_blocks_per_sm < 1)
         return symmem_set_error(SYMMEM_CUDA_ERROR,
                                 "collectives: a block of %d threads of the collective kernels does not fit on one SM "
@@ -221,7 +220,7 @@ static void find_colocated(symmem_comm_t comm, struct symmem_coll *co)
     /* Several ranks' streams of this process may share one hardware work queue, and a rank's collective
      * then waits behind a co-located rank's work that waits for it: a timeout. Under MPS a client process
      * gets only a few queues (CUDA_DEVICE_MAX_CONNECTIONS, shared pool: coll_b2b --inproc 4 under MPS timed
-     * out; with CUDA_DEVICE_MAX_CONNECTIONS=32 it passed; bench/NOTES.md); without MPS a context has
+     * out; with CUDA_DEVICE_MAX_CONNECTIONS=32 it passed); without MPS a context has
      * CUDA_DEVICE_MAX_CONNECTIONS queues (8 by default), too few once more ranks of the process share the
      * GPU. Said once per GPU (by its lowest rank here), before it happens. */
     if (co->colocated_peer < 0 || comm->rank > co->colocated_peer) return;

@@ -20,7 +20,7 @@ typedef symmem_coll_island_params_t IP;
  * order (one source: moved as is, bits untouched), store to the destinations (my output, or a slot of a
  * rank's half). In place, my input of a shard is its output: a move from one to the other is skipped. */
 template <typename T, int OP>
-__device__ __forceinline__ void run_step(const P &p, const Geo &g, const symmem_island_step_t &st, uint64_t hoff,
+__device__ __forceinline__ void run_step(const P &p, const Geo &g, const symmem_island_step_t &st, uint64_t half_start,
                                          uint64_t off, uint64_t pk)
 {
     constexpr int V = Pack<T>::V;
@@ -28,12 +28,12 @@ __device__ __forceinline__ void run_step(const P &p, const Geo &g, const symmem_
     const uint64_t i = off + pk * V;
     const int nv = shard_valid<V>(p, s, i);
     if (nv <= 0) return;
-    const uint64_t in_e = g.ag ? i : s * p.stride + i, out_e = g.rs ? i : s * p.stride + i;
-    char *mine = p.ws[g.r] + hoff;
+    const uint64_t in_elem = g.all_gather ? i : s * p.stride + i, out_elem = g.reduce_scatter ? i : s * p.stride + i;
+    char *mine = p.ws[g.r] + half_start;
     auto load = [&](int j) {
         const uint16_t e = st.src[j];
         return SYMMEM_ISLAND_END_WHERE(e) == SYMMEM_ISLAND_IN
-                   ? load_user<T>(g.send, in_e, nv, g.al, false)
+                   ? load_user<T>(g.send, in_elem, nv, g.aligned, false)
                    : ld_cg16(mine + ((uint64_t)SYMMEM_ISLAND_END_SLOT(e) * g.segp + pk) * 16);
     };
     const uint4 v = st.nsrc == 1 ? load(0) : reduce_ranks<T, OP>(st.nsrc, load);
@@ -41,9 +41,11 @@ __device__ __forceinline__ void run_step(const P &p, const Geo &g, const symmem_
     for (int j = 0; j < st.ndst; j++) {
         const uint16_t e = st.dst[j];
         if (SYMMEM_ISLAND_END_WHERE(e) == SYMMEM_ISLAND_OUT) {
-            if (!self_copy) store_user<T>(g.recv, out_e, v, nv, g.al);
+            if (!self_copy) store_user<T>(g.recv, out_elem, v, nv, g.aligned);
         } else {
-            st16(p.ws[SYMMEM_ISLAND_END_RANK(e)] + hoff + ((uint64_t)SYMMEM_ISLAND_END_SLOT(e) * g.segp + pk) * 16, v);
+            st16(p.ws[SYMMEM_ISLAND_END_RANK(e)] + half_start +
+                     ((uint64_t)SYMMEM_ISLAND_END_SLOT(e) * g.segp + pk) * 16,
+                 v);
         }
     }
 }
@@ -55,14 +57,14 @@ template <typename T, int OP> __device__ __forceinline__ bool run_island(const I
     const Geo g(p);
     uint64_t e = c.epoch;
     for (uint32_t rd = 0; rd < p.rounds; rd++, e += SYMMEM_ISLAND_EPOCHS_PER_ROUND) {
-        const uint64_t hoff = half_off(p, e), off = (uint64_t)rd * g.segp * V;
+        const uint64_t half_start = half_off(p, e), off = (uint64_t)rd * g.segp * V;
         for (uint32_t k = 0; k < ip.s.nsteps; k++) {
             const symmem_island_step_t &st = ip.s.step[k];
             if (st.kind == SYMMEM_ISLAND_SYNC) {
                 if (!sync_peers(p, c, e + 1 + 2 * (uint64_t)st.shard)) return false;
                 continue;
             }
-            for (uint64_t pk = g.t0; pk < g.segp; pk += g.nt) run_step<T, OP>(p, g, st, hoff, off, pk);
+            for (uint64_t pk = g.tid; pk < g.segp; pk += g.nthreads) run_step<T, OP>(p, g, st, half_start, off, pk);
         }
     }
     return true;
@@ -117,9 +119,9 @@ extern "C" const void *symmem_coll_island_kernel(int dtype, int op, int checked)
 extern "C" int symmem_coll_island_preload(symmem_coll_preload_info_t *info)
 {
     int e = 0;
-    for (int dt = 0; dt < SYMMEM_DTYPE_COUNT && e == 0; dt++)
+    for (int dtype = 0; dtype < SYMMEM_DTYPE_COUNT && e == 0; dtype++)
         for (int op = 0; op < SYMMEM_REDOP_COUNT && e == 0; op++)
-            e = symmem_coll_preload_one(symmem_k::island_for(dt, op), SYMMEM_COLL_THREADS, info);
+            e = symmem_coll_preload_one(symmem_k::island_for(dtype, op), SYMMEM_COLL_THREADS, info);
     return e;
 }
 

@@ -92,7 +92,7 @@ int symmem_island_owner(const symmem_island_split_t *s, int island, int shard);
 uint64_t symmem_island_hash(const symmem_island_split_t *s);
 
 /* ---- kernels (island.cu) ---------------------------------------------------------------------------------- */
-/* Kernel arguments: the protocol's parameters (kind, shards, rounds, epochs as for every algorithm; zc/zo
+/* Kernel arguments: the protocol's parameters (kind, shards, rounds, epochs as for every algorithm; peer_send/peer_recv
  * unused) and this rank's schedule. */
 typedef struct symmem_coll_island_params {
     symmem_coll_params_t c;

@@ -38,7 +38,7 @@
 namespace symmem_k {
 
 /* The Lamport family with round headers (p.lam_check, SYMMEM_LAMPORT_CHECK=1): its own instantiation, so
- * that the unchecked kernels carry no test of the switch (0.07-0.1 us per small call: bench/NOTES.md). */
+ * that the unchecked kernels carry no test of the switch (a run-time test cost 0.07-0.1 us per small call). */
 constexpr int FAM_LAMPORT_CHECKED = SYMMEM_COLL_FAM_COUNT;
 
 /* What every data kernel derives from its parameters: this thread's first position and the grid stride
@@ -48,15 +48,15 @@ constexpr int FAM_LAMPORT_CHECKED = SYMMEM_COLL_FAM_COUNT;
  * plain scalars; the copies vanish once inlined. */
 struct Geo {
     int n, r;
-    bool ag, rs, al;
-    uint64_t segp, t0, nt;
+    bool all_gather, reduce_scatter, aligned;
+    uint64_t segp, tid, nthreads;
     const char *send;
     char *recv;
     __device__ __forceinline__ explicit Geo(const P &p)
-        : n(p.nranks), r(p.rank), ag(p.kind == SYMMEM_COLL_ALL_GATHER), rs(p.kind == SYMMEM_COLL_REDUCE_SCATTER),
-          al(p.aligned != 0), segp(p.segp), t0((uint64_t)blockIdx.x * blockDim.x + threadIdx.x),
-          nt((uint64_t)gridDim.x * blockDim.x), send(static_cast<const char *>(p.send)),
-          recv(static_cast<char *>(p.recv))
+        : n(p.nranks), r(p.rank), all_gather(p.kind == SYMMEM_COLL_ALL_GATHER),
+          reduce_scatter(p.kind == SYMMEM_COLL_REDUCE_SCATTER), aligned(p.aligned != 0), segp(p.segp),
+          tid((uint64_t)blockIdx.x * blockDim.x + threadIdx.x), nthreads((uint64_t)gridDim.x * blockDim.x),
+          send(static_cast<const char *>(p.send)), recv(static_cast<char *>(p.recv))
     {
     }
 };
@@ -92,7 +92,7 @@ __device__ __forceinline__ void push_shards(const P &p, const Geo &g, uint64_t b
             const int nv = k0 + j < n ? shard_valid<V>(p, d, i) : 0;
             if (nv <= 0) v[j] = zero4();
             else {
-                v[j] = load_user<T>(g.send, d * p.stride + i, nv, g.al, false);
+                v[j] = load_user<T>(g.send, d * p.stride + i, nv, g.aligned, false);
                 if (FIX) v[j] = fix_pack<T>(v[j]);
             }
         }
@@ -158,9 +158,9 @@ template <int FAM> const void *kernel_for(int dtype, int op)
 template <int FAM> int preload_family(symmem_coll_preload_info_t *info)
 {
     int e = 0;
-    for (int dt = 0; dt < SYMMEM_DTYPE_COUNT && e == 0; dt++)
+    for (int dtype = 0; dtype < SYMMEM_DTYPE_COUNT && e == 0; dtype++)
         for (int op = 0; op < SYMMEM_REDOP_COUNT && e == 0; op++)
-            e = symmem_coll_preload_one(kernel_for<FAM>(dt, op), SYMMEM_COLL_THREADS, info);
+            e = symmem_coll_preload_one(kernel_for<FAM>(dtype, op), SYMMEM_COLL_THREADS, info);
     return e;
 }
 

@@ -89,8 +89,8 @@ typedef struct symmem_coll_params {
     const void *send;
     void *recv;
     char *ws[SYMMEM_MAX_RANKS];       /* every rank's workspace, mapped here */
-    const char *zc[SYMMEM_MAX_RANKS]; /* pull zero copy: every rank's send buffer mapped here */
-    char *zo[SYMMEM_MAX_RANKS];       /* zero copy out: every rank's recv buffer mapped here */
+    const char *peer_send[SYMMEM_MAX_RANKS]; /* pull zero copy: every rank's send buffer mapped here */
+    char *peer_recv[SYMMEM_MAX_RANKS];       /* zero copy out: every rank's recv buffer mapped here */
     symmem_coll_dev_state_t *st;      /* this rank's device state */
     symmem_coll_error_record_t *err;  /* host-mapped error record */
     uint64_t stride;                  /* elements between shards in the user's buffers */
@@ -105,18 +105,19 @@ typedef struct symmem_coll_params {
     uint32_t rounds;
     int32_t rank, nranks;
     int32_t kind, algo, dtype, op;
-    int32_t aligned; /* user pointers and shard starts are 16-byte aligned: vector loads of user memory */
-    int32_t zc_on;   /* pull: peers read my send buffer directly */
-    int32_t in_place;/* the output of my own shard is my input (skip copying it onto itself) */
-    uint32_t tag;    /* 16-bit hash of the arguments every rank must agree on */
-    int32_t zo_on;   /* two-shot all-reduce (push, staged; pull with zc_on): results stored straight into every
-                        rank's recv (plan.c, zero_copy_out) */
-    int32_t lam_check; /* Lamport kernels exchange and compare round headers (protocol.cuh) */
-    uint32_t epochs;   /* flag sync epochs the kernel consumes: the descriptor's count (algos.h) for its rounds;
-                          every path of its run_* uses exactly these */
+    int32_t aligned;       /* user pointers and shard starts are 16-byte aligned: vector loads of user memory */
+    int32_t zero_copy_in;  /* pull: peers read my send buffer directly */
+    int32_t in_place;      /* the output of my own shard is my input (skip copying it onto itself) */
+    uint32_t tag;          /* 16-bit hash of the arguments every rank must agree on */
+    int32_t zero_copy_out; /* two-shot all-reduce (push, staged; pull with zero_copy_in): results stored straight
+                              into every rank's recv (plan.c, symmem_coll_zero_copy_out) */
+    int32_t lam_check;     /* Lamport kernels exchange and compare round headers (protocol.cuh) */
+    uint32_t epochs;       /* flag sync epochs the kernel consumes: the descriptor's count (algos.h) for its rounds;
+                              every path of its run_* uses exactly these */
 } symmem_coll_params_t;
 /* The fused kernels' parameters start with these (fused.h): the layout is fixed. */
-SYMMEM_STATIC_ASSERT(sizeof(symmem_coll_params_t) == 544 && offsetof(symmem_coll_params_t, epochs) == 540, "kernel parameter layout is shared with kernels");
+SYMMEM_STATIC_ASSERT(sizeof(symmem_coll_params_t) == 544 && offsetof(symmem_coll_params_t, epochs) == 540,
+                     "kernel parameter layout is shared with kernels");
 
 /* The kernels of each family, per dtype x op (pull.cu, push.cu, lamport.cu; checked: the Lamport round
  * headers' instantiation), NULL outside the lists; and loading all of them now (symmem_coll_preload). */

@@ -13,42 +13,42 @@ template <typename T, int OP, bool CHK> __device__ __forceinline__ bool run_lamp
     constexpr int V = Pack<T>::V;
     const Geo g(p);
     const int n = g.n, r = g.r;
-    const bool rs = g.rs, al = g.al;
-    const uint64_t segp = g.segp, t0 = g.t0, nt = g.nt;
+    const bool reduce_scatter = g.reduce_scatter, aligned = g.aligned;
+    const uint64_t segp = g.segp, tid = g.tid, nthreads = g.nthreads;
     const char *send = g.send;
     char *recv = g.recv;
-    const uint64_t npos = rs ? segp : (uint64_t)n * segp, slot = npos * 16;
+    const uint64_t npos = reduce_scatter ? segp : (uint64_t)n * segp, slot = npos * 16;
     uint64_t j = c.lseq;
     for (uint32_t rd = 0; rd < p.rounds; rd++, j++) {
         const uint64_t off = (uint64_t)rd * segp * V;
-        const uint64_t boff = p.lam_off + (j % 3) * p.lam_buf_bytes;
+        const uint64_t lam_buf_start = p.lam_off + (j % 3) * p.lam_buf_bytes;
         lamport_hdr_push<CHK>(p, j);
-        for (uint64_t q = t0; q < npos; q += nt) {
-            if (rs) {
-                push_shards<T, true>(p, g, boff, off + q * V, q); /* slot = segp packs here */
+        for (uint64_t q = tid; q < npos; q += nthreads) {
+            if (reduce_scatter) {
+                push_shards<T, true>(p, g, lam_buf_start, off + q * V, q); /* slot = segp packs here */
             } else {
                 const int s = (int)(q / segp);
                 const uint64_t i = off + (q % segp) * V;
                 const int nv = shard_valid<V>(p, s, i);
                 if (nv <= 0) continue;
-                const uint4 v = fix_pack<T>(load_user<T>(send, s * p.stride + i, nv, al, false));
-                for (int k = 1; k < n; k++) st16(p.ws[(r + k) % n] + boff + r * slot + q * 16, v);
+                const uint4 v = fix_pack<T>(load_user<T>(send, s * p.stride + i, nv, aligned, false));
+                for (int k = 1; k < n; k++) st16(p.ws[(r + k) % n] + lam_buf_start + r * slot + q * 16, v);
             }
         }
         if (threadIdx.x == 0) late_check(p, c); /* while the pushes travel */
         if (!lamport_hdr_check<CHK>(p, c, j)) return false;
         bool fail = false;
-        char *mine = p.ws[r] + boff;
-        for (uint64_t q = t0; q < npos && !fail; q += nt) {
-            const int s = rs ? r : (int)(q / segp);
-            const uint64_t i = off + (rs ? q : q % segp) * V;
+        char *mine = p.ws[r] + lam_buf_start;
+        for (uint64_t q = tid; q < npos && !fail; q += nthreads) {
+            const int s = reduce_scatter ? r : (int)(q / segp);
+            const uint64_t i = off + (reduce_scatter ? q : q % segp) * V;
             const int nv = shard_valid<V>(p, s, i);
             if (nv <= 0) continue;
-            const uint64_t ue = s * p.stride + i;
+            const uint64_t user_elem = s * p.stride + i;
             const uint4 out = lamport_reduce<T, OP>(
                 p, c, n, r, [&](int src) { return mine + src * slot + q * 16; },
-                [&]() { return fix_pack<T>(load_user<T>(send, ue, nv, al, false)); }, j, fail);
-            if (!fail) store_user<T>(recv, rs ? i : ue, out, nv, al);
+                [&]() { return fix_pack<T>(load_user<T>(send, user_elem, nv, aligned, false)); }, j, fail);
+            if (!fail) store_user<T>(recv, reduce_scatter ? i : user_elem, out, nv, aligned);
         }
         if (__syncthreads_or(fail)) return false;
     }
@@ -71,52 +71,53 @@ template <typename T, int OP, bool CHK> __device__ __forceinline__ bool run_lamp
     constexpr int V = Pack<T>::V;
     const Geo g(p);
     const int n = g.n, r = g.r;
-    const bool al = g.al;
-    const uint64_t segp = g.segp, t0 = g.t0, nt = g.nt;
+    const bool aligned = g.aligned;
+    const uint64_t segp = g.segp, tid = g.tid, nthreads = g.nthreads;
     const char *send = g.send;
     char *recv = g.recv;
-    const uint64_t gat = (uint64_t)n * segp * 16; /* offset of gather[] in a Lamport buffer */
+    const uint64_t gather_start = (uint64_t)n * segp * 16; /* offset of gather[] in a Lamport buffer */
     uint64_t j = c.lseq;
     for (uint32_t rd = 0; rd < p.rounds; rd++, j++) {
         const uint64_t off = (uint64_t)rd * segp * V;
-        const uint64_t boff = p.lam_off + (j % 3) * p.lam_buf_bytes;
-        char *mine = p.ws[r] + boff;
+        const uint64_t lam_buf_start = p.lam_off + (j % 3) * p.lam_buf_bytes;
+        char *mine = p.ws[r] + lam_buf_start;
         lamport_hdr_push<CHK>(p, j);
-        for (uint64_t pk = t0; pk < segp; pk += nt) push_shards<T, true>(p, g, boff, off + pk * V, pk);
+        for (uint64_t pk = tid; pk < segp; pk += nthreads) push_shards<T, true>(p, g, lam_buf_start, off + pk * V, pk);
         if (threadIdx.x == 0) late_check(p, c); /* while the pushes travel */
         if (!lamport_hdr_check<CHK>(p, c, j)) return false;
         bool fail = false;
         /* my shard: reduce in rank order, push the result to every peer's gather[r], keep my copy */
-        for (uint64_t pk = t0; pk < segp && !fail; pk += nt) {
+        for (uint64_t pk = tid; pk < segp && !fail; pk += nthreads) {
             const uint64_t i = off + pk * V;
             const int nv = shard_valid<V>(p, r, i);
             if (nv <= 0) continue;
-            const uint64_t ue = r * p.stride + i;
+            const uint64_t user_elem = r * p.stride + i;
             const uint4 out = fix_pack<T>(lamport_reduce<T, OP>(
                 p, c, n, r, [&](int src) { return mine + (src * segp + pk) * 16; },
-                [&]() { return fix_pack<T>(load_user<T>(send, ue, nv, al, false)); }, j, fail));
+                [&]() { return fix_pack<T>(load_user<T>(send, user_elem, nv, aligned, false)); }, j, fail));
             if (fail) break;
-            for (int k = 1; k < n; k++) st16(p.ws[(r + k) % n] + boff + gat + (r * segp + pk) * 16, out);
-            store_user<T>(recv, ue, out, nv, al);
+            for (int k = 1; k < n; k++)
+                st16(p.ws[(r + k) % n] + lam_buf_start + gather_start + (r * segp + pk) * 16, out);
+            store_user<T>(recv, user_elem, out, nv, aligned);
         }
         /* the other shards, as their owners pushed them: the first loads of a group of four in flight
          * together (lamport_reduce says why) */
-        for (uint64_t pk = t0; pk < segp && !fail; pk += nt) {
+        for (uint64_t pk = tid; pk < segp && !fail; pk += nthreads) {
             const uint64_t i = off + pk * V;
             if (n == 2) {
-                /* one peer, nothing to group: lamport_take's tight loop, 6% faster at 16 MiB on one H200 than
-                 * the group of one below (bench/NOTES.md, "Session 12") */
+                /* one peer, nothing to group: lamport_take's tight loop, since the group's masked pass below
+                 * only adds work per poll when it watches a single pack (a 16 MiB all-reduce was 6% faster
+                 * this way on one H200) */
                 const int s = 1 - r;
                 const int nv = shard_valid<V>(p, s, i);
                 if (nv <= 0) continue;
-                const uint4 v = lamport_take(p, c, mine + gat + (s * segp + pk) * 16, s, j, fail);
-                if (!fail) store_user<T>(recv, s * p.stride + i, v, nv, al);
+                const uint4 v = lamport_take(p, c, mine + gather_start + (s * segp + pk) * 16, s, j, fail);
+                if (!fail) store_user<T>(recv, s * p.stride + i, v, nv, aligned);
                 continue;
             }
             for (int k0 = 1; k0 < n && !fail; k0 += 4) {
                 /* peers r + k0 .. r + k0 + 3, wrapped without a division: this loop is on the bandwidth-
-                 * bound path of large messages, where instructions per pack count (bench/NOTES.md,
-                 * "Session 11") */
+                 * bound path of large messages, where instructions per pack count */
                 const int s0 = r + k0 < n ? r + k0 : r + k0 - n;
                 uint4 v[4];
                 int nv[4];
@@ -124,18 +125,18 @@ template <typename T, int OP, bool CHK> __device__ __forceinline__ bool run_lamp
                 for (int u = 0; u < 4; u++) {
                     const int s = s0 + u < n ? s0 + u : s0 + u - n;
                     nv[u] = k0 + u < n ? shard_valid<V>(p, s, i) : 0;
-                    if (nv[u] > 0) v[u] = ld_volatile16(mine + gat + (s * segp + pk) * 16);
+                    if (nv[u] > 0) v[u] = ld_volatile16(mine + gather_start + (s * segp + pk) * 16);
                 }
 #pragma unroll
                 for (int u = 0; u < 4; u++) {
                     if (nv[u] <= 0) continue;
                     const int s = s0 + u < n ? s0 + u : s0 + u - n;
-                    char *a = mine + gat + (s * segp + pk) * 16;
+                    char *a = mine + gather_start + (s * segp + pk) * 16;
                     if (lamport_full(v[u]))
                         st16(a, lamport_empty4());
                     else
                         v[u] = lamport_take(p, c, a, s, j, fail);
-                    if (!fail) store_user<T>(recv, s * p.stride + i, v[u], nv[u], al);
+                    if (!fail) store_user<T>(recv, s * p.stride + i, v[u], nv[u], aligned);
                 }
             }
         }

@@ -18,9 +18,9 @@ __global__ void barrier_kernel(const __grid_constant__ symmem_coll_params_t p)
     block_end(p, c);
 }
 
-__global__ void fill_empty_kernel(uint4 *p, size_t n16)
+__global__ void fill_empty_kernel(uint4 *p, size_t packs)
 {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += (size_t)gridDim.x * blockDim.x)
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < packs; i += (size_t)gridDim.x * blockDim.x)
         p[i] = lamport_empty4();
 }
 
@@ -93,7 +93,7 @@ static cudaError_t launch(const void *fn, const symmem_coll_params_t *p, int gri
     return (cudaError_t)symmem_coll_launch_fn(fn, const_cast<symmem_coll_params_t *>(p), grid, threads, stream, pdl);
 }
 
-/* The kernel entry of each family (the descriptor's `fam`: algos.h), generated from the family list, whose
+/* The kernel entry of each family (the descriptor's `family`: algos.h), generated from the family list, whose
  * values count up from 0 in order. */
 typedef const void *(*family_kernel_fn)(int dtype, int op, int checked);
 static const family_kernel_fn family_kernel[SYMMEM_COLL_FAM_COUNT] = {
@@ -129,9 +129,9 @@ extern "C" int symmem_coll_launch_barrier(const symmem_coll_params_t *p, void *s
 
 extern "C" int symmem_coll_launch_fill_empty(void *ptr, size_t bytes, void *stream)
 {
-    const size_t n16 = bytes / 16;
-    if (n16 == 0) return 0;
-    symmem_k::fill_empty_kernel<<<(unsigned)((n16 + 255) / 256 < 1024 ? (n16 + 255) / 256 : 1024), 256, 0,
-                                  static_cast<cudaStream_t>(stream)>>>(static_cast<uint4 *>(ptr), n16);
+    const size_t packs = bytes / 16;
+    if (packs == 0) return 0;
+    symmem_k::fill_empty_kernel<<<(unsigned)((packs + 255) / 256 < 1024 ? (packs + 255) / 256 : 1024), 256, 0,
+                                  static_cast<cudaStream_t>(stream)>>>(static_cast<uint4 *>(ptr), packs);
     return (int)cudaGetLastError();
 }

@@ -40,8 +40,9 @@ int symmem_coll_min_block_threads(void)
     const int64_t v = symmem_param_int(SYMMEM_PARAM_MIN_BLOCK_THREADS);
     const int64_t t = v <= 32 ? 32 : v >= SYMMEM_COLL_THREADS ? SYMMEM_COLL_THREADS : (v + 31) / 32 * 32;
     if (t != v)
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_MIN_BLOCK_THREADS=%" PRId64 " is not a multiple of 32 in [32, %d]; using %" PRId64,
-                    v, SYMMEM_COLL_THREADS, t);
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
+                    "SYMMEM_MIN_BLOCK_THREADS=%" PRId64 " is not a multiple of 32 in [32, %d]; using %" PRId64, v,
+                    SYMMEM_COLL_THREADS, t);
     return (int)t;
 }
 
@@ -67,22 +68,21 @@ int symmem_coll_grid_rule(int blocks_per_sm, int sm_count, int ranks_here, int s
 }
 
 /* Workspace packs per shard position (one data half, or one Lamport buffer for the Lamport family). */
-static uint64_t units_of(const symmem_coll_algo_op_t *d, int n, int zo)
+static uint64_t units_of(const symmem_coll_algo_op_t *d, int n, int zero_copy_out)
 {
-    const uint64_t un = (uint64_t)n;
-    if (zo && d->zc_out != SYMMEM_COLL_ZO_NO) return d->zo_units_n * un + d->zo_units_1;
-    return d->units_nn * un * un + d->units_n * un + d->units_1;
+    const int results_out = zero_copy_out && d->zero_copy_out != SYMMEM_COLL_ZO_NO;
+    return symmem_coll_packs_count(results_out ? &d->packs_zero_copy_out : &d->packs, (uint64_t)n);
 }
 
-int symmem_coll_geometry(const symmem_coll_layout_t *ws, const symmem_coll_grid_t *grid, int n,
-                         symmem_coll_kind_t kind, symmem_algo_t algo, uint64_t count, size_t elem_size, int zc_on,
-                         int zo_on, int no_ws, uint64_t units, symmem_coll_geom_t *g)
+int symmem_coll_geometry(const symmem_coll_layout_t *ws, const symmem_coll_grid_t *grid, int n, symmem_coll_kind_t kind,
+                         symmem_algo_t algo, uint64_t count, size_t elem_size, int zero_copy_in, int zero_copy_out,
+                         int no_ws, uint64_t units, symmem_coll_geom_t *g)
 {
     const uint64_t V = 16 / elem_size;
     const symmem_coll_algo_op_t *d = symmem_coll_algo(kind, algo);
     memset(g, 0, sizeof *g);
-    if (!d || d->fam == SYMMEM_COLL_FAM_NONE) return 1;
-    g->fam = d->fam;
+    if (!d || d->family == SYMMEM_COLL_FAM_NONE) return 1;
+    g->family = d->family;
     if (kind == SYMMEM_COLL_ALL_REDUCE) {
         g->stride = (count + (uint64_t)n - 1) / (uint64_t)n;
         g->stride = (g->stride + V - 1) / V * V;
@@ -91,17 +91,17 @@ int symmem_coll_geometry(const symmem_coll_layout_t *ws, const symmem_coll_grid_
         g->stride = count;
         g->total = count * (uint64_t)n;
     }
-    const uint64_t granted = units_of(d, n, zo_on);
+    const uint64_t granted = units_of(d, n, zero_copy_out);
     if (units > granted) return 1;
     g->units = no_ws ? 0 : units ? units : granted;
-    const uint64_t cap = g->fam == SYMMEM_COLL_FAM_LAMPORT ? ws->lam_buf_bytes : ws->half_bytes;
+    const uint64_t cap = g->family == SYMMEM_COLL_FAM_LAMPORT ? ws->lam_buf_bytes : ws->half_bytes;
     const uint64_t segp_cap = no_ws ? UINT64_MAX : cap / (16 * g->units);
     if (segp_cap == 0) return 1;
     const uint64_t needp = (g->stride + V - 1) / V;
     g->segp = needp < segp_cap ? needp : segp_cap;
     g->rounds = (needp + g->segp - 1) / g->segp;
     /* the kernel counts rounds and epochs in 32 bits */
-    const uint64_t end = zc_on ? d->zc_end_epochs : 0;
+    const uint64_t end = zero_copy_in ? d->zero_copy_in_end_epochs : 0;
     if (g->rounds > UINT32_MAX || g->rounds > (UINT32_MAX - end) / (d->epochs_per_round ? d->epochs_per_round : 1))
         return 2;
     g->epochs = g->rounds * d->epochs_per_round + end;
@@ -143,21 +143,21 @@ static uint32_t hash_region(uint32_t h, symmem_buffer_t buf, size_t region)
 }
 
 /* Pull algorithms may read the senders' inputs in place when they lie in a symmetric buffer of this
- * communicator ("zero copy"): p->zc[q] is where rank q's input is mapped here. Every rank computes every
- * zc[q] from ITS OWN view of the shared buffer, so the rule every rank must follow is stated for the buffer
+ * communicator ("zero copy"): p->peer_send[q] is where rank q's input is mapped here. Every rank computes every
+ * peer_send[q] from ITS OWN view of the shared buffer, so the rule every rank must follow is stated for the buffer
  * region all ranks share (the same symmetric buffer, the same offset `region` on every rank):
  *  - all-reduce, reduce-scatter (in place too: recv = send + rank*count, the region starts at send) and
  *    out-of-place all-gather: the region is the input; rank q's input is at region:
- *    zc[q] = peer_base(q) + region, region = send - base.
- *  - in-place all-gather (send = recv + rank*count*es): the region is the RECEIVE buffer; rank q's input is
- *    its own chunk q of it: zc[q] = peer_base(q) + region + q*in_bytes, region = recv - base. (Using send's
- *    offset, region + rank*in_bytes, differs on every rank -- a false tag mismatch -- and would point zc[q]
+ *    peer_send[q] = peer_base(q) + region, region = send - base.
+ *  - in-place all-gather (send = recv + rank*count*elem_size): the region is the RECEIVE buffer; rank q's input is
+ *    its own chunk q of it: peer_send[q] = peer_base(q) + region + q*in_bytes, region = recv - base. (Using send's
+ *    offset, region + rank*in_bytes, differs on every rank -- a false tag mismatch -- and would point peer_send[q]
  *    at chunk `rank` of rank q, which rank q is overwriting.)
  * The tag hashes the region's offset, the form (in-place all-gather or not) and the buffer's sizes: ranks
  * that pass other offsets or forms stop with SYMMEM_INVALID_USAGE instead of reading the wrong memory.
  * any_size 0 (SYMMEM_COLL_ZC_LARGE): only from SYMMEM_COLL_ZC_MIN_BYTES on, and not for a one-shot
- * all-reduce in place. Returns 1 (zero copy, p->zc filled, *h updated) or 0 (copy-in path; the same
- * decision on every rank that follows the rule, and a different one shows up in the tag through zc_on). */
+ * all-reduce in place. Returns 1 (zero copy, p->peer_send filled, *h updated) or 0 (copy-in path; the same
+ * decision on every rank that follows the rule, and a different one shows up in the tag through zero_copy_in). */
 int symmem_coll_zero_copy_in(symmem_comm_t comm, const symmem_coll_call_t *c, size_t in_bytes, size_t out_bytes,
                              int any_size, symmem_coll_params_t *p, uint32_t *h)
 {
@@ -172,34 +172,34 @@ int symmem_coll_zero_copy_in(symmem_comm_t comm, const symmem_coll_call_t *c, si
         if (c->kind == SYMMEM_COLL_ALL_REDUCE && ranges_overlap(c->send, in_bytes, c->recv, out_bytes)) return 0;
     }
     for (int q = 0; q < comm->nranks; q++)
-        p->zc[q] = (const char *)buf->peers[q] + region + (ag_in_place ? (size_t)q * in_bytes : 0);
+        p->peer_send[q] = (const char *)buf->peers[q] + region + (ag_in_place ? (size_t)q * in_bytes : 0);
     *h = symmem_fnv32_u64(hash_region(*h, buf, region), (uint64_t)ag_in_place);
     return 1;
 }
 
 /* Two-shot all-reduce (push, staged, and pull when it also reads in place) may store each reduced shard
  * straight into every rank's receive buffer when that lies in a symmetric buffer of this communicator ("zero
- * copy out"): p->zo[q] is where rank q's receive buffer is mapped here, at the same offset `region` = recv -
+ * copy out"): p->peer_recv[q] is where rank q's receive buffer is mapped here, at the same offset `region` = recv -
  * base on every rank (the rule; the tag hashes the region and the buffer, so ranks that break it stop with
  * SYMMEM_INVALID_USAGE). It saves the gather area's copy-out and the sync after every round but the last: a
  * peer stores into my receive buffer only after the round's first sync, which I signal after my kernel
  * started (so the stream work before it is done) and after reading my input of that round (so in place is
  * safe), and my kernel ends only after the last round's second sync, which every peer signals after its
  * stores into my buffer. Two-shot pull with zero copy both ways needs no workspace at all (pull.cu,
- * run_pull). Returns 1 (p->zo filled, *h updated) or 0. */
+ * run_pull). Returns 1 (p->peer_recv filled, *h updated) or 0. */
 int symmem_coll_zero_copy_out(symmem_comm_t comm, const symmem_coll_call_t *c, size_t out_bytes,
                               symmem_coll_params_t *p, uint32_t *h)
 {
     symmem_buffer_t buf;
     size_t region;
     if (!sym_region(comm, c->recv, 0, out_bytes, &buf, &region)) return 0;
-    for (int q = 0; q < comm->nranks; q++) p->zo[q] = (char *)buf->peers[q] + region;
+    for (int q = 0; q < comm->nranks; q++) p->peer_recv[q] = (char *)buf->peers[q] + region;
     *h = hash_region(*h, buf, region);
     return 1;
 }
 
 uint32_t symmem_coll_tag(const symmem_coll_call_t *c, const symmem_coll_params_t *p, int grid, int threads,
-                         uint32_t hz)
+                         uint32_t region_hash)
 {
     uint32_t h = SYMMEM_FNV32_INIT;
     h = symmem_fnv32_u64(h, (uint64_t)c->kind);
@@ -210,8 +210,8 @@ uint32_t symmem_coll_tag(const symmem_coll_call_t *c, const symmem_coll_params_t
     h = symmem_fnv32_u64(h, (uint64_t)grid);
     h = symmem_fnv32_u64(h, (uint64_t)threads);
     h = symmem_fnv32_u64(h, p->segp);
-    h = symmem_fnv32_u64(h, (uint64_t)p->zc_on);
-    h = symmem_fnv32_u64(h, (uint64_t)p->zo_on);
-    h = symmem_fnv32_u64(h, hz);
+    h = symmem_fnv32_u64(h, (uint64_t)p->zero_copy_in);
+    h = symmem_fnv32_u64(h, (uint64_t)p->zero_copy_out);
+    h = symmem_fnv32_u64(h, region_hash);
     return symmem_hash_fold16(h);
 }

@@ -22,7 +22,7 @@ extern "C" {
 /* Bytes of one Lamport buffer in a workspace of `ws` bytes (>= 4 MiB): the largest power of two at most
  * ws/8 (8 MiB of the default 64 MiB; the three take 37.5%), plus SYMMEM_COLL_LAMPORT_SLACK. Powers of two so
  * that power-of-two messages fill whole rounds: twoshot_lamport moves half a buffer per round, and a
- * message just over a round pays a whole extra round (~3 us on NVLink, bench/NOTES.md). The slack absorbs
+ * message just over a round pays a whole extra round (~3 us on NVLink). The slack absorbs
  * the rounding of shards up to a 16-byte pack (under 16 bytes per shard and slot: at most n^2 * 16 bytes for
  * one-shot, 2n * 16 for two-shot), so that holds at every rank count up to 16, not only at powers of two. */
 #define SYMMEM_COLL_LAMPORT_SLACK ((size_t)16 << 10)
@@ -59,7 +59,7 @@ int symmem_coll_block_threads(const symmem_coll_grid_t *grid, uint64_t positions
 
 /* ---- the geometry of one call ------------------------------------------------------------------------------ */
 typedef struct symmem_coll_geom {
-    int fam;            /* symmem_coll_family_t */
+    int family;         /* symmem_coll_family_t */
     uint64_t stride;    /* elements between shards */
     uint64_t total;     /* valid elements of the sharded buffer */
     uint64_t units;     /* 16-byte packs of workspace per shard position (0: no workspace) */
@@ -70,13 +70,13 @@ typedef struct symmem_coll_geom {
     int threads, grid;  /* threads per block, blocks */
 } symmem_coll_geom_t;
 /* 0 and *g filled; 1: the workspace holds not even one pack per shard; 2: too many rounds (their epochs
- * would not fit the kernel's count). zo_on: the results go straight into the peers' receive buffers;
- * zc_on: the inputs are read in place; no_ws: the call uses no workspace (both zero copies where the
+ * would not fit the kernel's count). zero_copy_out: the results go straight into the peers' receive buffers;
+ * zero_copy_in: the inputs are read in place; no_ws: the call uses no workspace (both zero copies where the
  * descriptor allows it); units: the packs per shard position the call uses, at most the descriptor's, or 0
  * for the descriptor's (the island algorithm passes what its split's schedule names). */
-int symmem_coll_geometry(const symmem_coll_layout_t *ws, const symmem_coll_grid_t *grid, int n,
-                         symmem_coll_kind_t kind, symmem_algo_t algo, uint64_t count, size_t elem_size, int zc_on,
-                         int zo_on, int no_ws, uint64_t units, symmem_coll_geom_t *g);
+int symmem_coll_geometry(const symmem_coll_layout_t *ws, const symmem_coll_grid_t *grid, int n, symmem_coll_kind_t kind,
+                         symmem_algo_t algo, uint64_t count, size_t elem_size, int zero_copy_in, int zero_copy_out,
+                         int no_ws, uint64_t units, symmem_coll_geom_t *g);
 
 /* One-shot pull (and reduce-scatter / all-gather pull) read the sender's buffer directly only from this size
  * on (SYMMEM_COLL_ZC_LARGE): zero copy costs one more sync at the end of the call (~1-2 us), a local copy of

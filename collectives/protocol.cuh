@@ -99,8 +99,9 @@ __device__ __forceinline__ bool wait_flag(const P &p, const Ctx &c, const uint64
  *     memory operations; a no-op without PDL, where the kernel starts only after it anyway).
  * A predecessor that is not one of ours (a user kernel, a copy) starts after our previous kernel
  * triggered, so the chain of launches still orders every early read after the publish it needs. The
- * steps before the wait cost nothing in a CUDA graph or a back-to-back stream (bench/NOTES.md,
- * "Measurements the code relies on"); a kernel that starts on an idle stream pays them (a few L2 round trips).
+ * steps before the wait cost nothing in a CUDA graph or a back-to-back stream, where they overlap the
+ * predecessor's tail (taking them off the path after the wait saved 0.45-0.6 us per small call on two
+ * H200s); a kernel that starts on an idle stream pays them (a few L2 round trips).
  * Errors: a block that counts `started` >= the grid size shares its state with another kernel of this
  * communicator (used from two streams at once): reported, the kernel exits. At its end every block adds
  * one to `ended` without waiting; after the wait thread 0 loads `ended` and late_check() (called where
@@ -296,8 +297,8 @@ __device__ __forceinline__ void lamport_take_batch(const P &p, const Ctx &c, uin
             pending |= 1u << e;
     }
     if (pending != 0 && (pending & (pending - 1)) == 0) {
-        /* one pack missing: lamport_take's tight loop (measured faster than this one's masked pass when it
-         * has a single pack to watch: bench/NOTES.md, "Session 12") */
+        /* one pack missing: lamport_take's tight loop, since with a single pack to watch this pass's mask
+         * only adds work per poll (the grouped form was 4-10% slower there on one H200) */
 #pragma unroll
         for (int e = 0; e < E; e++)
             if (pending == 1u << e) v[e] = lamport_take(p, c, addr(e), src(e), j, fail);
@@ -397,7 +398,7 @@ __device__ __forceinline__ void lamport_reduce_packs(const P &p, const Ctx &c, i
  * block stores any result (it then stores NaN: poison_output). It costs ~0.35 us below 256 KiB (the block
  * waits for the header and a barrier
  * before its payload polls; a header warp beside the data threads cost less there but took 32 data
- * threads from every block, +9% at 64 MiB: bench/NOTES.md, "Measurements"), hence off by default. Headers are
+ * threads from every block, +9% at 64 MiB on two H200s), hence off by default. Headers are
  * taken and cleared like payload and rotate with the buffers. */
 __device__ __forceinline__ char *lamport_hdr(const P &p, int owner, uint64_t j, int src)
 {

@@ -15,93 +15,98 @@ template <typename T, int OP> __device__ __forceinline__ bool run_pull(const P &
     constexpr int V = Pack<T>::V;
     const Geo g(p);
     const int n = g.n, r = g.r;
-    const bool ag = g.ag, rs = g.rs, al = g.al;
-    const uint64_t segp = g.segp, t0 = g.t0, nt = g.nt;
+    const bool all_gather = g.all_gather, reduce_scatter = g.reduce_scatter, aligned = g.aligned;
+    const uint64_t segp = g.segp, tid = g.tid, nthreads = g.nthreads;
     const char *send = g.send;
     char *recv = g.recv;
     const bool two = p.kind == SYMMEM_COLL_ALL_REDUCE && p.algo == SYMMEM_ALGO_TWOSHOT_PULL;
-    const bool zc = p.zc_on != 0;
+    const bool zero_copy_in = p.zero_copy_in != 0;
     uint64_t e = c.epoch;
-    if (two && p.zo_on) {
+    if (two && p.zero_copy_out) {
         /* Zero copy both ways (plan.c: zero copy in and out): reduce my shard straight from every rank's
          * input and store the result straight into every rank's output. No workspace, one round, two syncs:
          * A (every input ready, every output free: each peer's kernel has started) and B (every peer's
          * stores into my output have landed). In place is safe: position i of shard s is read and written,
          * on every rank, only by rank s's thread that owns it, which loads before it stores. */
         if (!sync_peers(p, c, e + 1)) return false;
-        for (uint64_t pk = t0; pk < segp; pk += nt) {
+        for (uint64_t pk = tid; pk < segp; pk += nthreads) {
             const uint64_t i = pk * V;
             const int nv = shard_valid<V>(p, r, i);
             if (nv <= 0) continue;
-            const uint64_t ue = r * p.stride + i;
-            const uint4 out = reduce_ranks<T, OP>(n, [&](int src) { return load_user<T>(p.zc[src], ue, nv, al, src != r); });
-            store_user<T>(recv, ue, out, nv, al);
-            for (int k = 1; k < n; k++) store_user<T>(p.zo[(r + k) % n], ue, out, nv, al);
+            const uint64_t user_elem = r * p.stride + i;
+            const uint4 out = reduce_ranks<T, OP>(
+                n, [&](int src) { return load_user<T>(p.peer_send[src], user_elem, nv, aligned, src != r); });
+            store_user<T>(recv, user_elem, out, nv, aligned);
+            for (int k = 1; k < n; k++) store_user<T>(p.peer_recv[(r + k) % n], user_elem, out, nv, aligned);
         }
         return sync_peers(p, c, e + 2);
     }
     for (uint32_t rd = 0; rd < p.rounds; rd++, e += 2) {
         const uint64_t off = (uint64_t)rd * segp * V;
-        const uint64_t hoff = half_off(p, e);
-        char *mine = p.ws[r] + hoff;
-        if (!zc) { /* copy-in, fused: my input into my staging */
-            for (uint64_t pk = t0; pk < segp; pk += nt) {
+        const uint64_t half_start = half_off(p, e);
+        char *mine = p.ws[r] + half_start;
+        if (!zero_copy_in) { /* copy-in, fused: my input into my staging */
+            for (uint64_t pk = tid; pk < segp; pk += nthreads) {
                 const uint64_t i = off + pk * V;
-                if (ag) {
+                if (all_gather) {
                     const int nv = shard_valid<V>(p, r, i);
-                    if (nv > 0) st16(mine + pk * 16, load_user<T>(send, i, nv, al, false));
+                    if (nv > 0) st16(mine + pk * 16, load_user<T>(send, i, nv, aligned, false));
                 } else {
                     for (int s = 0; s < n; s++) {
                         const int nv = shard_valid<V>(p, s, i);
-                        if (nv > 0) st16(mine + (s * segp + pk) * 16, load_user<T>(send, s * p.stride + i, nv, al, false));
+                        if (nv > 0)
+                            st16(mine + (s * segp + pk) * 16, load_user<T>(send, s * p.stride + i, nv, aligned, false));
                     }
                 }
             }
         }
         if (!sync_peers(p, c, e + 1)) return false;
-        if (ag) {
-            for (uint64_t pk = t0; pk < segp; pk += nt) {
+        if (all_gather) {
+            for (uint64_t pk = tid; pk < segp; pk += nthreads) {
                 const uint64_t i = off + pk * V;
                 const int nv = shard_valid<V>(p, r, i);
                 if (nv <= 0) continue;
                 for (int s = 0; s < n; s++) {
                     if (s == r && p.in_place) continue;
                     uint4 v;
-                    if (s == r) v = load_user<T>(send, i, nv, al, false);
-                    else if (zc) v = load_user<T>(p.zc[s], i, nv, al, true);
-                    else v = ld_cg16(p.ws[s] + hoff + pk * 16);
-                    store_user<T>(recv, s * p.stride + i, v, nv, al);
+                    if (s == r) v = load_user<T>(send, i, nv, aligned, false);
+                    else if (zero_copy_in) v = load_user<T>(p.peer_send[s], i, nv, aligned, true);
+                    else v = ld_cg16(p.ws[s] + half_start + pk * 16);
+                    store_user<T>(recv, s * p.stride + i, v, nv, aligned);
                 }
             }
             continue;
         }
-        const int s_lo = (two || rs) ? r : 0, s_hi = (two || rs) ? r + 1 : n;
-        for (uint64_t pk = t0; pk < segp; pk += nt) {
+        const int first_shard = (two || reduce_scatter) ? r : 0, end_shard = (two || reduce_scatter) ? r + 1 : n;
+        for (uint64_t pk = tid; pk < segp; pk += nthreads) {
             const uint64_t i = off + pk * V;
-            for (int s = s_lo; s < s_hi; s++) {
+            for (int s = first_shard; s < end_shard; s++) {
                 const int nv = shard_valid<V>(p, s, i);
                 if (nv <= 0) continue;
-                const uint64_t ue = s * p.stride + i, so = (s * segp + pk) * 16;
+                const uint64_t user_elem = s * p.stride + i, slot_start = (s * segp + pk) * 16;
                 const uint4 out = reduce_ranks<T, OP>(n, [&](int src) {
-                    return zc ? load_user<T>(p.zc[src], ue, nv, al, src != r) : ld_cg16(p.ws[src] + hoff + so);
+                    return zero_copy_in ? load_user<T>(p.peer_send[src], user_elem, nv, aligned, src != r)
+                                        : ld_cg16(p.ws[src] + half_start + slot_start);
                 });
-                store_user<T>(recv, rs ? i : ue, out, nv, al);
+                store_user<T>(recv, reduce_scatter ? i : user_elem, out, nv, aligned);
                 if (two) st16(mine + (n * segp + pk) * 16, out);
             }
         }
         if (!two) continue;
         if (!sync_peers(p, c, e + 2)) return false;
-        for (uint64_t pk = t0; pk < segp; pk += nt) {
+        for (uint64_t pk = tid; pk < segp; pk += nthreads) {
             const uint64_t i = off + pk * V;
             for (int k = 1; k < n; k++) {
                 const int s = (r + k) % n;
                 const int nv = shard_valid<V>(p, s, i);
-                if (nv > 0) store_user<T>(recv, s * p.stride + i, ld_cg16(p.ws[s] + hoff + (n * segp + pk) * 16), nv, al);
+                if (nv > 0)
+                    store_user<T>(recv, s * p.stride + i, ld_cg16(p.ws[s] + half_start + (n * segp + pk) * 16), nv,
+                                  aligned);
             }
         }
     }
     /* peers read my send buffer: they must be done before my kernel ends (the descriptor's end sync) */
-    if (zc && !two && !sync_peers(p, c, e + 1)) return false;
+    if (zero_copy_in && !two && !sync_peers(p, c, e + 1)) return false;
     return true;
 }
 

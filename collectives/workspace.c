@@ -5,17 +5,11 @@
 #include <string.h>
 
 #include "alloc/alloc.h"
-#include "base/comm_state.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "base/status.h"
+#include "boot/comm_state.h"
 #include "collectives/coll_internal.h"
-
-static symmem_status_t cuda_fail(cudaError_t e, const char *what)
-{
-    return symmem_set_error(SYMMEM_CUDA_ERROR, "collectives: %s failed: %s (%s)", what, cudaGetErrorName(e),
-                            cudaGetErrorString(e));
-}
 
 /* Carve the workspace: flags, Lamport headers, three Lamport buffers, two data halves. */
 static symmem_coll_layout_t plan_workspace(void)
@@ -34,16 +28,16 @@ static symmem_status_t alloc_state(struct symmem_coll *co)
     cudaError_t e;
     if ((e = cudaMalloc((void **)&co->dev_state, sizeof *co->dev_state)) != cudaSuccess) {
         co->dev_state = NULL;
-        return cuda_fail(e, "cudaMalloc of the collective state");
+        return symmem_cudart_error(SYMMEM_CUDA_ERROR, e, NULL, "collectives: cudaMalloc of the collective state");
     }
     if ((e = cudaHostAlloc((void **)&co->err, sizeof *co->err, cudaHostAllocMapped | cudaHostAllocPortable)) !=
         cudaSuccess) {
         co->err = NULL;
-        return cuda_fail(e, "cudaHostAlloc of the error record");
+        return symmem_cudart_error(SYMMEM_CUDA_ERROR, e, NULL, "collectives: cudaHostAlloc of the error record");
     }
     memset(co->err, 0, sizeof *co->err);
-    if ((e = cudaHostGetDevicePointer((void **)&co->err_dev, co->err, 0)) != cudaSuccess)
-        return cuda_fail(e, "cudaHostGetDevicePointer of the error record");
+    SYMMEM_CUDART_CHECK(cudaHostGetDevicePointer((void **)&co->err_dev, co->err, 0),
+                        "collectives: cudaHostGetDevicePointer of the error record");
     return SYMMEM_OK;
 }
 
@@ -51,8 +45,8 @@ static symmem_status_t alloc_state(struct symmem_coll *co)
 static symmem_status_t clear(symmem_comm_t comm, struct symmem_coll *co)
 {
     cudaStream_t s = NULL;
-    cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-    if (e != cudaSuccess) return cuda_fail(e, "cudaStreamCreateWithFlags");
+    SYMMEM_CUDART_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "collectives: cudaStreamCreateWithFlags");
+    cudaError_t e;
     char *mine = co->ws_peers[comm->rank];
     const symmem_coll_layout_t *l = &co->layout;
     if ((e = cudaMemsetAsync(mine, 0, SYMMEM_COLL_FLAG_BYTES, s)) != cudaSuccess ||
@@ -66,7 +60,7 @@ static symmem_status_t clear(symmem_comm_t comm, struct symmem_coll *co)
             cudaSuccess ||
         (e = cudaStreamSynchronize(s)) != cudaSuccess) {
         cudaStreamDestroy(s);
-        return cuda_fail(e, "initialising the collective workspace");
+        return symmem_cudart_error(SYMMEM_CUDA_ERROR, e, NULL, "collectives: initialising the collective workspace");
     }
     cudaStreamDestroy(s);
     return SYMMEM_OK;

@@ -9,11 +9,11 @@
 #include <time.h>
 
 #include "alloc/alloc.h"
-#include "base/bootstrap.h"
-#include "base/group.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "base/status.h"
+#include "boot/bootstrap.h"
+#include "boot/group.h"
 #include "collectives/coll.h"
 #include "comm/comm.h"
 #include "comm/watch.h"

@@ -3,7 +3,7 @@
 #ifndef SYMMEM_COMM_COMM_H
 #define SYMMEM_COMM_COMM_H
 
-#include "base/comm_state.h"
+#include "boot/comm_state.h"
 #include "symmem/symmem.h"
 
 #ifdef __cplusplus

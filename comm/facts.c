@@ -7,10 +7,10 @@
 #include <unistd.h>
 
 #include "alloc/cudrv.h"
-#include "base/bootstrap.h"
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "boot/bootstrap.h"
 #include "comm/comm.h"
 #include "topology/choice.h"
 #include "topology/ranks.h"
@@ -32,8 +32,7 @@ static symmem_status_t cuda_rt_error(cudaError_t e, const char *call, int device
     symmem_status_t st = e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ? SYMMEM_NO_DEVICE
                          : e == cudaErrorMemoryAllocation                          ? SYMMEM_OUT_OF_MEMORY
                                                                                    : SYMMEM_CUDA_ERROR;
-    return symmem_set_error(st, "%s (device %d) failed: %s (%s)", call, device, cudaGetErrorName(e),
-                            cudaGetErrorString(e));
+    return symmem_cudart_error(st, e, NULL, "%s (device %d)", call, device);
 }
 
 static symmem_status_t gpu_facts(int device, symmem_peer_info_t *info)

@@ -6,9 +6,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "base/bootstrap.h"
 #include "base/param.h"
 #include "base/status.h"
+#include "boot/bootstrap.h"
 #include "comm/comm.h"
 
 void symmem_options_init(symmem_options_t *opts)

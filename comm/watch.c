@@ -17,10 +17,10 @@
 #include <strings.h>
 #include <time.h>
 
-#include "base/comm_state.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "base/status.h"
+#include "boot/comm_state.h"
 #include "collectives/coll.h"
 
 typedef struct watch {

@@ -154,45 +154,8 @@ int cc_run_cases(cc_ctx_t *ctx, const cc_case_t *cases, int ncases, void *arg);
 
 /* printf to stdout prefixed with the test name and the process's rank(s), flushed. */
 void cc_log(const cc_ctx_t *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-#define CC_CUDA_OK(ctx, call)                                                                              \
-    do {                                                                                                   \
-        cudaError_t cc_e_ = (call);                                                                        \
-        if (cc_e_ != cudaSuccess) {                                                                        \
-            cc_log((ctx), "FAIL %s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(cc_e_));    \
-            cc_shm_abort((ctx)->shm);                                                                      \
-            return 1;                                                                                      \
-        }                                                                                                  \
-    } while (0)
-
-/* The collective tests' CHECK macros (the ranks' counterparts of tests/test_util.h's): inside a function
- * that returns its failure count, log "FAIL file:line: ..." with the rank and return 1. */
-#define CC_CHECK(ctx, cond)                                                                                \
-    do {                                                                                                   \
-        if (!(cond)) {                                                                                     \
-            cc_log((ctx), "FAIL %s:%d: CHECK failed: %s", __FILE__, __LINE__, #cond);                     \
-            return 1;                                                                                      \
-        }                                                                                                  \
-    } while (0)
-/* A symmem call returns `want`; the last error is logged otherwise. */
-#define CC_CHECK_ST(ctx, call, want)                                                                       \
-    do {                                                                                                   \
-        symmem_status_t cc_st_ = (call);                                                                   \
-        if (cc_st_ != (want)) {                                                                            \
-            cc_log((ctx), "FAIL %s:%d: %s returned %s, expected %s: %s", __FILE__, __LINE__, #call,       \
-                   symmem_status_name(cc_st_), symmem_status_name(want), symmem_last_error());             \
-            return 1;                                                                                      \
-        }                                                                                                  \
-    } while (0)
-#define CC_CHECK_OK(ctx, call) CC_CHECK_ST(ctx, call, SYMMEM_OK)
-/* For checks that count and go on (a scenario that reports every deviation): when cond is false, log
- * "FAIL: " followed by the printf-style message and add one to `failures`. */
-#define CC_EXPECT(ctx, failures, cond, ...)                                                                \
-    do {                                                                                                   \
-        if (!(cond)) {                                                                                     \
-            cc_log((ctx), "FAIL: " __VA_ARGS__);                                                           \
-            (failures)++;                                                                                  \
-        }                                                                                                  \
-    } while (0)
+/* The checks inside a case (CC_CHECK, CC_CHECK_OK, CC_CHECK_CUDA, CC_EXPECT: "FAIL file:line: ..." through
+ * cc_log) are the test family's, in tests/test_util.h. */
 
 /* ---- data, reference and comparison ---------------------------------------------------------------- */
 /* Convert between float and the 16-bit formats on the host (round to nearest even, NaN/Inf kept). */

@@ -17,8 +17,7 @@ static symmem_status_t query_gpu(int dev, topo_gpu_fact_t *g)
     cudaError_t e = cudaGetDeviceProperties(&prop, dev);
     if (e == cudaSuccess) e = cudaDeviceGetPCIBusId(bus, (int)sizeof bus, dev);
     if (e != cudaSuccess)
-        return symmem_set_error(SYMMEM_CUDA_ERROR, "topology: querying CUDA device %d failed: %s", dev,
-                                cudaGetErrorString(e));
+        return symmem_cudart_error(SYMMEM_CUDA_ERROR, e, NULL, "topology: querying CUDA device %d", dev);
     topo_fmt(g->name, sizeof g->name, "%s", prop.name);
     g->cc_major = prop.major;
     g->cc_minor = prop.minor;
@@ -39,8 +38,8 @@ static symmem_status_t query_pair(int i, int j, topo_gpu_facts_t *f)
         int v = -1;
         cudaError_t e = cudaDeviceGetP2PAttribute(&v, attrs[k], i, j);
         if (e != cudaSuccess)
-            return symmem_set_error(SYMMEM_CUDA_ERROR, "topology: cudaDeviceGetP2PAttribute(%d, %d -> %d) failed: %s",
-                                    (int)attrs[k], i, j, cudaGetErrorString(e));
+            return symmem_cudart_error(SYMMEM_CUDA_ERROR, e, NULL, "topology: cudaDeviceGetP2PAttribute(%d, %d -> %d)",
+                                       (int)attrs[k], i, j);
         *dst[k] = v;
     }
     return SYMMEM_OK;

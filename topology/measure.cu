@@ -146,8 +146,7 @@ struct ctx {
 
 symmem_status_t cuda_fail(cudaError_t e, const char *what, int a, int b)
 {
-    return symmem_set_error(SYMMEM_CUDA_ERROR, "topology measurement: %s (GPU %d, GPU %d): %s", what, a, b,
-                            cudaGetErrorString(e));
+    return symmem_cudart_error(SYMMEM_CUDA_ERROR, e, NULL, "topology measurement: %s (GPU %d, GPU %d)", what, a, b);
 }
 
 #define MEAS_CUDA(call, what, a, b)                                                                       \

@@ -6,9 +6,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/comm_state.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "boot/comm_state.h"
 #include "topology/transfer.h"
 
 #define PROBE_RUNS 3
@@ -122,10 +122,9 @@ symmem_status_t topo_probe_ring(symmem_comm_t comm, const topo_probe_buffers_t *
     if (st != SYMMEM_OK) return st;
     if (failed) {
         (void)cudaGetLastError();
-        return symmem_set_error(SYMMEM_CUDA_ERROR,
-                                "the peer-bandwidth probe at init failed %s the memory of rank %d: %s (%s); "
-                                "SYMMEM_COLL_PROBE=0 skips the probe",
-                                failed, (comm->rank + 1) % comm->nranks, cudaGetErrorName(e), cudaGetErrorString(e));
+        return symmem_cudart_error(SYMMEM_CUDA_ERROR, e, "SYMMEM_COLL_PROBE=0 skips the probe",
+                                   "the peer-bandwidth probe at init, %s the memory of rank %d,", failed,
+                                   (comm->rank + 1) % comm->nranks);
     }
     /* Every rank fails init the same way when any rank's probe failed (not just the one that saw it). */
     double fig[PHASES];

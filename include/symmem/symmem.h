@@ -83,6 +83,26 @@ SYMMEM_API const char *symmem_last_error(void);
 SYMMEM_API int symmem_version(void);
 
 /* ------------------------------------------------------------------------------------------------------
+ * Parameters: the SYMMEM_* environment variables the library reads, from its one table (what symmem-info
+ * and `python -m symmem info` print, and docs/configuration.md lists). Local calls, thread-safe; the
+ * strings are the library's, valid for the life of the process. The environment is read once, at the
+ * library's first use of a parameter.
+ * ---------------------------------------------------------------------------------------------------- */
+typedef enum symmem_param_field {
+    SYMMEM_PARAM_FIELD_NAME = 0,    /* "SYMMEM_TIMEOUT_MS" */
+    SYMMEM_PARAM_FIELD_TYPE = 1,    /* "int" (decimal), "size" (bytes, with an optional K, M or G) or "string" */
+    SYMMEM_PARAM_FIELD_DEFAULT = 2, /* the built-in default, as the environment would spell it ("" : empty) */
+    SYMMEM_PARAM_FIELD_VALUE = 3,   /* the value in effect, as given: the environment's if set, else the default */
+    SYMMEM_PARAM_FIELD_SOURCE = 4,  /* where VALUE came from: "default", "environment", or "environment, not an
+                                       integer: the default is used" (or "not a size") */
+    SYMMEM_PARAM_FIELD_DOC = 5,     /* what it means: one plain-text paragraph */
+} symmem_param_field_t;
+/* How many parameters there are; they are numbered 0 .. count - 1. */
+SYMMEM_API int symmem_param_count(void);
+/* One field of parameter `index`; NULL for an index or a field out of range. */
+SYMMEM_API const char *symmem_param_get(int index, symmem_param_field_t field);
+
+/* ------------------------------------------------------------------------------------------------------
  * Options. Zero-initialise with SYMMEM_OPTIONS_INIT (or symmem_options_init()), then set fields. `size`,
  * `magic` and `version` let the struct grow without breaking old callers. A field left at its "default"
  * value takes the SYMMEM_* environment variable, then the built-in default (API beats environment beats

@@ -1,5 +1,5 @@
-"""The console scripts `symmem-topo` and `symmem-bench`: they run the tools built with the library and shipped
-inside the package (symmem/bin). symmem-bench loads NCCL at run time for its baseline: when
+"""The console scripts `symmem-topo`, `symmem-info` and `symmem-bench`: they run the tools built with the library
+and shipped inside the package (symmem/bin). symmem-bench loads NCCL at run time for its baseline: when
 SYMMEM_NCCL_LIBRARY is not set and the nvidia-nccl wheel (nvidia-nccl-cu13 / -cu12, which PyTorch installs) is
 present, it is pointed at that wheel's libnccl.so.2."""
 import glob
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 BIN = Path(__file__).resolve().parent / "bin"
-TOOLS = ("symmem-topo", "symmem-bench")
+TOOLS = ("symmem-topo", "symmem-info", "symmem-bench")
 
 
 def nccl_from_wheel():
@@ -49,6 +49,10 @@ def run(name, argv):
 
 def topo():
     return run("symmem-topo", sys.argv[1:])
+
+
+def info():
+    return run("symmem-info", sys.argv[1:])
 
 
 def bench():

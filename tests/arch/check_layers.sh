@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The include direction between the library's folders (house rule 16, "arrows point down"):
-#   base <- topology <- alloc <- collectives <- comm
+#   base <- boot <- topology <- alloc <- collectives <- comm
 # A file of one folder includes only "symmem/..." (the public headers) and headers of its own folder or of a
 # folder before it; a public header (include/symmem/) includes only public headers. Prints every violation
 # as file:line and exits 1 if there is any.
 #   check_layers.sh ROOT          check the tree at ROOT
 #   check_layers.sh --self-test   check synthetic trees: one clean, one per kind of violation (each must fail)
 set -u
-LAYERS=(base topology alloc collectives comm)
+LAYERS=(base boot topology alloc collectives comm)
 
 rank_of() { # folder name -> its position in LAYERS, or -1
   local i
@@ -52,7 +52,8 @@ self_test() {
   mk() { mkdir -p "$(dirname "$1")"; printf '%s\n' "$2" > "$1"; }
   # clean: every arrow points down or sideways
   mk "$tmp/ok/base/a.h" '#include "symmem/symmem.h"'
-  mk "$tmp/ok/alloc/b.c" $'#include "base/a.h"\n#include "topology/t.h"\n#include "alloc/b.h"'
+  mk "$tmp/ok/boot/m.c" $'#include "base/a.h"\n#include "boot/m.h"'
+  mk "$tmp/ok/alloc/b.c" $'#include "base/a.h"\n#include "boot/m.h"\n#include "topology/t.h"\n#include "alloc/b.h"'
   mk "$tmp/ok/comm/c.c" $'#include "collectives/coll.h"\n#include <stdio.h>'
   mk "$tmp/ok/include/symmem/symmem.h" '#include "symmem/topo.h"'
   check_tree "$tmp/ok" >/dev/null || { echo "self-test: a clean tree was reported"; fails=1; }
@@ -60,10 +61,12 @@ self_test() {
   mk "$tmp/up/base/a.c" '#include "alloc/alloc.h"'
   mk "$tmp/up2/collectives/k.cu" '  #  include "comm/watch.h"'
   mk "$tmp/up3/topology/t.c" '#include "collectives/coll.h"'
+  mk "$tmp/boot_up/base/log.c" '#include "boot/comm_state.h"'
+  mk "$tmp/boot_up2/boot/mesh.c" '#include "topology/topo.h"'
   mk "$tmp/foreign/alloc/b.c" '#include "coll_common.h"'
   mk "$tmp/tests/alloc/b.c" '#include "tests/test_util.h"'
   mk "$tmp/public/include/symmem/symmem.h" '#include "base/status.h"'
-  for t in up up2 up3 foreign tests public; do
+  for t in up up2 up3 boot_up boot_up2 foreign tests public; do
     if check_tree "$tmp/$t" >/dev/null; then echo "self-test: violation '$t' was not reported"; fails=1; fi
   done
   [ $fails = 0 ] && echo "self-test: the checker reports every kind of violation and passes a clean tree"

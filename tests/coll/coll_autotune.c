@@ -22,6 +22,7 @@
 #include "collectives/autotune.h"
 #include "collectives/tune.h"
 #include "harness.h"
+#include "test_util.h"
 
 #define MAX_BYTES ((size_t)4 << 20)
 
@@ -89,8 +90,8 @@ static int auto_runs(cc_ctx_t *ctx)
     const size_t buf = MAX_BYTES + 4096;
     for (int i = 0; i < ctx->nlocal; i++) {
         cudaSetDevice(ctx->r[i].device);
-        CC_CUDA_OK(ctx, cudaMalloc(&dsend[i], buf));
-        CC_CUDA_OK(ctx, cudaMalloc(&drecv[i], buf));
+        CC_CHECK_CUDA(ctx, cudaMalloc(&dsend[i], buf));
+        CC_CHECK_CUDA(ctx, cudaMalloc(&drecv[i], buf));
     }
     unsigned char *h = malloc(buf), *o = malloc(buf);
     CC_CHECK(ctx, h && o);
@@ -107,8 +108,8 @@ static int auto_runs(cc_ctx_t *ctx)
                 cc_rank_t *R = &ctx->r[i];
                 cudaSetDevice(R->device);
                 cc_fill(h, dt, in_elems, seed, R->rank, 0);
-                CC_CUDA_OK(ctx, cudaMemcpyAsync(dsend[i], h, in_elems * es, cudaMemcpyHostToDevice, R->stream));
-                CC_CUDA_OK(ctx, cudaStreamSynchronize(R->stream));
+                CC_CHECK_CUDA(ctx, cudaMemcpyAsync(dsend[i], h, in_elems * es, cudaMemcpyHostToDevice, R->stream));
+                CC_CHECK_CUDA(ctx, cudaStreamSynchronize(R->stream));
             }
             for (int i = 0; i < ctx->nlocal; i++) {
                 cc_rank_t *R = &ctx->r[i];
@@ -126,7 +127,7 @@ static int auto_runs(cc_ctx_t *ctx)
             for (int i = 0; i < ctx->nlocal; i++) {
                 cc_rank_t *R = &ctx->r[i];
                 cudaSetDevice(R->device);
-                CC_CUDA_OK(ctx, cudaMemcpy(o, drecv[i], out_elems * es, cudaMemcpyDeviceToHost));
+                CC_CHECK_CUDA(ctx, cudaMemcpy(o, drecv[i], out_elems * es, cudaMemcpyDeviceToHost));
                 size_t wrong = 0;
                 if (k == SYMMEM_COLL_ALL_REDUCE) wrong = cc_check_reduce(o, dt, SYMMEM_OP_SUM, count, 0, n, seed, NULL);
                 else if (k == SYMMEM_COLL_REDUCE_SCATTER)

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "test_util.h"
 
 enum { K_AR = 0, K_AR_ZC, K_RS, K_AG, K_BARRIER, K_KINDS };
 static const char *const kind_names[K_KINDS] = {"all_reduce copy-in", "all_reduce zero-copy in place",
@@ -110,11 +111,11 @@ static int allocate(cc_ctx_t *ctx, b2b_t *b)
         cudaSetDevice(R->device);
         for (int j = 0; j < K; j++)
             if (ops[j].in_bytes) cc_fill(hin + ops[j].in_off, ops[j].dt, ops[j].in_bytes / symmem_dtype_size(ops[j].dt), ops[j].seed, R->rank, 0);
-        CC_CUDA_OK(ctx, cudaMalloc((void **)&din[i], in_total + 1));
-        CC_CUDA_OK(ctx, cudaMalloc((void **)&dout[i], out_total + 1));
-        CC_CUDA_OK(ctx, cc_rank_upload(R, din[i], hin, in_total));
-        CC_CUDA_OK(ctx, cc_rank_memset(R, dout[i], 0xFF, out_total));
-        CC_CUDA_OK(ctx, cc_rank_memset(R, symmem_buffer_ptr(flags[i]), 0, sizeof(uint64_t) * (size_t)K));
+        CC_CHECK_CUDA(ctx, cudaMalloc((void **)&din[i], in_total + 1));
+        CC_CHECK_CUDA(ctx, cudaMalloc((void **)&dout[i], out_total + 1));
+        CC_CHECK_CUDA(ctx, cc_rank_upload(R, din[i], hin, in_total));
+        CC_CHECK_CUDA(ctx, cc_rank_memset(R, dout[i], 0xFF, out_total));
+        CC_CHECK_CUDA(ctx, cc_rank_memset(R, symmem_buffer_ptr(flags[i]), 0, sizeof(uint64_t) * (size_t)K));
     }
     if (cc_barrier(ctx) != 0) return 1;
     return 0;
@@ -202,7 +203,7 @@ static int verify(cc_ctx_t *ctx, const b2b_t *b, int fail, size_t *wrong_ops, ui
     for (int i = 0; i < ctx->nlocal && !fail; i++) {
         cc_rank_t *R = &ctx->r[i];
         cudaSetDevice(R->device);
-        CC_CUDA_OK(ctx, cudaMemcpy(hout, dout[i], out_total, cudaMemcpyDeviceToHost));
+        CC_CHECK_CUDA(ctx, cudaMemcpy(hout, dout[i], out_total, cudaMemcpyDeviceToHost));
         uint64_t h = 0;
         for (int j = 0; j < K; j++) {
             const op_t *o = &b->ops[j];

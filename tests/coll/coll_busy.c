@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "test_util.h"
 
 enum { K_AR = 0, K_RS, K_AG };
 static const char *const kind_names[] = {"all_reduce", "reduce_scatter", "all_gather"};
@@ -94,15 +95,15 @@ static int allocate(cc_ctx_t *ctx, busy_t *b)
     int sms = 0;
     for (int i = 0; i < ctx->nlocal; i++) {
         cc_rank_t *R = &ctx->r[i];
-        CC_CUDA_OK(ctx, cudaSetDevice(R->device));
-        CC_CUDA_OK(ctx, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, R->device));
+        CC_CHECK_CUDA(ctx, cudaSetDevice(R->device));
+        CC_CHECK_CUDA(ctx, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, R->device));
         b->sms = sms;
-        CC_CUDA_OK(ctx, cudaMalloc((void **)&din[i], in_max * WINDOW));
-        CC_CUDA_OK(ctx, cudaMalloc((void **)&dout[i], out_max * WINDOW));
-        CC_CUDA_OK(ctx, cudaStreamCreateWithFlags(&side[i], cudaStreamNonBlocking));
+        CC_CHECK_CUDA(ctx, cudaMalloc((void **)&din[i], in_max * WINDOW));
+        CC_CHECK_CUDA(ctx, cudaMalloc((void **)&dout[i], out_max * WINDOW));
+        CC_CHECK_CUDA(ctx, cudaStreamCreateWithFlags(&side[i], cudaStreamNonBlocking));
         /* load the occupy kernel (and set its shared-memory limit) before any collective runs */
-        CC_CUDA_OK(ctx, cc_dev_occupy(1000, 1, 512, 48 << 10, side[i]));
-        CC_CUDA_OK(ctx, cudaDeviceSynchronize());
+        CC_CHECK_CUDA(ctx, cc_dev_occupy(1000, 1, 512, 48 << 10, side[i]));
+        CC_CHECK_CUDA(ctx, cudaDeviceSynchronize());
     }
     if (cc_barrier(ctx) != 0) return 1;
     return 0;
@@ -165,7 +166,7 @@ static int check_window(cc_ctx_t *ctx, const busy_t *b, int w0, int w1, size_t *
         for (int i = 0; i < ctx->nlocal; i++) {
             cc_rank_t *R = &ctx->r[i];
             cudaSetDevice(R->device);
-            CC_CUDA_OK(ctx,
+            CC_CHECK_CUDA(ctx,
                        cudaMemcpy(hout, dout[i] + (size_t)(j - w0) * out_max, o->out_bytes, cudaMemcpyDeviceToHost));
             h_local[i] = cc_hash(hout, o->out_bytes);
             if (i != 0 && o->kind != K_RS) continue;

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "test_util.h"
 
 #define RES_RANK 16 /* pseudo-ranks of cc_value for the residual and the weight: the same on every rank */
 #define W_RANK 17
@@ -476,9 +477,9 @@ static int mixed_alloc(cc_ctx_t *ctx, mixed_run_t *m, int *fatal)
             return 1;
         }
         /* defined bytes between the operations' regions (the ranks' arenas are compared by hash) */
-        CC_CUDA_OK(ctx, cc_rank_memset(&ctx->r[i], a_in[i], 0, total));
-        CC_CUDA_OK(ctx, cc_rank_memset(&ctx->r[i], a_res[i], 0, total));
-        CC_CUDA_OK(ctx, cc_rank_memset(&ctx->r[i], a_out[i], 0, total));
+        CC_CHECK_CUDA(ctx, cc_rank_memset(&ctx->r[i], a_in[i], 0, total));
+        CC_CHECK_CUDA(ctx, cc_rank_memset(&ctx->r[i], a_res[i], 0, total));
+        CC_CHECK_CUDA(ctx, cc_rank_memset(&ctx->r[i], a_out[i], 0, total));
     }
     return 0;
 }
@@ -568,8 +569,8 @@ static int mixed_verify(cc_ctx_t *ctx, mixed_run_t *m, uint64_t *hl, int *failur
     m->hres = hres;
     for (int i = 0; i < ctx->nlocal; i++) {
         cudaSetDevice(ctx->r[i].device);
-        CC_CUDA_OK(ctx, cudaMemcpy(hout, a_out[i], total, cudaMemcpyDeviceToHost));
-        CC_CUDA_OK(ctx, cudaMemcpy(hres, a_res[i], total, cudaMemcpyDeviceToHost));
+        CC_CHECK_CUDA(ctx, cudaMemcpy(hout, a_out[i], total, cudaMemcpyDeviceToHost));
+        CC_CHECK_CUDA(ctx, cudaMemcpy(hres, a_res[i], total, cudaMemcpyDeviceToHost));
         hl[i] = cc_mix64(cc_hash(hout, total) ^ 3 * cc_hash(hres, total));
         if (i > 0) continue;
         for (int j = 0; j < K; j++) {
@@ -669,11 +670,11 @@ static int capture_graph(cc_ctx_t *ctx, int i, gstate_t *g, uint64_t seed, symme
     cudaSetDevice(R->device);
     cudaStream_t s = R->stream;
     cudaGraph_t graph = NULL;
-    CC_CUDA_OK(ctx, cc_dev_fill(g->wa, SYMMEM_BFLOAT16, g_hidden[0], seed + 2, NULL, W_RANK, 0, s));
-    CC_CUDA_OK(ctx, cc_dev_fill(g->wb, SYMMEM_FLOAT16, g_hidden[1], seed + 6, NULL, W_RANK, 0, s));
-    CC_CUDA_OK(ctx, cudaMemsetAsync(g->iter, 0, sizeof *g->iter, s));
-    CC_CUDA_OK(ctx, cudaStreamSynchronize(s));
-    CC_CUDA_OK(ctx, cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    CC_CHECK_CUDA(ctx, cc_dev_fill(g->wa, SYMMEM_BFLOAT16, g_hidden[0], seed + 2, NULL, W_RANK, 0, s));
+    CC_CHECK_CUDA(ctx, cc_dev_fill(g->wb, SYMMEM_FLOAT16, g_hidden[1], seed + 6, NULL, W_RANK, 0, s));
+    CC_CHECK_CUDA(ctx, cudaMemsetAsync(g->iter, 0, sizeof *g->iter, s));
+    CC_CHECK_CUDA(ctx, cudaStreamSynchronize(s));
+    CC_CHECK_CUDA(ctx, cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     symmem_status_t st = SYMMEM_OK;
     const size_t na = g_tokens[0] * g_hidden[0], nb = g_tokens[1] * g_hidden[1];
     cudaError_t e = cc_dev_spin(3000, g->iter, ctx->nranks, R->rank, s);
@@ -700,24 +701,24 @@ static int capture_graph(cc_ctx_t *ctx, int i, gstate_t *g, uint64_t seed, symme
         if (graph) cudaGraphDestroy(graph);
         return 1;
     }
-    CC_CUDA_OK(ctx, e);
-    CC_CUDA_OK(ctx, e2);
-    CC_CUDA_OK(ctx, cudaGraphInstantiate(&g->exec, graph, 0));
+    CC_CHECK_CUDA(ctx, e);
+    CC_CHECK_CUDA(ctx, e2);
+    CC_CHECK_CUDA(ctx, cudaGraphInstantiate(&g->exec, graph, 0));
     cudaGraphDestroy(graph);
     return 0;
 }
 
 /* Every local rank's buffers, histories and counter, its graph captured; then the processes' barrier. 0, or
- * 1 (graphs returns 1; *fatal set unless a CUDA call failed, which CC_CUDA_OK reports). */
+ * 1 (graphs returns 1; *fatal set unless a CUDA call failed, which CC_CHECK_CUDA reports). */
 static int graphs_setup(cc_ctx_t *ctx, gstate_t *G, uint64_t seed, int replays, int *fatal)
 {
     for (int i = 0; i < ctx->nlocal; i++) {
         gstate_t *g = &G[i];
         cudaSetDevice(ctx->r[i].device);
         char **bufs[] = {&g->xa, &g->ra, &g->wa, &g->oa, &g->xb, &g->rb, &g->wb, &g->pin, &g->pout};
-        for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++) CC_CUDA_OK(ctx, cudaMalloc((void **)bufs[k], g_len(G_OA)));
-        for (int k = 0; k < G_NREC; k++) CC_CUDA_OK(ctx, cudaMalloc((void **)&g->hist[k], g_len(k) * (size_t)replays));
-        CC_CUDA_OK(ctx, cudaMalloc((void **)&g->iter, sizeof *g->iter));
+        for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++) CC_CHECK_CUDA(ctx, cudaMalloc((void **)bufs[k], g_len(G_OA)));
+        for (int k = 0; k < G_NREC; k++) CC_CHECK_CUDA(ctx, cudaMalloc((void **)&g->hist[k], g_len(k) * (size_t)replays));
+        CC_CHECK_CUDA(ctx, cudaMalloc((void **)&g->iter, sizeof *g->iter));
         if (capture_graph(ctx, i, g, seed, SYMMEM_ALGO_ONESHOT_PUSH) != 0) {
             *fatal = 1;
             return 1;
@@ -741,7 +742,7 @@ static int graphs_verify(cc_ctx_t *ctx, const gstate_t *G, uint64_t seed, int re
         uint64_t hash = 0;
         for (int k = 0; k < G_NREC; k++) {
             h[k] = malloc(g_len(k) * (size_t)replays);
-            CC_CUDA_OK(ctx, cudaMemcpy(h[k], G[i].hist[k], g_len(k) * (size_t)replays, cudaMemcpyDeviceToHost));
+            CC_CHECK_CUDA(ctx, cudaMemcpy(h[k], G[i].hist[k], g_len(k) * (size_t)replays, cudaMemcpyDeviceToHost));
             hash = cc_mix64(hash ^ cc_hash(h[k], g_len(k) * (size_t)replays));
         }
         hl[i] = hash;
@@ -792,7 +793,7 @@ static int graphs(cc_ctx_t *ctx, int replays, int *fatal)
     for (int k = 0; k < replays; k++)
         for (int i = 0; i < ctx->nlocal; i++) {
             cudaSetDevice(ctx->r[i].device);
-            CC_CUDA_OK(ctx, cudaGraphLaunch(G[i].exec, ctx->r[i].stream));
+            CC_CHECK_CUDA(ctx, cudaGraphLaunch(G[i].exec, ctx->r[i].stream));
         }
     if (cc_sync(ctx) != cudaSuccess || cc_async_error(ctx) != SYMMEM_OK) {
         cc_log(ctx, "FAIL: graph replays did not complete");
@@ -833,20 +834,20 @@ static int mode_timeout(cc_ctx_t *ctx, symmem_algo_t algo)
     memset(&g, 0, sizeof g);
     const int replays = 3;
     char **bufs[] = {&g.xa, &g.ra, &g.wa, &g.oa, &g.xb, &g.rb, &g.wb, &g.pin, &g.pout};
-    for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++) CC_CUDA_OK(ctx, cudaMalloc((void **)bufs[k], g_len(G_OA)));
-    for (int k = 0; k < G_NREC; k++) CC_CUDA_OK(ctx, cudaMalloc((void **)&g.hist[k], g_len(k) * (size_t)replays));
-    CC_CUDA_OK(ctx, cudaMalloc((void **)&g.iter, sizeof *g.iter));
+    for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++) CC_CHECK_CUDA(ctx, cudaMalloc((void **)bufs[k], g_len(G_OA)));
+    for (int k = 0; k < G_NREC; k++) CC_CHECK_CUDA(ctx, cudaMalloc((void **)&g.hist[k], g_len(k) * (size_t)replays));
+    CC_CHECK_CUDA(ctx, cudaMalloc((void **)&g.iter, sizeof *g.iter));
     if (capture_graph(ctx, 0, &g, seed, algo) != 0) return 1;
     int failures = 0;
     /* replay 0 on both ranks: correct */
-    CC_CUDA_OK(ctx, cudaGraphLaunch(g.exec, R->stream));
-    CC_CUDA_OK(ctx, cudaStreamSynchronize(R->stream));
+    CC_CHECK_CUDA(ctx, cudaGraphLaunch(g.exec, R->stream));
+    CC_CHECK_CUDA(ctx, cudaStreamSynchronize(R->stream));
     unsigned char *h = malloc(g_len(G_OA) * (size_t)replays);
     for (int b = 0; b < 2; b++) {
         const shape_t s = g_shape(b, seed, 0);
         unsigned char *ho = h, *hr = h + g_len(G_OA);
-        CC_CUDA_OK(ctx, cudaMemcpy(ho, g.hist[b ? G_OB : G_OA], g_len(b ? G_OB : G_OA), cudaMemcpyDeviceToHost));
-        CC_CUDA_OK(ctx, cudaMemcpy(hr, g.hist[b ? G_RB : G_RA], g_len(b ? G_RB : G_RA), cudaMemcpyDeviceToHost));
+        CC_CHECK_CUDA(ctx, cudaMemcpy(ho, g.hist[b ? G_OB : G_OA], g_len(b ? G_OB : G_OA), cudaMemcpyDeviceToHost));
+        CC_CHECK_CUDA(ctx, cudaMemcpy(hr, g.hist[b ? G_RB : G_RA], g_len(b ? G_RB : G_RA), cudaMemcpyDeviceToHost));
         bad3_t bad;
         CC_EXPECT(ctx, failures, !check_fused(&s, 2, ho, hr, &bad), "replay 0, fused %c: %s wrong at %zu", 'A' + b,
                   bad.what, bad.first);
@@ -854,19 +855,19 @@ static int mode_timeout(cc_ctx_t *ctx, symmem_algo_t algo)
     if (cc_barrier(ctx) != 0) return 1;
     if (R->rank == 0) {
         /* replay 1 without rank 1: A times out; B (and the plain call) start after the failure: NaN */
-        CC_CUDA_OK(ctx, cudaGraphLaunch(g.exec, R->stream));
+        CC_CHECK_CUDA(ctx, cudaGraphLaunch(g.exec, R->stream));
         cudaError_t e = cudaStreamSynchronize(R->stream);
         cc_log(ctx, "replay 1 without rank 1 (call A: %s): the stream completed: %s", symmem_algo_name(algo),
                cudaGetErrorString(e));
         if (e != cudaSuccess) failures++;
         /* replay 2: every kernel starts after the failure: both fused calls' out and residual are NaN */
-        CC_CUDA_OK(ctx, cudaGraphLaunch(g.exec, R->stream));
-        CC_CUDA_OK(ctx, cudaStreamSynchronize(R->stream));
+        CC_CHECK_CUDA(ctx, cudaGraphLaunch(g.exec, R->stream));
+        CC_CHECK_CUDA(ctx, cudaStreamSynchronize(R->stream));
         for (int r = 1; r < replays; r++)
             for (int k = 0; k < G_NREC; k++) {
                 if (r == 1 && (k == G_OA || k == G_RA)) continue; /* the call that failed: unspecified */
                 const symmem_dtype_t dt = k == G_OA || k == G_RA ? SYMMEM_BFLOAT16 : SYMMEM_FLOAT16;
-                CC_CUDA_OK(ctx, cudaMemcpy(h, g.hist[k] + (size_t)r * g_len(k), g_len(k), cudaMemcpyDeviceToHost));
+                CC_CHECK_CUDA(ctx, cudaMemcpy(h, g.hist[k] + (size_t)r * g_len(k), g_len(k), cudaMemcpyDeviceToHost));
                 const size_t bad = not_nan(h, dt, g_len(k) / 2);
                 CC_EXPECT(ctx, failures, !bad, "replay %d, output %d after the timeout: %zu of %zu elements not NaN", r,
                           k, bad, g_len(k) / 2);
@@ -913,16 +914,16 @@ static int mode_mismatch(cc_ctx_t *ctx, const dbufs_t *D, symmem_algo_t algo)
     {
         /* rank 1 passes one element fewer per row: the same grid and block, another tag */
         const size_t tokens = 8, hidden = 4096 - (size_t)R->rank, bytes = tokens * 4096 * 2;
-        CC_CUDA_OK(ctx, cc_dev_fill(D[0].x, SYMMEM_BFLOAT16, tokens * hidden, 1, NULL, R->rank, 0, R->stream));
-        CC_CUDA_OK(ctx, cc_dev_fill(D[0].res, SYMMEM_BFLOAT16, tokens * hidden, 2, NULL, RES_RANK, 0, R->stream));
-        CC_CUDA_OK(ctx, cc_dev_fill(D[0].w, SYMMEM_BFLOAT16, hidden, 3, NULL, W_RANK, 0, R->stream));
-        CC_CUDA_OK(ctx, cudaStreamSynchronize(R->stream));
+        CC_CHECK_CUDA(ctx, cc_dev_fill(D[0].x, SYMMEM_BFLOAT16, tokens * hidden, 1, NULL, R->rank, 0, R->stream));
+        CC_CHECK_CUDA(ctx, cc_dev_fill(D[0].res, SYMMEM_BFLOAT16, tokens * hidden, 2, NULL, RES_RANK, 0, R->stream));
+        CC_CHECK_CUDA(ctx, cc_dev_fill(D[0].w, SYMMEM_BFLOAT16, hidden, 3, NULL, W_RANK, 0, R->stream));
+        CC_CHECK_CUDA(ctx, cudaStreamSynchronize(R->stream));
         if (cc_barrier(ctx) != 0) return 1;
         symmem_status_t st = symmem_all_reduce_add_rmsnorm(R->comm, D[0].x, D[0].res, D[0].w, D[0].out, tokens, hidden,
                                                            1e-6f, SYMMEM_BFLOAT16, algo, R->stream);
         CC_EXPECT(ctx, failures, st == SYMMEM_OK, "%s: the call returned %s (%s); expected it to enqueue",
                   symmem_algo_name(algo), symmem_status_name(st), symmem_last_error());
-        CC_CUDA_OK(ctx, cudaStreamSynchronize(R->stream));
+        CC_CHECK_CUDA(ctx, cudaStreamSynchronize(R->stream));
         char msg[1024];
         const symmem_status_t ae = cc_wait_async_error(R, msg, sizeof msg);
         cc_log(ctx, "%s, hidden %zu here: %s: \"%s\"", symmem_algo_name(algo), hidden, symmem_status_name(ae), msg);
@@ -933,7 +934,7 @@ static int mode_mismatch(cc_ctx_t *ctx, const dbufs_t *D, symmem_algo_t algo)
         const char *names[2] = {"out", "residual"};
         char *bufs[2] = {D[0].out, D[0].res};
         for (int k = 0; k < 2 && h; k++) {
-            CC_CUDA_OK(ctx, cudaMemcpy(h, bufs[k], tokens * hidden * 2, cudaMemcpyDeviceToHost));
+            CC_CHECK_CUDA(ctx, cudaMemcpy(h, bufs[k], tokens * hidden * 2, cudaMemcpyDeviceToHost));
             const size_t bad = not_nan(h, SYMMEM_BFLOAT16, tokens * hidden);
             CC_EXPECT(ctx, failures, !bad, "%s: %zu of %zu elements of %s are not NaN", symmem_algo_name(algo), bad,
                       tokens * hidden, names[k]);
@@ -1012,7 +1013,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < ctx.nlocal; i++) {
         cudaSetDevice(ctx.r[i].device);
         char **b[] = {&D[i].x, &D[i].res, &D[i].w, &D[i].out};
-        for (int k = 0; k < 4; k++) CC_CUDA_OK(&ctx, cudaMalloc((void **)b[k], MAX_BYTES + 64));
+        for (int k = 0; k < 4; k++) CC_CHECK_CUDA(&ctx, cudaMalloc((void **)b[k], MAX_BYTES + 64));
     }
     if (mismatch_mode) {
         rc = mode_mismatch(&ctx, D, algo);

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "harness.h"
+#include "test_util.h"
 
 #define COUNT 2053
 
@@ -37,7 +38,7 @@ static int capture(cc_ctx_t *ctx, int i, rank_state_t *s, symmem_algo_t algo, sy
     void *sp = symmem_buffer_ptr(s->sym);
     symmem_status_t st = SYMMEM_OK;
     cudaSetDevice(R->device);
-    CC_CUDA_OK(ctx, cudaStreamBeginCapture(R->stream, cudaStreamCaptureModeThreadLocal));
+    CC_CHECK_CUDA(ctx, cudaStreamBeginCapture(R->stream, cudaStreamCaptureModeThreadLocal));
     cudaError_t e = cc_dev_spin(4000, s->iter, ctx->nranks, R->rank, R->stream);
     if (e == cudaSuccess) e = cc_dev_fill(s->din, dt, COUNT, seed, s->iter, R->rank, 0, R->stream);
     if (e == cudaSuccess)
@@ -59,8 +60,8 @@ static int capture(cc_ctx_t *ctx, int i, rank_state_t *s, symmem_algo_t algo, sy
         s->graph = NULL;
         return 1;
     }
-    CC_CUDA_OK(ctx, e);
-    CC_CUDA_OK(ctx, cudaGraphInstantiate(&s->exec, s->graph, 0));
+    CC_CHECK_CUDA(ctx, e);
+    CC_CHECK_CUDA(ctx, cudaGraphInstantiate(&s->exec, s->graph, 0));
     return 0;
 }
 
@@ -77,7 +78,7 @@ static int capture_all(cc_ctx_t *ctx, rank_state_t *S, symmem_algo_t algo, symme
 {
     for (int i = 0; i < ctx->nlocal; i++) {
         cudaSetDevice(ctx->r[i].device);
-        CC_CUDA_OK(ctx, cudaMemsetAsync(S[i].iter, 0, sizeof(uint32_t), ctx->r[i].stream));
+        CC_CHECK_CUDA(ctx, cudaMemsetAsync(S[i].iter, 0, sizeof(uint32_t), ctx->r[i].stream));
         symmem_status_t st = SYMMEM_OK;
         if (capture(ctx, i, &S[i], algo, dt, seed, &st) != 0) {
             *fatal = st == SYMMEM_OK; /* a CUDA failure leaves the process unusable */
@@ -99,7 +100,7 @@ static int replay_all(cc_ctx_t *ctx, rank_state_t *S, symmem_algo_t algo, int re
     for (int k = 0; k < replays; k++)
         for (int i = 0; i < ctx->nlocal; i++) {
             cudaSetDevice(ctx->r[i].device);
-            CC_CUDA_OK(ctx, cudaGraphLaunch(S[i].exec, ctx->r[i].stream));
+            CC_CHECK_CUDA(ctx, cudaGraphLaunch(S[i].exec, ctx->r[i].stream));
         }
     if (cc_sync(ctx) != cudaSuccess || cc_async_error(ctx) != SYMMEM_OK) {
         cc_log(ctx, "FAIL: %s: replays did not complete", symmem_algo_name(algo));
@@ -120,7 +121,7 @@ static int check_rank_history(cc_ctx_t *ctx, rank_state_t *s, int i, symmem_algo
     int failed = 0;
     cudaSetDevice(ctx->r[i].device);
     uint32_t it = 0;
-    CC_CUDA_OK(ctx, cudaMemcpy(&it, s->iter, sizeof it, cudaMemcpyDeviceToHost));
+    CC_CHECK_CUDA(ctx, cudaMemcpy(&it, s->iter, sizeof it, cudaMemcpyDeviceToHost));
     if ((int)it != replays) {
         cc_log(ctx, "FAIL: %s: rank %d's replay counter is %u after %d replays", symmem_algo_name(algo),
                ctx->r[i].rank, it, replays);
@@ -128,7 +129,7 @@ static int check_rank_history(cc_ctx_t *ctx, rank_state_t *s, int i, symmem_algo
     }
     uint64_t h = 0;
     for (int which = 0; which < 2; which++) {
-        CC_CUDA_OK(ctx, cudaMemcpy(hhist, which ? s->hist_b : s->hist_a, bytes * (size_t)replays,
+        CC_CHECK_CUDA(ctx, cudaMemcpy(hhist, which ? s->hist_b : s->hist_a, bytes * (size_t)replays,
                                    cudaMemcpyDeviceToHost));
         h ^= cc_hash(hhist, bytes * (size_t)replays) + (uint64_t)which;
         if (i > 0) continue; /* the other local ranks are compared bitwise through the hash */
@@ -225,11 +226,11 @@ int main(int argc, char **argv)
     for (int i = 0; i < ctx.nlocal; i++) {
         S[i].sym = sym[i];
         cudaSetDevice(ctx.r[i].device);
-        CC_CUDA_OK(&ctx, cudaMalloc((void **)&S[i].iter, sizeof(uint32_t)));
-        CC_CUDA_OK(&ctx, cudaMalloc(&S[i].din, max_bytes));
-        CC_CUDA_OK(&ctx, cudaMalloc(&S[i].dout, max_bytes));
-        CC_CUDA_OK(&ctx, cudaMalloc((void **)&S[i].hist_a, max_bytes * (size_t)replays));
-        CC_CUDA_OK(&ctx, cudaMalloc((void **)&S[i].hist_b, max_bytes * (size_t)replays));
+        CC_CHECK_CUDA(&ctx, cudaMalloc((void **)&S[i].iter, sizeof(uint32_t)));
+        CC_CHECK_CUDA(&ctx, cudaMalloc(&S[i].din, max_bytes));
+        CC_CHECK_CUDA(&ctx, cudaMalloc(&S[i].dout, max_bytes));
+        CC_CHECK_CUDA(&ctx, cudaMalloc((void **)&S[i].hist_a, max_bytes * (size_t)replays));
+        CC_CHECK_CUDA(&ctx, cudaMalloc((void **)&S[i].hist_b, max_bytes * (size_t)replays));
     }
     unsigned char *hhist = malloc(max_bytes * (size_t)replays);
     if (!hhist) return 1;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "test_util.h"
 
 /* The split, before the library reads its parameters: rank 0's always, rank 1's from the argument. Returns
  * rank 1's list ("numa": none). */
@@ -79,7 +80,7 @@ static int auto_sizes(cc_ctx_t *ctx, const io_t *io, int *failures, int *calls)
             /* on the rank's stream: a cudaMemcpy from pageable memory may return before its DMA lands, and
              * the rank's non-blocking stream does not wait for the legacy stream's copy, so the collective
              * could read part of the previous size's input (seen: about 1 run in 8 under MPS) */
-            CC_CUDA_OK(ctx, cudaMemcpyAsync(dsend, hsend, in_elems * es, cudaMemcpyHostToDevice, R->stream));
+            CC_CHECK_CUDA(ctx, cudaMemcpyAsync(dsend, hsend, in_elems * es, cudaMemcpyHostToDevice, R->stream));
             symmem_status_t st;
             if (kind == AR)
                 st = symmem_all_reduce(R->comm, dsend, drecv, count, dt, SYMMEM_OP_SUM, SYMMEM_ALGO_AUTO, R->stream);
@@ -94,7 +95,7 @@ static int auto_sizes(cc_ctx_t *ctx, const io_t *io, int *failures, int *calls)
             const symmem_status_t ae = symmem_comm_get_async_error(R->comm);
             CC_EXPECT(ctx, *failures, ae == SYMMEM_OK, "%s of %zu elements: asynchronous error %s (%s)",
                       kind_name[kind], count, symmem_status_name(ae), symmem_last_error());
-            CC_CUDA_OK(ctx, cudaMemcpy(hrecv, drecv, out_elems * es, cudaMemcpyDeviceToHost));
+            CC_CHECK_CUDA(ctx, cudaMemcpy(hrecv, drecv, out_elems * es, cudaMemcpyDeviceToHost));
             cc_bad_t bad = {0};
             const size_t wrong =
                 kind == AG
@@ -130,8 +131,8 @@ int main(int argc, char **argv)
     void *dsend = NULL, *drecv = NULL, *hsend = malloc(max_bytes), *hrecv = malloc(max_bytes);
     int failures = 0;
     CC_EXPECT(&ctx, failures, hsend && hrecv, "out of host memory");
-    CC_CUDA_OK(&ctx, cudaMalloc(&dsend, max_bytes));
-    CC_CUDA_OK(&ctx, cudaMalloc(&drecv, max_bytes));
+    CC_CHECK_CUDA(&ctx, cudaMalloc(&dsend, max_bytes));
+    CC_CHECK_CUDA(&ctx, cudaMalloc(&drecv, max_bytes));
     if (cc_barrier(&ctx) != 0) return 1;
 
     island_refused(&ctx, other, dsend, drecv, &failures);

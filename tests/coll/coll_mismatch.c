@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "test_util.h"
 
 #define REGION ((size_t)1 << 20) /* bytes per region: a multi-block kernel */
 
@@ -45,8 +46,8 @@ int main(int argc, char **argv)
     unsigned char *base = symmem_buffer_ptr(sym[0]);
     /* region 0: finite nonzero input; regions 1-3: a per-rank, per-region byte that no all-reduce of the
      * input could produce in every byte */
-    CC_CUDA_OK(&ctx, cc_rank_memset(R, base, 0x3c, REGION));
-    for (int k = 1; k < 4; k++) CC_CUDA_OK(&ctx, cc_rank_memset(R, base + k * REGION, 0xa0 + 16 * R->rank + k, REGION));
+    CC_CHECK_CUDA(&ctx, cc_rank_memset(R, base, 0x3c, REGION));
+    for (int k = 1; k < 4; k++) CC_CHECK_CUDA(&ctx, cc_rank_memset(R, base + k * REGION, 0xa0 + 16 * R->rank + k, REGION));
     if (cc_barrier(&ctx) != 0) return 1;
 
     int failures = 0;
@@ -66,7 +67,7 @@ int main(int argc, char **argv)
     unsigned char *h = malloc(REGION);
     CC_EXPECT(&ctx, failures, h, "out of host memory for the region check");
     for (int k = 1; k < 4 && h; k++) {
-        CC_CUDA_OK(&ctx, cudaMemcpy(h, base + k * REGION, REGION, cudaMemcpyDeviceToHost));
+        CC_CHECK_CUDA(&ctx, cudaMemcpy(h, base + k * REGION, REGION, cudaMemcpyDeviceToHost));
         const unsigned char want = (unsigned char)(0xa0 + 16 * R->rank + k);
         const size_t nan_bytes = base + k * REGION == recv ? count * 4 : 0;
         size_t bad = 0, first = 0;

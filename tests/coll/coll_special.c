@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "test_util.h"
 
 #define NPAT 6
 
@@ -95,10 +96,10 @@ static int launch(cc_ctx_t *ctx, special_run_t *S, const special_case_t *c, void
         rp[i] = c->zero_copy ? (void *)(sbase + S->maxb + 4096) : S->drecv[i];
         /* on the rank's own (non-blocking) stream, and waited for: a legacy-stream cudaMemcpy from pageable
          * memory may return before its data lands, and cudaMemset is asynchronous */
-        CC_CUDA_OK(ctx, cudaMemcpyAsync(sp[i], (char *)S->in_all + (size_t)R->rank * bytes, bytes,
+        CC_CHECK_CUDA(ctx, cudaMemcpyAsync(sp[i], (char *)S->in_all + (size_t)R->rank * bytes, bytes,
                                         cudaMemcpyHostToDevice, R->stream));
-        CC_CUDA_OK(ctx, cudaMemsetAsync(rp[i], 0, bytes, R->stream));
-        CC_CUDA_OK(ctx, cudaStreamSynchronize(R->stream));
+        CC_CHECK_CUDA(ctx, cudaMemsetAsync(rp[i], 0, bytes, R->stream));
+        CC_CHECK_CUDA(ctx, cudaStreamSynchronize(R->stream));
     }
     for (int i = 0; i < ctx->nlocal; i++) {
         cc_rank_t *R = &ctx->r[i];
@@ -122,7 +123,7 @@ static int verify(cc_ctx_t *ctx, special_run_t *S, const special_case_t *c, void
     const size_t bytes = c->count * symmem_dtype_size(c->dt);
     for (int i = 0; i < ctx->nlocal; i++) {
         cudaSetDevice(ctx->r[i].device);
-        CC_CUDA_OK(ctx, cudaMemcpy(S->hout, rp[i], bytes, cudaMemcpyDeviceToHost));
+        CC_CHECK_CUDA(ctx, cudaMemcpy(S->hout, rp[i], bytes, cudaMemcpyDeviceToHost));
         h_l[i] = cc_hash(S->hout, bytes);
         if (i > 0) continue;
         size_t wrong = 0;
@@ -209,8 +210,8 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < ctx.nlocal; i++) {
         cudaSetDevice(ctx.r[i].device);
-        CC_CUDA_OK(&ctx, cudaMalloc(&S.dsend[i], S.maxb));
-        CC_CUDA_OK(&ctx, cudaMalloc(&S.drecv[i], S.maxb));
+        CC_CHECK_CUDA(&ctx, cudaMalloc(&S.dsend[i], S.maxb));
+        CC_CHECK_CUDA(&ctx, cudaMalloc(&S.drecv[i], S.maxb));
     }
     S.in_all = malloc(S.maxb * (size_t)n);
     S.hout = malloc(S.maxb);

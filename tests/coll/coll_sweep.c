@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "test_util.h"
 
 enum { OP_AR, OP_RS, OP_AG, OP_COUNT };
 static const char *const coll_names[OP_COUNT] = {"all_reduce", "reduce_scatter", "all_gather"};
@@ -124,7 +125,7 @@ static int verify(cc_ctx_t *ctx, const scase_t *c, void **rp, void **outer, size
     for (int i = 0; i < ctx->nlocal; i++) {
         cc_rank_t *R = &ctx->r[i];
         cudaSetDevice(R->device);
-        CC_CUDA_OK(ctx, cudaMemcpy(hrecv, (char *)outer[i] - GUARD, outer_bytes + 2 * GUARD, cudaMemcpyDeviceToHost));
+        CC_CHECK_CUDA(ctx, cudaMemcpy(hrecv, (char *)outer[i] - GUARD, outer_bytes + 2 * GUARD, cudaMemcpyDeviceToHost));
         const unsigned char *out = hrecv + GUARD + ((char *)rp[i] - (char *)outer[i]);
         int guard_bad = 0;
         for (int g = 0; g < GUARD; g++) guard_bad += (hrecv[g] != 0xA5) + (hrecv[GUARD + outer_bytes + g] != 0xA5);

@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "harness.h"
+#include "test_util.h"
 
 static double now_s(void)
 {
@@ -127,9 +128,9 @@ int main(int argc, char **argv)
         return 1;
     }
     for (int i = 0; i < ctx.nlocal; i++) {
-        CC_CUDA_OK(&ctx, cudaSetDevice(ctx.r[i].device));
-        CC_CUDA_OK(&ctx, cudaMalloc(&d[i], count * 4));
-        CC_CUDA_OK(&ctx, cc_rank_memset(&ctx.r[i], d[i], 0x3c, count * 4)); /* 0x3c3c3c3c: finite, nonzero */
+        CC_CHECK_CUDA(&ctx, cudaSetDevice(ctx.r[i].device));
+        CC_CHECK_CUDA(&ctx, cudaMalloc(&d[i], count * 4));
+        CC_CHECK_CUDA(&ctx, cc_rank_memset(&ctx.r[i], d[i], 0x3c, count * 4)); /* 0x3c3c3c3c: finite, nonzero */
     }
     if (cc_barrier(&ctx) != 0) return 1;
     int failures = 0, named = 0;

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "harness.h"
+#include "test_util.h"
 
 typedef struct seen {
     int calls;
@@ -74,12 +75,12 @@ static int allocate(cc_ctx_t *ctx, tgraph_t *tg)
     for (int k = 0; k < NOPS; k++) {
         const size_t es = symmem_dtype_size(op_dt[k]);
         out_count[k] = op_count[k] * (k == OP_C ? (size_t)n : 1);
-        CC_CUDA_OK(ctx, cudaMalloc(&in[k], op_count[k] * es));
-        CC_CUDA_OK(ctx, cudaMalloc(&out[k], out_count[k] * es));
+        CC_CHECK_CUDA(ctx, cudaMalloc(&in[k], op_count[k] * es));
+        CC_CHECK_CUDA(ctx, cudaMalloc(&out[k], out_count[k] * es));
     }
-    CC_CUDA_OK(ctx, cudaMalloc((void **)&iter, sizeof *iter));
+    CC_CHECK_CUDA(ctx, cudaMalloc((void **)&iter, sizeof *iter));
     tg->iter = iter;
-    CC_CUDA_OK(ctx, cc_rank_memset(&ctx->r[0], iter, 0, sizeof *iter));
+    CC_CHECK_CUDA(ctx, cc_rank_memset(&ctx->r[0], iter, 0, sizeof *iter));
     return 0;
 }
 
@@ -91,7 +92,7 @@ static int capture(cc_ctx_t *ctx, tgraph_t *tg, symmem_algo_t algo)
     uint32_t *iter = tg->iter;
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
-    CC_CUDA_OK(ctx, cudaStreamBeginCapture(R->stream, cudaStreamCaptureModeThreadLocal));
+    CC_CHECK_CUDA(ctx, cudaStreamBeginCapture(R->stream, cudaStreamCaptureModeThreadLocal));
     symmem_status_t st = SYMMEM_OK;
     for (int k = 0; k < NOPS && st == SYMMEM_OK; k++) {
         if (cc_dev_fill(in[k], op_dt[k], op_count[k], 0x7e57ull + (uint64_t)k, iter, R->rank, 0, R->stream) != cudaSuccess)
@@ -103,14 +104,14 @@ static int capture(cc_ctx_t *ctx, tgraph_t *tg, symmem_algo_t algo)
                                    k == OP_A ? algo : SYMMEM_ALGO_AUTO, R->stream);
     }
     if (st == SYMMEM_OK && cc_dev_incr(iter, R->stream) != cudaSuccess) st = SYMMEM_CUDA_ERROR;
-    CC_CUDA_OK(ctx, cudaStreamEndCapture(R->stream, &graph));
+    CC_CHECK_CUDA(ctx, cudaStreamEndCapture(R->stream, &graph));
     tg->graph = graph;
     if (st != SYMMEM_OK) {
         cc_log(ctx, "FAIL: capture: %s: %s", symmem_status_name(st), symmem_last_error());
         cc_shm_abort(ctx->shm);
         return 1;
     }
-    CC_CUDA_OK(ctx, cudaGraphInstantiate(&exec, graph, 0));
+    CC_CHECK_CUDA(ctx, cudaGraphInstantiate(&exec, graph, 0));
     tg->exec = exec;
     return 0;
 }
@@ -126,10 +127,10 @@ static int replay_correct(cc_ctx_t *ctx, tgraph_t *tg, int *failures)
     cudaGraphExec_t exec = tg->exec;
     unsigned char *h = malloc(out_count[OP_B] * 4 + out_count[OP_C] * 4 + 64);
     tg->h = h;
-    CC_CUDA_OK(ctx, cudaGraphLaunch(exec, R->stream));
-    CC_CUDA_OK(ctx, cudaStreamSynchronize(R->stream));
+    CC_CHECK_CUDA(ctx, cudaGraphLaunch(exec, R->stream));
+    CC_CHECK_CUDA(ctx, cudaStreamSynchronize(R->stream));
     for (int k = 0; k < NOPS; k++) {
-        CC_CUDA_OK(ctx, cudaMemcpy(h, out[k], out_count[k] * symmem_dtype_size(op_dt[k]), cudaMemcpyDeviceToHost));
+        CC_CHECK_CUDA(ctx, cudaMemcpy(h, out[k], out_count[k] * symmem_dtype_size(op_dt[k]), cudaMemcpyDeviceToHost));
         cc_bad_t bad = {0, 0, 0, 0};
         const uint64_t seed = cc_iter_seed(0x7e57ull + (uint64_t)k, 0);
         const size_t wrong = k == OP_C ? cc_check_gather(h, op_dt[k], op_count[k], n, seed, &bad)
@@ -151,15 +152,15 @@ static int replay_timeout(cc_ctx_t *ctx, tgraph_t *tg, symmem_algo_t algo, seen_
     cudaGraphExec_t exec = tg->exec;
     unsigned char *h = tg->h;
     /* on the rank's stream: a cudaMemset on the legacy stream could land after the replay wrote */
-    CC_CUDA_OK(ctx, cudaMemsetAsync(out[OP_B], 0, out_count[OP_B] * 2, R->stream));
-    CC_CUDA_OK(ctx, cudaMemsetAsync(out[OP_C], 0, out_count[OP_C] * 4, R->stream));
-    CC_CUDA_OK(ctx, cudaGraphLaunch(exec, R->stream));
+    CC_CHECK_CUDA(ctx, cudaMemsetAsync(out[OP_B], 0, out_count[OP_B] * 2, R->stream));
+    CC_CHECK_CUDA(ctx, cudaMemsetAsync(out[OP_C], 0, out_count[OP_C] * 4, R->stream));
+    CC_CHECK_CUDA(ctx, cudaGraphLaunch(exec, R->stream));
     cudaError_t e = cudaStreamSynchronize(R->stream);
     cc_log(ctx, "replay 1 without rank 1 (%s): the stream completed: %s", symmem_algo_name(algo),
            cudaGetErrorString(e));
     if (e != cudaSuccess) (*failures)++;
     for (int k = OP_B; k < NOPS; k++) {
-        CC_CUDA_OK(ctx, cudaMemcpy(h, out[k], out_count[k] * symmem_dtype_size(op_dt[k]), cudaMemcpyDeviceToHost));
+        CC_CHECK_CUDA(ctx, cudaMemcpy(h, out[k], out_count[k] * symmem_dtype_size(op_dt[k]), cudaMemcpyDeviceToHost));
         const size_t bad = not_nan(h, op_dt[k], out_count[k]);
         cc_log(ctx, "replay 1, %s after the timeout: %zu of %zu elements not NaN", op_name[k], bad, out_count[k]);
         if (bad) (*failures)++;
@@ -194,11 +195,11 @@ static int replay_after(cc_ctx_t *ctx, tgraph_t *tg, seen_t *seen, int *failures
     cudaGraphExec_t exec = tg->exec;
     unsigned char *h = tg->h;
     for (int k = 0; k < NOPS; k++)
-        CC_CUDA_OK(ctx, cudaMemsetAsync(out[k], 0, out_count[k] * symmem_dtype_size(op_dt[k]), R->stream));
-    CC_CUDA_OK(ctx, cudaGraphLaunch(exec, R->stream));
-    CC_CUDA_OK(ctx, cudaStreamSynchronize(R->stream));
+        CC_CHECK_CUDA(ctx, cudaMemsetAsync(out[k], 0, out_count[k] * symmem_dtype_size(op_dt[k]), R->stream));
+    CC_CHECK_CUDA(ctx, cudaGraphLaunch(exec, R->stream));
+    CC_CHECK_CUDA(ctx, cudaStreamSynchronize(R->stream));
     for (int k = 0; k < NOPS; k++) {
-        CC_CUDA_OK(ctx, cudaMemcpy(h, out[k], out_count[k] * symmem_dtype_size(op_dt[k]), cudaMemcpyDeviceToHost));
+        CC_CHECK_CUDA(ctx, cudaMemcpy(h, out[k], out_count[k] * symmem_dtype_size(op_dt[k]), cudaMemcpyDeviceToHost));
         const size_t bad = not_nan(h, op_dt[k], out_count[k]);
         cc_log(ctx, "replay 2, %s: %zu of %zu elements not NaN", op_name[k], bad, out_count[k]);
         if (bad) (*failures)++;

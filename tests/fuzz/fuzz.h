@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_util.h"
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -26,13 +28,8 @@ static inline char *fuzz_cstr(const uint8_t *data, size_t size)
     return s;
 }
 
-/* A property of the code under test does not hold: abort, so libFuzzer keeps the input as a crash. */
-#define FUZZ_ASSERT(cond)                                                                                  \
-    do {                                                                                                   \
-        if (!(cond)) {                                                                                     \
-            fprintf(stderr, "%s:%d: property failed: %s\n", __FILE__, __LINE__, #cond);                   \
-            abort();                                                                                       \
-        }                                                                                                  \
-    } while (0)
+/* A property of the code under test does not hold: report it as every check of the tests does
+ * (tests/test_util.h) and abort, so that libFuzzer keeps the input as a crash. */
+#define FUZZ_ASSERT(cond) TEST_COND_(TEST_REPORT_, NULL, abort(), cond)
 
 #endif

@@ -1,9 +1,9 @@
-/* The bootstrap's message decoder (base/bootmsg.c) on any byte stream, as a connection would deliver it:
+/* The bootstrap's message decoder (boot/bootmsg.c) on any byte stream, as a connection would deliver it:
  * messages are parsed one after another; every accepted header must be one symmem_boot_hdr_make can
  * produce, and its payload must fit what the type allows; the handshake rules and the MAC run on whatever
  * was accepted. The first byte picks the payload limit (a handshake connection's, or the data phase's). */
-#include "base/bootmsg.h"
 #include "base/hmac.h"
+#include "boot/bootmsg.h"
 #include "fuzz.h"
 #include "symmem/symmem.h"
 

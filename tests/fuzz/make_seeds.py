@@ -94,7 +94,7 @@ def topo():
     write("topo_json", "escapes", '{"schema": "symmem-gpus/1", "gpus": [{"bus_id": "0000:01:00.0", "name": "\\u00e9\\n\\ud83d"}]}')
 
 
-HDR = struct.Struct("<IHHQIiiI")  # base/bootmsg.h: symmem_boot_hdr_t, 32 bytes
+HDR = struct.Struct("<IHHQIiiI")  # boot/bootmsg.h: symmem_boot_hdr_t, 32 bytes
 HELLO, CHALLENGE, PROOF, WELCOME, ABORT, DATA, FD = range(1, 8)
 
 

@@ -11,15 +11,6 @@
 #include "symmem/symmem.h"
 #include "test_util.h"
 
-#define CUDA_CHECK(call)                                                                                   \
-    do {                                                                                                   \
-        cudaError_t e_ = (call);                                                                           \
-        if (e_ != cudaSuccess) {                                                                           \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));  \
-            exit(1);                                                                                       \
-        }                                                                                                  \
-    } while (0)
-
 /* Number of GPUs, counted in a child process so this process stays CUDA-free; 0 if none or no driver. */
 static inline int gpu_count_forked(void) { return cc_probe_gpu_count(); }
 

@@ -6,7 +6,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "base/comm_state.h"
+#include "boot/comm_state.h"
 #include "gpu_util.h"
 
 static int g_ngpus;
@@ -14,16 +14,16 @@ static int g_ngpus;
 static unsigned long long verify_all_peers(symmem_comm_t c, symmem_buffer_t b, uint32_t round, cudaStream_t s,
                                            unsigned long long *d_wrong)
 {
-    CUDA_CHECK(cudaMemsetAsync(d_wrong, 0, sizeof *d_wrong, s));
+    CHECK_CUDA(cudaMemsetAsync(d_wrong, 0, sizeof *d_wrong, s));
     for (int p = 0; p < symmem_comm_size(c); p++)
         gpu_verify_kernel<<<264, 512, 0, s>>>((const unsigned char *)symmem_buffer_peer_ptr(b, p),
                                                 symmem_buffer_size(b), p, round, d_wrong);
     gpu_count_nonzero_kernel<<<8, 256, 0, s>>>((const unsigned char *)symmem_buffer_signal_ptr(b, symmem_comm_rank(c)),
                                                SYMMEM_SIGNAL_BYTES, d_wrong);
-    CUDA_CHECK(cudaGetLastError());
+    CHECK_CUDA(cudaGetLastError());
     unsigned long long wrong = 0;
-    CUDA_CHECK(cudaMemcpyAsync(&wrong, d_wrong, sizeof wrong, cudaMemcpyDeviceToHost, s));
-    CUDA_CHECK(cudaStreamSynchronize(s));
+    CHECK_CUDA(cudaMemcpyAsync(&wrong, d_wrong, sizeof wrong, cudaMemcpyDeviceToHost, s));
+    CHECK_CUDA(cudaStreamSynchronize(s));
     return wrong;
 }
 
@@ -34,16 +34,16 @@ static void rank_pattern(int rank, int nranks, const symmem_unique_id_t *id)
     symmem_comm_t c = gpu_rank_comm(rank, nranks, id, g_ngpus, 120000);
     CHECK(symmem_comm_device(c) == rank % g_ngpus);
     cudaStream_t s;
-    CUDA_CHECK(cudaStreamCreate(&s));
+    CHECK_CUDA(cudaStreamCreate(&s));
     unsigned long long *d_wrong;
-    CUDA_CHECK(cudaMalloc(&d_wrong, sizeof *d_wrong));
+    CHECK_CUDA(cudaMalloc(&d_wrong, sizeof *d_wrong));
     static const size_t sizes[] = {1, 7, 4095, 2u << 20, (2u << 20) + 1, (64u << 20) + 3, 1ull << 30, 4ull << 30};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         symmem_buffer_t b;
         CHECK_OK(symmem_alloc(c, sizes[k], &b));
         CHECK(symmem_buffer_placement(b) == SYMMEM_PLACEMENT_DEVICE);
         gpu_fill_kernel<<<264, 512, 0, s>>>((unsigned char *)symmem_buffer_ptr(b), sizes[k], rank, (uint32_t)k);
-        CUDA_CHECK(cudaStreamSynchronize(s));
+        CHECK_CUDA(cudaStreamSynchronize(s));
         CHECK_OK(symmem_comm_barrier(c));
         unsigned long long wrong = verify_all_peers(c, b, (uint32_t)k, s, d_wrong);
         if (wrong) fprintf(stderr, "rank %d: %llu wrong words at size %zu\n", rank, wrong, sizes[k]);
@@ -55,8 +55,8 @@ static void rank_pattern(int rank, int nranks, const symmem_unique_id_t *id)
     symmem_link_t link;
     CHECK_OK(symmem_comm_peer_link(c, (rank + 1) % nranks, &link, NULL));
     if (rank == 0) printf("  link to rank 1: %d (0 self, 1 nvlink, 2 pcie, 3 host)\n", (int)link);
-    CUDA_CHECK(cudaFree(d_wrong));
-    CUDA_CHECK(cudaStreamDestroy(s));
+    CHECK_CUDA(cudaFree(d_wrong));
+    CHECK_CUDA(cudaStreamDestroy(s));
     CHECK_OK(symmem_comm_destroy(c));
 }
 
@@ -96,16 +96,16 @@ static void inprocess(int nranks, symmem_placement_t placement)
         for (int r = 0; r < nranks; r++) {
             CHECK(symmem_buffer_placement(bufs[r]) ==
                   (placement == SYMMEM_PLACEMENT_HOST_NUMA ? SYMMEM_PLACEMENT_HOST_NUMA : SYMMEM_PLACEMENT_DEVICE));
-            CUDA_CHECK(cudaSetDevice(devices[r]));
+            CHECK_CUDA(cudaSetDevice(devices[r]));
             gpu_fill_kernel<<<132, 512>>>((unsigned char *)symmem_buffer_ptr(bufs[r]), sizes[k], r, (uint32_t)k);
-            CUDA_CHECK(cudaDeviceSynchronize());
+            CHECK_CUDA(cudaDeviceSynchronize());
         }
         for (int r = 0; r < nranks; r++) {
-            CUDA_CHECK(cudaSetDevice(devices[r]));
+            CHECK_CUDA(cudaSetDevice(devices[r]));
             unsigned long long *d_wrong;
-            CUDA_CHECK(cudaMalloc(&d_wrong, sizeof *d_wrong));
+            CHECK_CUDA(cudaMalloc(&d_wrong, sizeof *d_wrong));
             unsigned long long wrong = verify_all_peers(comms[r], bufs[r], (uint32_t)k, 0, d_wrong);
-            CUDA_CHECK(cudaFree(d_wrong));
+            CHECK_CUDA(cudaFree(d_wrong));
             if (wrong) fprintf(stderr, "rank %d: %llu wrong at size %zu\n", r, wrong, sizes[k]);
             CHECK(wrong == 0);
         }
@@ -130,7 +130,7 @@ static void rank_cycles(int rank, int nranks, const symmem_unique_id_t *id)
     CHECK_OK(symmem_free(b));
     CHECK_OK(symmem_comm_barrier(c));
     size_t free0, total;
-    CUDA_CHECK(cudaMemGetInfo(&free0, &total));
+    CHECK_CUDA(cudaMemGetInfo(&free0, &total));
     int fds0 = test_open_fds();
     for (int i = 0; i < 10000; i++) {
         CHECK_OK(symmem_alloc(c, (size_t)(1 + i % 3) << 20, &b));
@@ -138,7 +138,7 @@ static void rank_cycles(int rank, int nranks, const symmem_unique_id_t *id)
     }
     CHECK_OK(symmem_comm_barrier(c));
     size_t free1;
-    CUDA_CHECK(cudaMemGetInfo(&free1, &total));
+    CHECK_CUDA(cudaMemGetInfo(&free1, &total));
     int fds1 = test_open_fds();
     if (rank == 0)
         printf("  10000 cycles: free device memory %zu -> %zu bytes, open fds %d -> %d\n", free0, free1, fds0, fds1);
@@ -153,7 +153,7 @@ static void rank_oom(int rank, int nranks, const symmem_unique_id_t *id)
 {
     symmem_comm_t c = gpu_rank_comm(rank, nranks, id, g_ngpus, 0);
     size_t free_b, total;
-    CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
+    CHECK_CUDA(cudaMemGetInfo(&free_b, &total));
     symmem_buffer_t b;
     /* Within the device's size (so the size check passes) but more than is free once a context and
      * the collective workspace exist. */

@@ -4,19 +4,10 @@
  * test needs 2 GPUs and skips otherwise). */
 #include <nccl.h>
 
-#include "base/comm_state.h"
+#include "boot/comm_state.h"
 #include "gpu_util.h"
 
 static int g_ngpus;
-
-#define NCCL_CHECK(call)                                                                                   \
-    do {                                                                                                   \
-        ncclResult_t r_ = (call);                                                                          \
-        if (r_ != ncclSuccess) {                                                                           \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, ncclGetErrorString(r_));  \
-            exit(1);                                                                                       \
-        }                                                                                                  \
-    } while (0)
 
 __global__ static void fill_float(float *p, size_t n, int rank)
 {
@@ -39,14 +30,14 @@ static unsigned long long allreduce_and_check(ncclComm_t nc, float *p, size_t n,
                                               cudaStream_t s)
 {
     fill_float<<<132, 256, 0, s>>>(p, n, rank);
-    NCCL_CHECK(ncclAllReduce(p, p, n, ncclFloat, ncclSum, nc, s));
+    CHECK_NCCL(ncclAllReduce(p, p, n, ncclFloat, ncclSum, nc, s));
     unsigned long long *d_wrong, wrong = 0;
-    CUDA_CHECK(cudaMalloc(&d_wrong, sizeof *d_wrong));
-    CUDA_CHECK(cudaMemsetAsync(d_wrong, 0, sizeof *d_wrong, s));
+    CHECK_CUDA(cudaMalloc(&d_wrong, sizeof *d_wrong));
+    CHECK_CUDA(cudaMemsetAsync(d_wrong, 0, sizeof *d_wrong, s));
     check_sum<<<132, 256, 0, s>>>(p, n, nranks, d_wrong);
-    CUDA_CHECK(cudaMemcpyAsync(&wrong, d_wrong, sizeof wrong, cudaMemcpyDeviceToHost, s));
-    CUDA_CHECK(cudaStreamSynchronize(s));
-    CUDA_CHECK(cudaFree(d_wrong));
+    CHECK_CUDA(cudaMemcpyAsync(&wrong, d_wrong, sizeof wrong, cudaMemcpyDeviceToHost, s));
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    CHECK_CUDA(cudaFree(d_wrong));
     return wrong;
 }
 
@@ -56,12 +47,12 @@ static void rank_main(int rank, int nranks, const symmem_unique_id_t *id)
     symmem_comm_t c = gpu_rank_comm(rank, nranks, id, g_ngpus, 0);
     /* NCCL's id travels over symmem's own bootstrap. */
     ncclUniqueId nid, all[2];
-    if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&nid));
+    if (rank == 0) CHECK_NCCL(ncclGetUniqueId(&nid));
     CHECK_OK(symmem_comm_allgather(c, &nid, all, sizeof nid));
     ncclComm_t nc;
-    NCCL_CHECK(ncclCommInitRank(&nc, nranks, all[0], rank));
+    CHECK_NCCL(ncclCommInitRank(&nc, nranks, all[0], rank));
     cudaStream_t s;
-    CUDA_CHECK(cudaStreamCreate(&s));
+    CHECK_CUDA(cudaStreamCreate(&s));
     const size_t n = (8u << 20) / sizeof(float) + 3;
     symmem_buffer_t b;
     CHECK_OK(symmem_alloc(c, n * sizeof(float), &b));
@@ -86,9 +77,9 @@ static void rank_main(int rank, int nranks, const symmem_unique_id_t *id)
     }
     /* Wrong input is refused before reaching NCCL. */
     CHECK_ST(symmem_nccl_register(NULL, nc, &handle), SYMMEM_INVALID_ARGUMENT);
-    NCCL_CHECK(ncclCommDestroy(nc));
+    CHECK_NCCL(ncclCommDestroy(nc));
     CHECK_OK(symmem_free(b));
-    CUDA_CHECK(cudaStreamDestroy(s));
+    CHECK_CUDA(cudaStreamDestroy(s));
     CHECK_OK(symmem_comm_destroy(c));
 }
 

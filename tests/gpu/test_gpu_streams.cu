@@ -3,7 +3,7 @@
  * workspace, flags and sequence numbers). Every output is checked exactly (small integers in fp32).
  * A second case checks that one communicator used from two unordered streams is reported. 2 processes on
  * 2 GPUs; exits 77 with fewer than 2 GPUs. */
-#include "base/comm_state.h"
+#include "boot/comm_state.h"
 #include "gpu_util.h"
 
 static int g_ngpus;
@@ -27,16 +27,16 @@ static void rank_main(int rank, int nranks, const symmem_unique_id_t *ids)
     symmem_comm_t comm[2];
     for (int c = 0; c < 2; c++) comm[c] = gpu_rank_comm(rank, nranks, &ids[c], g_ngpus, 0);
     cudaStream_t s[2];
-    for (int c = 0; c < 2; c++) CUDA_CHECK(cudaStreamCreateWithFlags(&s[c], cudaStreamNonBlocking));
+    for (int c = 0; c < 2; c++) CHECK_CUDA(cudaStreamCreateWithFlags(&s[c], cudaStreamNonBlocking));
     for (size_t t = 0; t < sizeof kCounts / sizeof kCounts[0]; t++) {
         const size_t n = kCounts[t];
         float *in[2], *out[2];
         for (int c = 0; c < 2; c++) {
-            CUDA_CHECK(cudaMalloc(&in[c], ITERS * n * sizeof(float)));
-            CUDA_CHECK(cudaMalloc(&out[c], ITERS * n * sizeof(float)));
-            CUDA_CHECK(cudaMemset(out[c], 0xff, ITERS * n * sizeof(float))); /* NaN until written */
+            CHECK_CUDA(cudaMalloc(&in[c], ITERS * n * sizeof(float)));
+            CHECK_CUDA(cudaMalloc(&out[c], ITERS * n * sizeof(float)));
+            CHECK_CUDA(cudaMemset(out[c], 0xff, ITERS * n * sizeof(float))); /* NaN until written */
         }
-        CUDA_CHECK(cudaDeviceSynchronize());
+        CHECK_CUDA(cudaDeviceSynchronize());
         CHECK_OK(symmem_comm_barrier(comm[0]));
         /* Alternate the two communicators, never waiting on the host. */
         for (int k = 0; k < ITERS; k++)
@@ -45,13 +45,13 @@ static void rank_main(int rank, int nranks, const symmem_unique_id_t *ids)
                 CHECK_OK(symmem_all_reduce(comm[c], in[c] + (size_t)k * n, out[c] + (size_t)k * n, n, SYMMEM_FLOAT32,
                                            SYMMEM_OP_SUM, SYMMEM_ALGO_AUTO, s[c]));
             }
-        for (int c = 0; c < 2; c++) CUDA_CHECK(cudaStreamSynchronize(s[c]));
+        for (int c = 0; c < 2; c++) CHECK_CUDA(cudaStreamSynchronize(s[c]));
         for (int c = 0; c < 2; c++) CHECK_OK(symmem_comm_get_async_error(comm[c]));
         float *h = (float *)malloc(ITERS * n * sizeof(float));
         CHECK(h);
         size_t wrong = 0;
         for (int c = 0; c < 2; c++) {
-            CUDA_CHECK(cudaMemcpy(h, out[c], ITERS * n * sizeof(float), cudaMemcpyDeviceToHost));
+            CHECK_CUDA(cudaMemcpy(h, out[c], ITERS * n * sizeof(float), cudaMemcpyDeviceToHost));
             for (int k = 0; k < ITERS; k++)
                 for (size_t i = 0; i < n; i++) {
                     float want = 0;
@@ -65,12 +65,12 @@ static void rank_main(int rank, int nranks, const symmem_unique_id_t *ids)
         if (rank == 0)
             printf("  2 communicators on 2 streams, %d interleaved all-reduces each of %zu floats: exact\n", ITERS, n);
         for (int c = 0; c < 2; c++) {
-            CUDA_CHECK(cudaFree(in[c]));
-            CUDA_CHECK(cudaFree(out[c]));
+            CHECK_CUDA(cudaFree(in[c]));
+            CHECK_CUDA(cudaFree(out[c]));
         }
     }
     for (int c = 0; c < 2; c++) {
-        CUDA_CHECK(cudaStreamDestroy(s[c]));
+        CHECK_CUDA(cudaStreamDestroy(s[c]));
         CHECK_OK(symmem_comm_destroy(comm[c]));
     }
 }
@@ -85,19 +85,19 @@ static void same_communicator_rank(int rank, int nranks, const symmem_unique_id_
 {
     symmem_comm_t comm = gpu_rank_comm(rank, nranks, &ids[0], g_ngpus, 3000);
     cudaStream_t s[2];
-    for (int c = 0; c < 2; c++) CUDA_CHECK(cudaStreamCreateWithFlags(&s[c], cudaStreamNonBlocking));
+    for (int c = 0; c < 2; c++) CHECK_CUDA(cudaStreamCreateWithFlags(&s[c], cudaStreamNonBlocking));
     const size_t n = 256;
     float *buf;
-    CUDA_CHECK(cudaMalloc(&buf, 4 * n * sizeof(float)));
+    CHECK_CUDA(cudaMalloc(&buf, 4 * n * sizeof(float)));
     fill_inputs<<<4, 256>>>(buf, 4 * n, 0, rank, 0);
-    CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaDeviceSynchronize());
     CHECK_OK(symmem_comm_barrier(comm));
     if (rank == 0) {
         CHECK_OK(symmem_all_reduce(comm, buf, buf + n, n, SYMMEM_FLOAT32, SYMMEM_OP_SUM, SYMMEM_ALGO_AUTO, s[0]));
         usleep(100 * 1000);
         CHECK_OK(symmem_all_reduce(comm, buf + 2 * n, buf + 3 * n, n, SYMMEM_FLOAT32, SYMMEM_OP_SUM,
                                    SYMMEM_ALGO_AUTO, s[1]));
-        for (int c = 0; c < 2; c++) CUDA_CHECK(cudaStreamSynchronize(s[c]));
+        for (int c = 0; c < 2; c++) CHECK_CUDA(cudaStreamSynchronize(s[c]));
         const symmem_status_t st = symmem_comm_get_async_error(comm);
         const char *msg = symmem_last_error();
         printf("  rank 0: %s: %s\n", symmem_status_string(st), msg ? msg : "(none)");
@@ -109,11 +109,11 @@ static void same_communicator_rank(int rank, int nranks, const symmem_unique_id_
     } else {
         usleep(1000 * 1000);
         (void)symmem_all_reduce(comm, buf, buf + n, n, SYMMEM_FLOAT32, SYMMEM_OP_SUM, SYMMEM_ALGO_AUTO, s[0]);
-        CUDA_CHECK(cudaStreamSynchronize(s[0]));
+        CHECK_CUDA(cudaStreamSynchronize(s[0]));
         (void)symmem_comm_get_async_error(comm);
     }
-    CUDA_CHECK(cudaFree(buf));
-    for (int c = 0; c < 2; c++) CUDA_CHECK(cudaStreamDestroy(s[c]));
+    CHECK_CUDA(cudaFree(buf));
+    for (int c = 0; c < 2; c++) CHECK_CUDA(cudaStreamDestroy(s[c]));
     (void)symmem_comm_destroy(comm);
 }
 

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "symmem/symmem.h"
-#include "topo/topo_test.h"
+#include "test_util.h"
 
 static int warned(symmem_topo_t t, const char *needle)
 {
@@ -28,19 +28,19 @@ static void test_malformed_fixture(const char *fixtures)
     char root[4096];
     snprintf(root, sizeof root, "%s/malformed", fixtures);
     symmem_topo_t t = NULL;
-    CHECK(discover_root(root, &t) == SYMMEM_OK);
+    EXPECT(discover_root(root, &t) == SYMMEM_OK);
     if (!t) return;
-    CHECK(symmem_topo_gpu_count(t) == 2); /* 01:00.0 (bad class), 05:00.0 (dangling), 06:00.0 (no vendor) skipped */
-    CHECK(warned(t, "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/class: expected a hex number like 0x10de, "
+    EXPECT(symmem_topo_gpu_count(t) == 2); /* 01:00.0 (bad class), 05:00.0 (dangling), 06:00.0 (no vendor) skipped */
+    EXPECT(warned(t, "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/class: expected a hex number like 0x10de, "
                     "found 'zz-not-hex'; device skipped"));
-    CHECK(warned(t, "numa_node: expected a NUMA node number or -1, found 'banana'"));
-    CHECK(warned(t, "/sys/bus/pci/devices/0000:05:00.0: cannot resolve the device link"));
-    CHECK(warned(t, "0000:06:00.0/vendor: expected a hex number like 0x10de, found ''"));
-    CHECK(warned(t, "ACS state of the PCIe switch ports between GPUs is unknown"));
+    EXPECT(warned(t, "numa_node: expected a NUMA node number or -1, found 'banana'"));
+    EXPECT(warned(t, "/sys/bus/pci/devices/0000:05:00.0: cannot resolve the device link"));
+    EXPECT(warned(t, "0000:06:00.0/vendor: expected a hex number like 0x10de, found ''"));
+    EXPECT(warned(t, "ACS state of the PCIe switch ports between GPUs is unknown"));
     symmem_topo_gpu_info_t g;
     symmem_topo_pair_info_t p;
-    CHECK(symmem_topo_gpu_info(t, 0, &g) == SYMMEM_OK && g.numa_node == -1 && g.pcie_gen == 0 && g.pcie_max_gen == 5);
-    CHECK(symmem_topo_pair_info(t, 0, 1, &p) == SYMMEM_OK && p.acs_redirect == -1 && p.p2p_access == -1);
+    EXPECT(symmem_topo_gpu_info(t, 0, &g) == SYMMEM_OK && g.numa_node == -1 && g.pcie_gen == 0 && g.pcie_max_gen == 5);
+    EXPECT(symmem_topo_pair_info(t, 0, 1, &p) == SYMMEM_OK && p.acs_redirect == -1 && p.p2p_access == -1);
     symmem_topo_destroy(t);
 }
 
@@ -49,7 +49,7 @@ static void write_file(const char *dir, const char *rel, const char *text)
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, rel);
     FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
+    EXPECT(f != NULL);
     if (f) fputs(text, f), fclose(f);
 }
 
@@ -88,9 +88,9 @@ static void test_bad_gpus_json(const char *tmp)
         write_file(tmp, "gpus.json", cases[k].json);
         symmem_topo_t t = NULL;
         symmem_status_t st = discover_root(tmp, &t);
-        CHECK(st == SYMMEM_INVALID_ARGUMENT && t == NULL);
-        CHECK_CONTAINS(symmem_last_error(), cases[k].message);
-        CHECK_CONTAINS(symmem_last_error(), "gpus.json");
+        EXPECT(st == SYMMEM_INVALID_ARGUMENT && t == NULL);
+        EXPECT_CONTAINS(symmem_last_error(), cases[k].message);
+        EXPECT_CONTAINS(symmem_last_error(), "gpus.json");
     }
 }
 
@@ -110,14 +110,14 @@ static void test_numa_lists(const char *tmp)
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         write_file(tmp, "sys/devices/system/node/online", cases[k].online);
         symmem_topo_t t = NULL;
-        CHECK(discover_root(tmp, &t) == SYMMEM_OK);
+        EXPECT(discover_root(tmp, &t) == SYMMEM_OK);
         if (!t) continue;
         char *text = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
-        CHECK(f && symmem_topo_write_text(t, f) == SYMMEM_OK);
+        EXPECT(f && symmem_topo_write_text(t, f) == SYMMEM_OK);
         if (f) fclose(f);
-        CHECK_CONTAINS(text, cases[k].line);
+        EXPECT_CONTAINS(text, cases[k].line);
         free(text);
         symmem_topo_destroy(t);
     }
@@ -128,11 +128,11 @@ static void test_numa_lists(const char *tmp)
 static void test_bad_roots(const char *tmp)
 {
     symmem_topo_t t = NULL;
-    CHECK(discover_root("/nonexistent/symmem-topo-root", &t) == SYMMEM_SYSTEM_ERROR && t == NULL);
-    CHECK_CONTAINS(symmem_last_error(), "sysfs root '/nonexistent/symmem-topo-root' cannot be opened");
-    CHECK(discover_root(tmp, &t) == SYMMEM_SYSTEM_ERROR && t == NULL); /* no sys/bus/pci/devices yet */
-    CHECK_CONTAINS(symmem_last_error(), "cannot list the PCI devices in");
-    CHECK_CONTAINS(symmem_last_error(), "a captured tree needs sys/bus/pci/devices");
+    EXPECT(discover_root("/nonexistent/symmem-topo-root", &t) == SYMMEM_SYSTEM_ERROR && t == NULL);
+    EXPECT_CONTAINS(symmem_last_error(), "sysfs root '/nonexistent/symmem-topo-root' cannot be opened");
+    EXPECT(discover_root(tmp, &t) == SYMMEM_SYSTEM_ERROR && t == NULL); /* no sys/bus/pci/devices yet */
+    EXPECT_CONTAINS(symmem_last_error(), "cannot list the PCI devices in");
+    EXPECT_CONTAINS(symmem_last_error(), "a captured tree needs sys/bus/pci/devices");
 }
 
 static void test_api_misuse(const char *fixtures)
@@ -140,27 +140,27 @@ static void test_api_misuse(const char *fixtures)
     symmem_topo_options_t o = SYMMEM_TOPO_OPTIONS_INIT;
     symmem_topo_t t = NULL;
     o.magic = 0;
-    CHECK(symmem_topo_discover(&o, &t) == SYMMEM_INVALID_ARGUMENT && t == NULL);
-    CHECK_CONTAINS(symmem_last_error(), "options not initialised");
-    CHECK(symmem_topo_discover(NULL, NULL) == SYMMEM_INVALID_ARGUMENT);
+    EXPECT(symmem_topo_discover(&o, &t) == SYMMEM_INVALID_ARGUMENT && t == NULL);
+    EXPECT_CONTAINS(symmem_last_error(), "options not initialised");
+    EXPECT(symmem_topo_discover(NULL, NULL) == SYMMEM_INVALID_ARGUMENT);
     symmem_topo_destroy(NULL);
     char root[4096];
     snprintf(root, sizeof root, "%s/h200-nvlink-vm", fixtures);
-    CHECK(discover_root(root, &t) == SYMMEM_OK);
+    EXPECT(discover_root(root, &t) == SYMMEM_OK);
     if (!t) return;
     symmem_topo_pair_info_t p;
     memset(&p, 0x5a, sizeof p);
-    CHECK(symmem_topo_pair_info(t, 0, 2, &p) == SYMMEM_INVALID_ARGUMENT);
-    CHECK(p.nvlinks == 0x5a5a5a5a); /* outputs untouched on failure */
-    CHECK_CONTAINS(symmem_last_error(), "GPU 0 / peer 2 out of range (the model has 2 GPUs)");
-    CHECK(symmem_topo_warning(t, 99) == NULL);
+    EXPECT(symmem_topo_pair_info(t, 0, 2, &p) == SYMMEM_INVALID_ARGUMENT);
+    EXPECT(p.nvlinks == 0x5a5a5a5a); /* outputs untouched on failure */
+    EXPECT_CONTAINS(symmem_last_error(), "GPU 0 / peer 2 out of range (the model has 2 GPUs)");
+    EXPECT(symmem_topo_warning(t, 99) == NULL);
     double r = 0, w = 0, l = 0;
     int measured = -1;
     symmem_link_t link;
-    CHECK(symmem_topo_pair_figures(t, 0, 1, &r, &w, &l, &measured) == SYMMEM_OK);
-    CHECK(measured == 0 && r == 360.0 && w == 360.0 && l > 0); /* estimate: 18 NVLink links x 20 GB/s */
-    CHECK(symmem_topo_pair_link(t, 0, 1, &link) == SYMMEM_OK && link == SYMMEM_LINK_NVLINK);
-    CHECK(symmem_topo_pair_link(t, 1, 1, &link) == SYMMEM_OK && link == SYMMEM_LINK_SELF);
+    EXPECT(symmem_topo_pair_figures(t, 0, 1, &r, &w, &l, &measured) == SYMMEM_OK);
+    EXPECT(measured == 0 && r == 360.0 && w == 360.0 && l > 0); /* estimate: 18 NVLink links x 20 GB/s */
+    EXPECT(symmem_topo_pair_link(t, 0, 1, &link) == SYMMEM_OK && link == SYMMEM_LINK_NVLINK);
+    EXPECT(symmem_topo_pair_link(t, 1, 1, &link) == SYMMEM_OK && link == SYMMEM_LINK_SELF);
     symmem_topo_destroy(t);
 }
 

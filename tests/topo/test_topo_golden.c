@@ -7,16 +7,16 @@
 #include <string.h>
 
 #include "symmem/symmem.h"
-#include "topo/topo_test.h"
+#include "test_util.h"
 
 static char *report(symmem_topo_t topo, int json)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    CHECK(f != NULL);
+    EXPECT(f != NULL);
     if (!f) return NULL;
-    CHECK((json ? symmem_topo_write_json(topo, f) : symmem_topo_write_text(topo, f)) == SYMMEM_OK);
+    EXPECT((json ? symmem_topo_write_json(topo, f) : symmem_topo_write_text(topo, f)) == SYMMEM_OK);
     fclose(f);
     return buf;
 }
@@ -41,7 +41,7 @@ static void compare(const char *golden_path, const char *got)
     const char *update = getenv("SYMMEM_TEST_UPDATE_GOLDEN");
     if (update && strcmp(update, "1") == 0) {
         FILE *f = fopen(golden_path, "w");
-        CHECK(f != NULL);
+        EXPECT(f != NULL);
         if (f) fputs(got, f), fclose(f);
         printf("updated %s\n", golden_path);
         return;
@@ -75,14 +75,14 @@ static symmem_topo_t open_fixture(const char *dir, const char *name)
     symmem_topo_t topo = NULL;
     symmem_status_t st = symmem_topo_discover(&o, &topo);
     if (st != SYMMEM_OK) fprintf(stderr, "%s: %s: %s\n", name, symmem_status_name(st), symmem_last_error());
-    CHECK(st == SYMMEM_OK);
+    EXPECT(st == SYMMEM_OK);
     return topo;
 }
 
 static symmem_topo_class_t path(symmem_topo_t t, int i, int j)
 {
     symmem_topo_pair_info_t p;
-    CHECK(symmem_topo_pair_info(t, i, j, &p) == SYMMEM_OK);
+    EXPECT(symmem_topo_pair_info(t, i, j, &p) == SYMMEM_OK);
     return p.path;
 }
 
@@ -90,27 +90,27 @@ static symmem_topo_class_t path(symmem_topo_t t, int i, int j)
 static void check_facts(const char *name, symmem_topo_t t)
 {
     symmem_topo_advice_t a;
-    CHECK(symmem_topo_get_advice(t, &a) == SYMMEM_OK);
-    CHECK(strlen(symmem_topo_fingerprint(t)) == 16);
+    EXPECT(symmem_topo_get_advice(t, &a) == SYMMEM_OK);
+    EXPECT(strlen(symmem_topo_fingerprint(t)) == 16);
     if (!strcmp(name, "h200-nvlink-vm")) {
         symmem_topo_pair_info_t p;
-        CHECK(symmem_topo_gpu_count(t) == 2);
-        CHECK(symmem_topo_pair_info(t, 0, 1, &p) == SYMMEM_OK && p.path == SYMMEM_TOPO_NVLINK && p.nvlinks == 18);
+        EXPECT(symmem_topo_gpu_count(t) == 2);
+        EXPECT(symmem_topo_pair_info(t, 0, 1, &p) == SYMMEM_OK && p.path == SYMMEM_TOPO_NVLINK && p.nvlinks == 18);
         /* what a communicator on this VM runs: the NVLink table, which pushes */
-        CHECK(a.direction == SYMMEM_TOPO_PUSH && !a.staged && a.placement == SYMMEM_PLACEMENT_DEVICE);
+        EXPECT(a.direction == SYMMEM_TOPO_PUSH && !a.staged && a.placement == SYMMEM_PLACEMENT_DEVICE);
     } else if (!strcmp(name, "pcie-2socket-8gpu")) {
-        CHECK(symmem_topo_gpu_count(t) == 8);
-        CHECK(path(t, 0, 1) == SYMMEM_TOPO_PHB && path(t, 0, 2) == SYMMEM_TOPO_NODE);
-        CHECK(path(t, 3, 4) == SYMMEM_TOPO_SYS && path(t, 6, 7) == SYMMEM_TOPO_PHB);
+        EXPECT(symmem_topo_gpu_count(t) == 8);
+        EXPECT(path(t, 0, 1) == SYMMEM_TOPO_PHB && path(t, 0, 2) == SYMMEM_TOPO_NODE);
+        EXPECT(path(t, 3, 4) == SYMMEM_TOPO_SYS && path(t, 6, 7) == SYMMEM_TOPO_PHB);
         /* two NUMA islands: the largest all-reduces run the island schedule, not the staged permutation */
-        CHECK(a.islands == 2 && !a.staged && a.placement == SYMMEM_PLACEMENT_DEVICE);
-        CHECK(symmem_topo_warning_count(t) == 0); /* ACS on root ports alone is harmless */
+        EXPECT(a.islands == 2 && !a.staged && a.placement == SYMMEM_PLACEMENT_DEVICE);
+        EXPECT(symmem_topo_warning_count(t) == 0); /* ACS on root ports alone is harmless */
     } else if (!strcmp(name, "pcie-2socket-16gpu") || !strcmp(name, "pcie-2socket-10gpu")) {
         /* two sockets of PCIe switches (16 GPUs: two switches of four per socket; 10: one switch of five per
          * socket), no NVLink: one switch PIX, two switches of one socket NODE, across the sockets SYS; every
          * pair P2P; the islands are the sockets, and the largest all-reduces run the island schedule */
         const int n = symmem_topo_gpu_count(t), per_socket = n / 2, per_switch = n == 16 ? 4 : 5;
-        CHECK(n == (!strcmp(name, "pcie-2socket-16gpu") ? 16 : 10));
+        EXPECT(n == (!strcmp(name, "pcie-2socket-16gpu") ? 16 : 10));
         for (int i = 0; i < n; i++)
             for (int j = 0; j < n; j++) {
                 if (i == j) continue;
@@ -118,43 +118,43 @@ static void check_facts(const char *name, symmem_topo_t t)
                                                  : i / per_switch == j / per_switch ? SYMMEM_TOPO_PIX
                                                                                     : SYMMEM_TOPO_NODE;
                 symmem_topo_pair_info_t p;
-                CHECK(symmem_topo_pair_info(t, i, j, &p) == SYMMEM_OK && p.path == want && p.p2p_access == 1 &&
+                EXPECT(symmem_topo_pair_info(t, i, j, &p) == SYMMEM_OK && p.path == want && p.p2p_access == 1 &&
                       p.nvlinks == 0);
             }
         for (int i = 0; i < n; i++) {
             symmem_topo_gpu_info_t g;
-            CHECK(symmem_topo_gpu_info(t, i, &g) == SYMMEM_OK && g.numa_node == i / per_socket);
+            EXPECT(symmem_topo_gpu_info(t, i, &g) == SYMMEM_OK && g.numa_node == i / per_socket);
         }
-        CHECK(a.islands == 2 && !a.staged && a.placement == SYMMEM_PLACEMENT_DEVICE && a.direction == SYMMEM_TOPO_PUSH);
-        CHECK(!a.measured && !symmem_topo_measured(t));
-        CHECK(symmem_topo_warning_count(t) == 0); /* ACS off on the switch ports, on at the root ports only */
-        CHECK_CONTAINS(symmem_topo_recommendation(t), n == 16 ? "2 (GPUs 0 1 2 3 4 5 6 7 | 8 9 10 11 12 13 14 15)"
+        EXPECT(a.islands == 2 && !a.staged && a.placement == SYMMEM_PLACEMENT_DEVICE && a.direction == SYMMEM_TOPO_PUSH);
+        EXPECT(!a.measured && !symmem_topo_measured(t));
+        EXPECT(symmem_topo_warning_count(t) == 0); /* ACS off on the switch ports, on at the root ports only */
+        EXPECT_CONTAINS(symmem_topo_recommendation(t), n == 16 ? "2 (GPUs 0 1 2 3 4 5 6 7 | 8 9 10 11 12 13 14 15)"
                                                               : "2 (GPUs 0 1 2 3 4 | 5 6 7 8 9)");
-        CHECK_CONTAINS(symmem_topo_recommendation(t), "above island");
+        EXPECT_CONTAINS(symmem_topo_recommendation(t), "above island");
     } else if (!strcmp(name, "pcie-switch-4gpu")) {
-        CHECK(symmem_topo_gpu_count(t) == 4 && path(t, 0, 3) == SYMMEM_TOPO_PIX);
-        CHECK(a.placement == SYMMEM_PLACEMENT_HOST_NUMA);
+        EXPECT(symmem_topo_gpu_count(t) == 4 && path(t, 0, 3) == SYMMEM_TOPO_PIX);
+        EXPECT(a.placement == SYMMEM_PLACEMENT_HOST_NUMA);
     } else if (!strcmp(name, "acs-redirect")) {
-        CHECK(path(t, 0, 1) == SYMMEM_TOPO_PIX);
-        CHECK(symmem_topo_warning_count(t) == 3);
-        CHECK_CONTAINS(symmem_topo_warning(t, 0), "ACS redirect is on at PCIe switch port 0000:02:00.0");
-        CHECK_CONTAINS(symmem_topo_warning(t, 2), "iommu=pt");
+        EXPECT(path(t, 0, 1) == SYMMEM_TOPO_PIX);
+        EXPECT(symmem_topo_warning_count(t) == 3);
+        EXPECT_CONTAINS(symmem_topo_warning(t, 0), "ACS redirect is on at PCIe switch port 0000:02:00.0");
+        EXPECT_CONTAINS(symmem_topo_warning(t, 2), "iommu=pt");
     } else if (!strcmp(name, "h200x2-captured")) {
         /* captured with symmem-topo --capture on the project's 2x H200 test machine (with its figures) */
         symmem_topo_pair_info_t p;
         double rd = 0, wr = 0, lat = 0;
         int measured = 0;
-        CHECK(symmem_topo_gpu_count(t) == 2 && symmem_topo_measured(t));
-        CHECK(symmem_topo_pair_info(t, 0, 1, &p) == SYMMEM_OK && p.path == SYMMEM_TOPO_NVLINK && p.nvlinks == 18);
-        CHECK(symmem_topo_pair_figures(t, 0, 1, &rd, &wr, &lat, &measured) == SYMMEM_OK && measured);
-        CHECK(rd > 100 && wr > 100 && lat > 0 && lat < 10);
+        EXPECT(symmem_topo_gpu_count(t) == 2 && symmem_topo_measured(t));
+        EXPECT(symmem_topo_pair_info(t, 0, 1, &p) == SYMMEM_OK && p.path == SYMMEM_TOPO_NVLINK && p.nvlinks == 18);
+        EXPECT(symmem_topo_pair_figures(t, 0, 1, &rd, &wr, &lat, &measured) == SYMMEM_OK && measured);
+        EXPECT(rd > 100 && wr > 100 && lat > 0 && lat < 10);
     } else if (!strcmp(name, "pcie-measured-4gpu")) {
         /* stores a twentieth of loads, all at once: what the init probe sees, so pull, and nothing staged */
-        CHECK(symmem_topo_gpu_count(t) == 4 && symmem_topo_measured(t) && path(t, 0, 1) == SYMMEM_TOPO_PHB);
-        CHECK(a.direction == SYMMEM_TOPO_PULL && a.measured && !a.staged && a.placement == SYMMEM_PLACEMENT_DEVICE);
+        EXPECT(symmem_topo_gpu_count(t) == 4 && symmem_topo_measured(t) && path(t, 0, 1) == SYMMEM_TOPO_PHB);
+        EXPECT(a.direction == SYMMEM_TOPO_PULL && a.measured && !a.staged && a.placement == SYMMEM_PLACEMENT_DEVICE);
     } else if (!strcmp(name, "no-gpu")) {
-        CHECK(symmem_topo_gpu_count(t) == 0);
-        CHECK_CONTAINS(symmem_topo_recommendation(t), "no GPU found");
+        EXPECT(symmem_topo_gpu_count(t) == 0);
+        EXPECT_CONTAINS(symmem_topo_recommendation(t), "no GPU found");
     }
 }
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "symmem/symmem.h"
-#include "topo/topo_test.h"
+#include "test_util.h"
 #include "topology/json.h"
 #include "topology/topo_internal.h"
 
@@ -22,21 +22,21 @@ static void test_acs_parser(void)
     put32(cfg, 0x100, 0x0001u | (2u << 16) | (0x148u << 20)); /* AER, next at 0x148 */
     put32(cfg, 0x148, 0x000du | (1u << 16));                  /* ACS, last */
     put32(cfg, 0x14c, 0x007fu | (0x0004u << 16));             /* capability, control = P2P request redirect */
-    CHECK(topo_pci_parse_acs(cfg, sizeof cfg, &ctrl) == 1 && ctrl == 0x0004);
+    EXPECT(topo_pci_parse_acs(cfg, sizeof cfg, &ctrl) == 1 && ctrl == 0x0004);
     put32(cfg, 0x14c, 0x007fu | (0x0011u << 16));             /* source validation + upstream forwarding */
-    CHECK(topo_pci_parse_acs(cfg, sizeof cfg, &ctrl) == 0 && ctrl == 0x0011);
-    CHECK(topo_pci_parse_acs(cfg, 64, &ctrl) == -1);          /* unprivileged read: unknown */
-    CHECK(topo_pci_parse_acs(cfg, 0x14a, &ctrl) == -1);       /* truncated inside the ACS capability */
+    EXPECT(topo_pci_parse_acs(cfg, sizeof cfg, &ctrl) == 0 && ctrl == 0x0011);
+    EXPECT(topo_pci_parse_acs(cfg, 64, &ctrl) == -1);          /* unprivileged read: unknown */
+    EXPECT(topo_pci_parse_acs(cfg, 0x14a, &ctrl) == -1);       /* truncated inside the ACS capability */
     put32(cfg, 0x100, 0x0001u | (0x100u << 20));              /* a list that points at itself: unknown */
-    CHECK(topo_pci_parse_acs(cfg, sizeof cfg, &ctrl) == -1 && ctrl == 0);
+    EXPECT(topo_pci_parse_acs(cfg, sizeof cfg, &ctrl) == -1 && ctrl == 0);
     put32(cfg, 0x100, 0x0001u);                               /* AER only: no ACS, so no redirect */
-    CHECK(topo_pci_parse_acs(cfg, sizeof cfg, &ctrl) == 0);
+    EXPECT(topo_pci_parse_acs(cfg, sizeof cfg, &ctrl) == 0);
     srand(12345);
     for (int iter = 0; iter < 20000; iter++) { /* random images never crash and give a valid answer */
         long len = rand() % (long)sizeof cfg;
         for (long k = 0; k < len; k++) cfg[k] = (unsigned char)rand();
         int r = topo_pci_parse_acs(cfg, len, &ctrl);
-        CHECK(r >= -1 && r <= 1);
+        EXPECT(r >= -1 && r <= 1);
     }
 }
 
@@ -73,20 +73,20 @@ static void test_classes(void)
     topo_pci_facts_t *f = calloc(1, sizeof *f);
     int acs;
     build_pci(f);
-    CHECK(topo_model_pci_class(f, 0, 0, &acs) == SYMMEM_TOPO_SELF);
-    CHECK(topo_model_pci_class(f, 0, 6, &acs) == SYMMEM_TOPO_PIX && acs == 0);
-    CHECK(topo_model_pci_class(f, 0, 1, &acs) == SYMMEM_TOPO_PXB);
-    CHECK(topo_model_pci_class(f, 0, 2, &acs) == SYMMEM_TOPO_PHB);
-    CHECK(topo_model_pci_class(f, 0, 3, &acs) == SYMMEM_TOPO_NODE);
-    CHECK(topo_model_pci_class(f, 0, 4, &acs) == SYMMEM_TOPO_SYS);
-    CHECK(topo_model_pci_class(f, 4, 5, &acs) == SYMMEM_TOPO_NODE); /* unknown node: not called SYS */
+    EXPECT(topo_model_pci_class(f, 0, 0, &acs) == SYMMEM_TOPO_SELF);
+    EXPECT(topo_model_pci_class(f, 0, 6, &acs) == SYMMEM_TOPO_PIX && acs == 0);
+    EXPECT(topo_model_pci_class(f, 0, 1, &acs) == SYMMEM_TOPO_PXB);
+    EXPECT(topo_model_pci_class(f, 0, 2, &acs) == SYMMEM_TOPO_PHB);
+    EXPECT(topo_model_pci_class(f, 0, 3, &acs) == SYMMEM_TOPO_NODE);
+    EXPECT(topo_model_pci_class(f, 0, 4, &acs) == SYMMEM_TOPO_SYS);
+    EXPECT(topo_model_pci_class(f, 4, 5, &acs) == SYMMEM_TOPO_NODE); /* unknown node: not called SYS */
     f->bridges[3].acs_redirect = 1;                                    /* GPU 6's downstream port */
-    CHECK(topo_model_pci_class(f, 0, 6, &acs) == SYMMEM_TOPO_PIX && acs == 1);
+    EXPECT(topo_model_pci_class(f, 0, 6, &acs) == SYMMEM_TOPO_PIX && acs == 1);
     f->bridges[3].acs_redirect = -1;
-    CHECK(topo_model_pci_class(f, 0, 6, &acs) == SYMMEM_TOPO_PIX && acs == -1);
+    EXPECT(topo_model_pci_class(f, 0, 6, &acs) == SYMMEM_TOPO_PIX && acs == -1);
     f->bridges[3].acs_redirect = 0;
     f->bridges[0].acs_redirect = 1; /* the root port above the switch does not redirect switch-local traffic */
-    CHECK(topo_model_pci_class(f, 0, 6, &acs) == SYMMEM_TOPO_PIX && acs == 0);
+    EXPECT(topo_model_pci_class(f, 0, 6, &acs) == SYMMEM_TOPO_PIX && acs == 0);
     free(f);
 }
 
@@ -114,31 +114,31 @@ static void test_model_and_fingerprint(void)
     build_pci(pci);
     build_gpu_facts(pci, g);
     topo_model_build(pci, g, NULL, m);
-    CHECK(m->pairs[0][6].path == SYMMEM_TOPO_NVLINK && m->pairs[0][6].nvlinks == 4);
-    CHECK(m->pairs[0][1].path == SYMMEM_TOPO_PXB);
-    CHECK(m->advice.islands == 2);
+    EXPECT(m->pairs[0][6].path == SYMMEM_TOPO_NVLINK && m->pairs[0][6].nvlinks == 4);
+    EXPECT(m->pairs[0][1].path == SYMMEM_TOPO_PXB);
+    EXPECT(m->advice.islands == 2);
     topo_model_build(pci, g, NULL, m2);
-    CHECK(strcmp(m->fingerprint, m2->fingerprint) == 0); /* stable */
+    EXPECT(strcmp(m->fingerprint, m2->fingerprint) == 0); /* stable */
     topo_measure_clear(meas);
     meas->measured = 1;
     meas->read_gbs[0][1] = 12.5;
     topo_model_build(pci, g, meas, m2);
-    CHECK(strcmp(m->fingerprint, m2->fingerprint) == 0); /* figures are not part of the key */
+    EXPECT(strcmp(m->fingerprint, m2->fingerprint) == 0); /* figures are not part of the key */
     pci->bridges[2].acs_redirect = 1;
     topo_model_build(pci, g, NULL, m2);
-    CHECK(strcmp(m->fingerprint, m2->fingerprint) != 0); /* ACS changes the figures, so the key */
+    EXPECT(strcmp(m->fingerprint, m2->fingerprint) != 0); /* ACS changes the figures, so the key */
     pci->bridges[2].acs_redirect = 0;
     snprintf(pci->driver_version, sizeof pci->driver_version, "999.1");
     topo_model_build(pci, g, NULL, m2);
-    CHECK(strcmp(m->fingerprint, m2->fingerprint) != 0);
+    EXPECT(strcmp(m->fingerprint, m2->fingerprint) != 0);
     /* No NVML (-1) but native atomics over a host bridge: NVLink of unknown width, with a warning. */
     g->nvlinks[0][2] = g->nvlinks[2][0] = -1;
     g->atomics[0][2] = 1;
     topo_model_build(pci, g, NULL, m2);
-    CHECK(m2->pairs[0][2].path == SYMMEM_TOPO_NVLINK && m2->pairs[0][2].nvlinks == -1);
+    EXPECT(m2->pairs[0][2].path == SYMMEM_TOPO_NVLINK && m2->pairs[0][2].nvlinks == -1);
     int found = 0;
     for (int k = 0; k < m2->nwarnings; k++) found |= strstr(m2->warnings[k], "NVLink link counts unknown") != NULL;
-    CHECK(found);
+    EXPECT(found);
     free(pci), free(g), free(m), free(m2), free(meas);
 }
 
@@ -171,44 +171,44 @@ static symmem_topo_advice_t advise(double read, double write, double ring_read, 
 static void test_advice(void)
 {
     symmem_topo_advice_t a = advise(2.6, 52.0, 2.0, 40.0, 1, 4); /* writes 20x faster, as published */
-    CHECK(a.direction == SYMMEM_TOPO_PUSH && a.measured && a.staged);
+    EXPECT(a.direction == SYMMEM_TOPO_PUSH && a.measured && a.staged);
     a = advise(52.0, 2.6, 50.0, 2.0, 1, 4);
-    CHECK(a.direction == SYMMEM_TOPO_PULL && a.measured && !a.staged);
+    EXPECT(a.direction == SYMMEM_TOPO_PULL && a.measured && !a.staged);
     a = advise(2.6, 52.0, 50.0, 40.0, 1, 4); /* the pairs alone would push; the ring figures do not say so */
-    CHECK(a.direction == SYMMEM_TOPO_PUSH && a.measured && a.staged);
+    EXPECT(a.direction == SYMMEM_TOPO_PUSH && a.measured && a.staged);
     a = advise(52.0, 2.6, 30.0, 40.0, 1, 4); /* the pairs alone would pull: within the margin, push stays */
-    CHECK(a.direction == SYMMEM_TOPO_PUSH && a.staged);
+    EXPECT(a.direction == SYMMEM_TOPO_PUSH && a.staged);
     /* no ring figures: not measured as far as the choice goes; two GPUs: one-shot push moves the same bytes
      * as the staged permutation with one trip instead of two syncs, so nothing is staged */
     a = advise(40.0, 41.0, -1, -1, 1, 2);
-    CHECK(a.direction == SYMMEM_TOPO_PUSH && !a.measured && !a.staged);
+    EXPECT(a.direction == SYMMEM_TOPO_PUSH && !a.measured && !a.staged);
     a = advise(-1, -1, -1, -1, 0, 2);
-    CHECK(a.placement == SYMMEM_PLACEMENT_HOST_NUMA && a.islands == 1 && !a.staged);
+    EXPECT(a.placement == SYMMEM_PLACEMENT_HOST_NUMA && a.islands == 1 && !a.staged);
 }
 
 static void test_json_reader(void)
 {
     char err[128];
     json_value_t *v = json_parse(" {\"a\": [1, -2.5e1, true, null], \"s\": \"x\\\"y\\u0041\\n\"} ", err, sizeof err);
-    CHECK(v != NULL);
+    EXPECT(v != NULL);
     if (v) {
         const json_value_t *a = json_get(v, "a");
-        CHECK(a && a->type == JSON_ARR && json_num(a->child->next, 0) == -25.0);
-        CHECK(strcmp(json_str(json_get(v, "s"), ""), "x\"yA\n") == 0);
-        CHECK(json_get(v, "missing") == NULL && json_num(NULL, 7) == 7);
+        EXPECT(a && a->type == JSON_ARR && json_num(a->child->next, 0) == -25.0);
+        EXPECT(strcmp(json_str(json_get(v, "s"), ""), "x\"yA\n") == 0);
+        EXPECT(json_get(v, "missing") == NULL && json_num(NULL, 7) == 7);
         json_free(v);
     }
-    CHECK(json_parse("[1, 2", err, sizeof err) == NULL);
-    CHECK_CONTAINS(err, "line 1 column 6: expected ',' or ']'");
-    CHECK(json_parse("{\"a\": 1} x", err, sizeof err) == NULL);
-    CHECK_CONTAINS(err, "text after the end of the value");
-    CHECK(json_parse("\"\\u12", err, sizeof err) == NULL);
-    CHECK_CONTAINS(err, "bad escape");
+    EXPECT(json_parse("[1, 2", err, sizeof err) == NULL);
+    EXPECT_CONTAINS(err, "line 1 column 6: expected ',' or ']'");
+    EXPECT(json_parse("{\"a\": 1} x", err, sizeof err) == NULL);
+    EXPECT_CONTAINS(err, "text after the end of the value");
+    EXPECT(json_parse("\"\\u12", err, sizeof err) == NULL);
+    EXPECT_CONTAINS(err, "bad escape");
     char deep[200];
     memset(deep, '[', 100);
     deep[100] = '\0';
-    CHECK(json_parse(deep, err, sizeof err) == NULL);
-    CHECK_CONTAINS(err, "nested too deeply");
+    EXPECT(json_parse(deep, err, sizeof err) == NULL);
+    EXPECT_CONTAINS(err, "nested too deeply");
 }
 
 static void test_cache_round_trip(void)
@@ -226,14 +226,14 @@ static void test_cache_round_trip(void)
     m->read_gbs[0][1] = 51.25, m->write_gbs[1][0] = 3.5, m->latency_us[0][6] = 1.75, m->check_failed[2][3] = 1;
     m->host_d2h_gbs[4] = 26.0, m->ring_read_gbs[5] = 20.5;
     FILE *f = open_memstream(&buf, &len);
-    CHECK(topo_gpu_facts_write(f, g, m, "0123456789abcdef") == SYMMEM_OK);
+    EXPECT(topo_gpu_facts_write(f, g, m, "0123456789abcdef") == SYMMEM_OK);
     fclose(f);
-    CHECK(topo_gpu_facts_parse(buf, "round trip", g2, m2, fp) == SYMMEM_OK);
-    CHECK(strcmp(fp, "0123456789abcdef") == 0 && g2->ngpus == g->ngpus && m2->measured && !m2->quick);
-    CHECK(strcmp(g2->gpus[3].bus_id, g->gpus[3].bus_id) == 0 && g2->nvlinks[6][0] == 4);
-    CHECK(m2->read_gbs[0][1] == 51.25 && m2->write_gbs[1][0] == 3.5 && m2->latency_us[0][6] == 1.75);
-    CHECK(m2->check_failed[2][3] == 1 && m2->host_d2h_gbs[4] == 26.0 && m2->ring_read_gbs[5] == 20.5);
-    CHECK(m2->read_gbs[1][0] < 0 && m2->host_read_gbs[0] < 0); /* unmeasured stays unmeasured */
+    EXPECT(topo_gpu_facts_parse(buf, "round trip", g2, m2, fp) == SYMMEM_OK);
+    EXPECT(strcmp(fp, "0123456789abcdef") == 0 && g2->ngpus == g->ngpus && m2->measured && !m2->quick);
+    EXPECT(strcmp(g2->gpus[3].bus_id, g->gpus[3].bus_id) == 0 && g2->nvlinks[6][0] == 4);
+    EXPECT(m2->read_gbs[0][1] == 51.25 && m2->write_gbs[1][0] == 3.5 && m2->latency_us[0][6] == 1.75);
+    EXPECT(m2->check_failed[2][3] == 1 && m2->host_d2h_gbs[4] == 26.0 && m2->ring_read_gbs[5] == 20.5);
+    EXPECT(m2->read_gbs[1][0] < 0 && m2->host_read_gbs[0] < 0); /* unmeasured stays unmeasured */
     free(buf), free(pci), free(g), free(g2), free(m), free(m2);
 }
 

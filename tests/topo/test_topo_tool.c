@@ -8,7 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "topo/topo_test.h"
+#include "test_util.h"
 
 static const char *tool, *fixtures;
 
@@ -80,37 +80,37 @@ static void test_exit_codes(void)
 {
     run_result_t r = run((const char *[]){"--sysfs-root", fixture("h200-nvlink-vm"), NULL});
     char *want = golden_text("h200-nvlink-vm");
-    CHECK(r.status == 0 && want && strcmp(r.out, want) == 0);
+    EXPECT(r.status == 0 && want && strcmp(r.out, want) == 0);
     free(want), done(&r);
     r = run((const char *[]){"--sysfs-root", fixture("no-gpu"), NULL});
-    CHECK(r.status == 3);
-    CHECK_CONTAINS(r.out, "no GPU found: no NVIDIA GPU in the PCI tree");
+    EXPECT(r.status == 3);
+    EXPECT_CONTAINS(r.out, "no GPU found: no NVIDIA GPU in the PCI tree");
     done(&r);
     r = run((const char *[]){"--sysfs-root", fixture("malformed"), NULL});
-    CHECK(r.status == 0);
-    CHECK(strstr(r.out, "symmem WARN") == NULL); /* logs never on stdout */
-    CHECK_CONTAINS(r.err, "symmem WARN TOPO");
-    CHECK_CONTAINS(r.out, "found 'banana'");
+    EXPECT(r.status == 0);
+    EXPECT(strstr(r.out, "symmem WARN") == NULL); /* logs never on stdout */
+    EXPECT_CONTAINS(r.err, "symmem WARN TOPO");
+    EXPECT_CONTAINS(r.out, "found 'banana'");
     done(&r);
     r = run((const char *[]){"--json", "--sysfs-root", fixture("pcie-2socket-8gpu"), NULL});
-    CHECK(r.status == 0 && r.out[0] == '{');
-    CHECK_CONTAINS(r.out, "\"schema\": \"symmem-topo/1\"");
+    EXPECT(r.status == 0 && r.out[0] == '{');
+    EXPECT_CONTAINS(r.out, "\"schema\": \"symmem-topo/1\"");
     done(&r);
     r = run((const char *[]){"--bogus", NULL});
-    CHECK(r.status == 2 && r.out[0] == '\0');
-    CHECK_CONTAINS(r.err, "unknown argument '--bogus'");
+    EXPECT(r.status == 2 && r.out[0] == '\0');
+    EXPECT_CONTAINS(r.err, "unknown argument '--bogus'");
     done(&r);
     r = run((const char *[]){"--sysfs-root", NULL});
-    CHECK(r.status == 2);
-    CHECK_CONTAINS(r.err, "missing value for '--sysfs-root'");
+    EXPECT(r.status == 2);
+    EXPECT_CONTAINS(r.err, "missing value for '--sysfs-root'");
     done(&r);
     r = run((const char *[]){"--sysfs-root", "/nonexistent/root", NULL});
-    CHECK(r.status == 1 && r.out[0] == '\0');
-    CHECK_CONTAINS(r.err, "symmem-topo: topology discovery failed: SYMMEM_SYSTEM_ERROR: sysfs root");
+    EXPECT(r.status == 1 && r.out[0] == '\0');
+    EXPECT_CONTAINS(r.err, "symmem-topo: topology discovery failed: SYMMEM_SYSTEM_ERROR: sysfs root");
     done(&r);
     r = run((const char *[]){"-h", NULL});
-    CHECK(r.status == 0);
-    CHECK_CONTAINS(r.out, "exit status: 0 ok; 1 error");
+    EXPECT(r.status == 0);
+    EXPECT_CONTAINS(r.out, "exit status: 0 ok; 1 error");
     done(&r);
 }
 
@@ -121,9 +121,9 @@ static void test_live_without_driver(void)
     int driver = 0;
     if (cudaDriverGetVersion(&driver) != cudaSuccess || driver != 0) return;
     run_result_t r = run((const char *[]){NULL});
-    CHECK(r.status == 3);
-    CHECK_CONTAINS(r.out, "no NVIDIA driver found");
-    CHECK(strstr(r.out, "insufficient") == NULL);
+    EXPECT(r.status == 3);
+    EXPECT_CONTAINS(r.out, "no NVIDIA driver found");
+    EXPECT(strstr(r.out, "insufficient") == NULL);
     done(&r);
 }
 
@@ -133,12 +133,12 @@ static void test_capture_round_trip(const char *name)
     char dir[] = "/tmp/symmem-topo-capture-XXXXXX", cmd[4200];
     if (!mkdtemp(dir)) return perror("mkdtemp"), (void)test_failures++;
     run_result_t r = run((const char *[]){"--sysfs-root", fixture(name), "--capture", dir, NULL});
-    CHECK(r.status == 0);
-    CHECK_CONTAINS(r.out, "replay with: symmem-topo --sysfs-root");
+    EXPECT(r.status == 0);
+    EXPECT_CONTAINS(r.out, "replay with: symmem-topo --sysfs-root");
     done(&r);
     r = run((const char *[]){"--sysfs-root", dir, NULL});
     char *want = golden_text(name);
-    CHECK(want && strcmp(r.out, want) == 0);
+    EXPECT(want && strcmp(r.out, want) == 0);
     if (want && strcmp(r.out, want) != 0) fprintf(stderr, "replay of %s:\n%s\n", name, r.out);
     free(want), done(&r);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

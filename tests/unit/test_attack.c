@@ -27,10 +27,10 @@
 #include <sys/un.h>
 #include <time.h>
 
-#include "base/bootmsg.h"
-#include "base/bootstrap.h"
-#include "base/comm_state.h"
 #include "base/hash.h"
+#include "boot/bootmsg.h"
+#include "boot/bootstrap.h"
+#include "boot/comm_state.h"
 #include "symmem/symmem.h"
 #include "test_util.h"
 

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/comm_state.h"
+#include "boot/comm_state.h"
 #include "collectives/autotune.h"
 #include "collectives/tune.h"
 #include "symmem/symmem.h"

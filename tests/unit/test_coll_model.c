@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/comm_state.h"
 #include "base/kinds.h"
 #include "base/param.h"
+#include "boot/comm_state.h"
 #include "collectives/coll_internal.h"
 #include "collectives/island.h"
 #include "collectives/tune.h"
@@ -278,7 +278,7 @@ static void geometry_invariants(void)
                                 CHECK(st == 0);
                                 if (st != 0) continue;
                                 const uint64_t V = 16 / es;
-                                const uint64_t cap = g.fam == 2 /* Lamport */ ? co.lam_buf_bytes : co.half_bytes;
+                                const uint64_t cap = g.family == 2 /* Lamport */ ? co.lam_buf_bytes : co.half_bytes;
                                 CHECK(g.units == kernel_units(kind, algo, n, zo & 1));
                                 CHECK(g.epochs == kernel_epochs(kind, algo, g.rounds, zc));
                                 CHECK(g.units * g.segp * 16 <= cap);              /* fits its area */

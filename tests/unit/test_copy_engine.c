@@ -25,22 +25,10 @@
 #include "collectives/copy_engine.h"
 #include "collectives/plan.h"
 #include "harness.h"
+#include "test_util.h"
 #include "values.h"
 
 #define MAXN 16
-static int failures;
-
-#define EXPECT(cond, ...)                                                                                  \
-    do {                                                                                                   \
-        if (!(cond)) {                                                                                     \
-            if (failures++ < 20) {                                                                         \
-                fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond);                            \
-                fprintf(stderr, __VA_ARGS__);                                                              \
-                fputc('\n', stderr);                                                                       \
-            }                                                                                              \
-        }                                                                                                  \
-    } while (0)
-
 /* ---- fp32 in the kernels' way: 16-bit types widened, folded, rounded to nearest even ------------------ */
 static float to_f(const unsigned char *p, symmem_dtype_t dt)
 {
@@ -91,51 +79,51 @@ typedef struct world {
 static unsigned char *at(world_t *w, int rank, const symmem_ce_ref_t *r, size_t bytes, int exec)
 {
     if (r->buf == SYMMEM_CE_WS) {
-        EXPECT(r->rank >= 0 && r->rank < w->n && r->off + bytes <= w->ws_bytes, "workspace ref rank %d off %llu + %zu",
+        EXPECT_MSG(r->rank >= 0 && r->rank < w->n && r->off + bytes <= w->ws_bytes, "workspace ref rank %d off %llu + %zu",
                r->rank, (unsigned long long)r->off, bytes);
         return w->ws[r->rank] + r->off;
     }
-    EXPECT(r->rank == exec, "rank %d's step names rank %d's user buffer", exec, r->rank);
+    EXPECT_MSG(r->rank == exec, "rank %d's step names rank %d's user buffer", exec, r->rank);
     const size_t lim = r->buf == SYMMEM_CE_SEND ? w->send_bytes : w->recv_bytes;
-    EXPECT(r->off + bytes <= lim, "user buffer ref off %llu + %zu > %zu", (unsigned long long)r->off, bytes, lim);
+    EXPECT_MSG(r->off + bytes <= lim, "user buffer ref off %llu + %zu > %zu", (unsigned long long)r->off, bytes, lim);
     return (r->buf == SYMMEM_CE_SEND ? w->send : w->recv)[rank] + r->off;
 }
 
 static void ws_read(world_t *w, int exec, const symmem_ce_ref_t *r, size_t bytes)
 {
     if (r->buf != SYMMEM_CE_WS) return;
-    EXPECT(w->phase > 0 && w->phase < w->last_phase, "rank %d reads a workspace outside the call's syncs (phase %d)",
+    EXPECT_MSG(w->phase > 0 && w->phase < w->last_phase, "rank %d reads a workspace outside the call's syncs (phase %d)",
            exec, w->phase);
     for (size_t b = 0; b < bytes; b++) {
         shadow_t *s = &w->sh[r->rank][r->off + b];
-        EXPECT(s->wphase >= 0, "rank %d reads byte %llu of rank %d's workspace, never written in this call", exec,
+        EXPECT_MSG(s->wphase >= 0, "rank %d reads byte %llu of rank %d's workspace, never written in this call", exec,
                (unsigned long long)(r->off + b), r->rank);
-        EXPECT(s->wphase < w->phase || s->wrank == exec,
+        EXPECT_MSG(s->wphase < w->phase || s->wrank == exec,
                "rank %d reads byte %llu of rank %d's workspace in phase %d, written by rank %d in the same phase", exec,
                (unsigned long long)(r->off + b), r->rank, w->phase, s->wrank);
         if (s->rphase != w->phase) s->rmask = 0;
         s->rphase = w->phase;
         s->rmask |= 1u << exec;
-        if (failures > 20) return;
+        if (test_failures > TEST_EXPECT_SHOWN) return;
     }
 }
 
 static void ws_write(world_t *w, int exec, const symmem_ce_ref_t *r, size_t bytes)
 {
     if (r->buf != SYMMEM_CE_WS) return;
-    EXPECT(w->phase > 0 && w->phase < w->last_phase, "rank %d writes a workspace outside the call's syncs (phase %d)",
+    EXPECT_MSG(w->phase > 0 && w->phase < w->last_phase, "rank %d writes a workspace outside the call's syncs (phase %d)",
            exec, w->phase);
     for (size_t b = 0; b < bytes; b++) {
         shadow_t *s = &w->sh[r->rank][r->off + b];
-        EXPECT(s->rphase < w->phase || (s->rmask & ~(1u << exec)) == 0,
+        EXPECT_MSG(s->rphase < w->phase || (s->rmask & ~(1u << exec)) == 0,
                "rank %d writes byte %llu of rank %d's workspace in phase %d, which another rank reads then", exec,
                (unsigned long long)(r->off + b), r->rank, w->phase);
-        EXPECT(s->wphase < w->phase || s->wrank == exec,
+        EXPECT_MSG(s->wphase < w->phase || s->wrank == exec,
                "ranks %d and %d write byte %llu of rank %d's workspace in phase %d", exec, s->wrank,
                (unsigned long long)(r->off + b), r->rank, w->phase);
         s->wphase = w->phase;
         s->wrank = exec;
-        if (failures > 20) return;
+        if (test_failures > TEST_EXPECT_SHOWN) return;
     }
 }
 
@@ -150,7 +138,7 @@ static int same_mem(world_t *w, int exec, const symmem_ce_ref_t *a, const symmem
 static void run_copy(world_t *w, int exec, const symmem_ce_step_t *s)
 {
     int ident;
-    EXPECT(!same_mem(w, exec, &s->dst, &s->src, s->bytes, s->bytes, &ident), "rank %d copies onto its own source", exec);
+    EXPECT_MSG(!same_mem(w, exec, &s->dst, &s->src, s->bytes, s->bytes, &ident), "rank %d copies onto its own source", exec);
     ws_read(w, exec, &s->src, s->bytes);
     ws_write(w, exec, &s->dst, s->bytes);
     memmove(at(w, exec, &s->dst, s->bytes, exec), at(w, exec, &s->src, s->bytes, exec), s->bytes);
@@ -163,14 +151,14 @@ static void run_jobs(world_t *w, int exec, const symmem_ce_step_t *s)
      * destination, and a source meets its own destination only as the same range */
     for (int a = 0; a < s->njobs; a++) {
         const symmem_ce_job_t *ja = &s->jobs[a];
-        EXPECT(ja->nsrc >= 1 && ja->nsrc <= w->n, "job of %d sources", ja->nsrc);
+        EXPECT_MSG(ja->nsrc >= 1 && ja->nsrc <= w->n, "job of %d sources", ja->nsrc);
         for (int b = 0; b < s->njobs; b++) {
             const symmem_ce_job_t *jb = &s->jobs[b];
             int ident;
-            if (b != a) EXPECT(!same_mem(w, exec, &ja->dst, &jb->dst, ja->elems * es, jb->elems * es, &ident), "jobs %d, %d: destinations overlap", a, b);
+            if (b != a) EXPECT_MSG(!same_mem(w, exec, &ja->dst, &jb->dst, ja->elems * es, jb->elems * es, &ident), "jobs %d, %d: destinations overlap", a, b);
             for (int q = 0; q < jb->nsrc; q++)
                 if (same_mem(w, exec, &ja->dst, &jb->src[q], ja->elems * es, jb->elems * es, &ident))
-                    EXPECT(b == a && ident, "job %d writes what job %d reads (source %d)", a, b, q);
+                    EXPECT_MSG(b == a && ident, "job %d writes what job %d reads (source %d)", a, b, q);
         }
     }
     for (int a = 0; a < s->njobs; a++) {
@@ -207,7 +195,7 @@ static void plan_rank(const symmem_ce_call_t *c, rank_plan_t *rp)
     rp->nsteps = 1;
     for (uint64_t k = 0; k < c->rounds; k++) {
         const int ns = symmem_ce_plan_round(c, k, round);
-        EXPECT(ns >= 1 && ns <= 2 * c->n, "round %llu: %d steps", (unsigned long long)k, ns);
+        EXPECT_MSG(ns >= 1 && ns <= 2 * c->n, "round %llu: %d steps", (unsigned long long)k, ns);
         if ((size_t)(rp->nsteps + ns) > cap) {
             cap = 2 * cap + (size_t)ns;
             rp->steps = realloc(rp->steps, cap * sizeof *rp->steps);
@@ -257,12 +245,12 @@ static void run_case(const cfg_t *cf)
     symmem_coll_geom_t g;
     const int gst = symmem_coll_geometry(&lay, &grid, n, (symmem_coll_kind_t)cf->kind, SYMMEM_ALGO_COPY_ENGINE,
                                          cf->count, es, 0, 0, 0, 0, &g);
-    EXPECT(gst == 0, "geometry failed (%d)", gst);
+    EXPECT_MSG(gst == 0, "geometry failed (%d)", gst);
     if (gst != 0) return;
-    EXPECT(g.fam == SYMMEM_COLL_FAM_COPY, "family %d", g.fam);
-    EXPECT(g.units == (uint64_t)(ar ? 2 * n : n) && g.units * g.segp * 16 <= lay.half_bytes, "units %llu segp %llu",
+    EXPECT_MSG(g.family == SYMMEM_COLL_FAM_COPY, "family %d", g.family);
+    EXPECT_MSG(g.units == (uint64_t)(ar ? 2 * n : n) && g.units * g.segp * 16 <= lay.half_bytes, "units %llu segp %llu",
            (unsigned long long)g.units, (unsigned long long)g.segp);
-    EXPECT(g.epochs + 2 == symmem_ce_epochs(cf->kind, g.rounds), "epochs %llu", (unsigned long long)g.epochs);
+    EXPECT_MSG(g.epochs + 2 == symmem_ce_epochs(cf->kind, g.rounds), "epochs %llu", (unsigned long long)g.epochs);
 
     world_t w;
     memset(&w, 0, sizeof w);
@@ -308,18 +296,18 @@ static void run_case(const cfg_t *cf)
                                     .total = g.total,
                                     .segp = g.segp,
                                     .rounds = g.rounds,
-                                    .es = es,
+                                    .elem_size = es,
                                     .data_off = lay.data_off,
                                     .half_bytes = lay.half_bytes,
                                     .in_place = cf->in_place && cf->kind == SYMMEM_COLL_ALL_GATHER};
         plan_rank(&c, &rp[r]);
         const int sy = syncs_of(&rp[r], r ? pat : pat0, 4096);
         if (r == 0) syncs = sy;
-        EXPECT(sy == syncs && (r == 0 || memcmp(pat, pat0, sizeof(uint32_t) * (size_t)(sy < 4096 ? sy : 4096)) == 0),
+        EXPECT_MSG(sy == syncs && (r == 0 || memcmp(pat, pat0, sizeof(uint32_t) * (size_t)(sy < 4096 ? sy : 4096)) == 0),
                "rank %d's kernels differ from rank 0's", r);
         int kernels = 0;
         for (int i = 0; i < rp[r].nsteps; i++) kernels += rp[r].steps[i].type == SYMMEM_CE_KERNEL;
-        EXPECT(2 * (uint64_t)kernels == symmem_ce_epochs(cf->kind, g.rounds), "rank %d: %d kernels", r, kernels);
+        EXPECT_MSG(2 * (uint64_t)kernels == symmem_ce_epochs(cf->kind, g.rounds), "rank %d: %d kernels", r, kernels);
     }
     /* phase by phase; ranks in a shuffled order each phase */
     w.last_phase = syncs;
@@ -357,11 +345,11 @@ static void run_case(const cfg_t *cf)
             }
         }
     }
-    for (int r = 0; r < n; r++) EXPECT(pos[r] == rp[r].nsteps, "rank %d stopped at step %d of %d", r, pos[r], rp[r].nsteps);
+    for (int r = 0; r < n; r++) EXPECT_MSG(pos[r] == rp[r].nsteps, "rank %d stopped at step %d of %d", r, pos[r], rp[r].nsteps);
 
     /* results: bit for bit the rank-order fp32 fold, within float64's bound, identical on every rank */
     unsigned char want[16];
-    for (int r = 0; r < n && failures <= 20; r++) {
+    for (int r = 0; r < n && test_failures <= TEST_EXPECT_SHOWN; r++) {
         for (uint64_t i = 0; i < out_elems; i++) {
             const unsigned char *got = w.recv[r] + i * es;
             if (cf->kind == SYMMEM_COLL_ALL_GATHER) {
@@ -377,15 +365,15 @@ static void run_case(const cfg_t *cf)
                     acc = redop(cf->op, acc, (float)in[q]);
                 }
                 from_f(want, cf->dt, acc);
-                EXPECT(cc_elem_ok(to_f(got, cf->dt), in, n, cf->op, cf->dt, &ref), "rank %d elem %llu: %g, float64 %g", r,
+                EXPECT_MSG(cc_elem_ok(to_f(got, cf->dt), in, n, cf->op, cf->dt, &ref), "rank %d elem %llu: %g, float64 %g", r,
                        (unsigned long long)i, (double)to_f(got, cf->dt), ref);
             }
-            EXPECT(memcmp(got, want, es) == 0, "n %d kind %d dt %d op %d count %llu in_place %d half %zu: rank %d elem %llu: %.9g, want %.9g",
+            EXPECT_MSG(memcmp(got, want, es) == 0, "n %d kind %d dt %d op %d count %llu in_place %d half %zu: rank %d elem %llu: %.9g, want %.9g",
                    n, cf->kind, cf->dt, cf->op, (unsigned long long)cf->count, cf->in_place, cf->half_bytes, r,
                    (unsigned long long)i, (double)to_f(got, cf->dt), (double)to_f(want, cf->dt));
-            if (failures > 20) break;
+            if (test_failures > TEST_EXPECT_SHOWN) break;
         }
-        if (!rs) EXPECT(memcmp(w.recv[r], w.recv[0], w.recv_bytes) == 0, "rank %d's output differs from rank 0's", r);
+        if (!rs) EXPECT_MSG(memcmp(w.recv[r], w.recv[0], w.recv_bytes) == 0, "rank %d's output differs from rank 0's", r);
     }
     for (int r = 0; r < n; r++) {
         free(block[r]);
@@ -419,8 +407,8 @@ int main(void)
                                               half, cc_mix64(0xc0ffee + (uint64_t)cases)};
                             run_case(&cf);
                             cases++;
-                            if (failures > 20) {
-                                fprintf(stderr, "stopping after %d failures\n", failures);
+                            if (test_failures > TEST_EXPECT_SHOWN) {
+                                fprintf(stderr, "stopping after %d failures\n", test_failures);
                                 return 1;
                             }
                         }
@@ -430,6 +418,6 @@ int main(void)
         run_case(&cf);
         cases++;
     }
-    printf("test_copy_engine: %d cases, %d failures\n", cases, failures);
-    return failures ? 1 : 0;
+    printf("test_copy_engine: %d cases, %d failures\n", cases, test_failures);
+    return test_failures ? 1 : 0;
 }

@@ -167,6 +167,44 @@ static void params_from_environment(void)
     CHECK(strlen(symmem_param_doc(SYMMEM_PARAM_TIMEOUT_MS)) > 0);
 }
 
+/* The public listing (symmem_param_count, symmem_param_get) is the internal table, every row of it whole, and
+ * says where each value came from. */
+static void public_param_listing(void)
+{
+    setenv("SYMMEM_TIMEOUT_MS", "1234", 1);
+    setenv("SYMMEM_WORKSPACE_BYTES", "lots", 1);
+    unsetenv("SYMMEM_LOG_LEVEL");
+    symmem_param_reload();
+    CHECK(symmem_param_count() == SYMMEM_PARAM_COUNT);
+    for (int i = 0; i < symmem_param_count(); i++) {
+        const char *name = symmem_param_get(i, SYMMEM_PARAM_FIELD_NAME);
+        const char *type = symmem_param_get(i, SYMMEM_PARAM_FIELD_TYPE);
+        const char *doc = symmem_param_get(i, SYMMEM_PARAM_FIELD_DOC);
+        CHECK(name && strcmp(name, symmem_param_name((symmem_param_id_t)i)) == 0);
+        CHECK(strcmp(symmem_param_get(i, SYMMEM_PARAM_FIELD_DEFAULT), symmem_param_default((symmem_param_id_t)i)) == 0);
+        CHECK(strcmp(symmem_param_get(i, SYMMEM_PARAM_FIELD_VALUE), symmem_param_str((symmem_param_id_t)i)) == 0);
+        CHECK(type && (strcmp(type, "int") == 0 || strcmp(type, "size") == 0 || strcmp(type, "string") == 0));
+        /* one plain paragraph: a markdown table row (docs/configuration.md) and the listing's wrapping */
+        CHECK(doc && strlen(doc) > 10 && !strpbrk(doc, "\n\t`"));
+        for (int j = 0; j < i; j++) CHECK(strcmp(name, symmem_param_get(j, SYMMEM_PARAM_FIELD_NAME)) != 0);
+    }
+    const int t = SYMMEM_PARAM_TIMEOUT_MS, w = SYMMEM_PARAM_WORKSPACE_BYTES, l = SYMMEM_PARAM_LOG_LEVEL;
+    CHECK(strcmp(symmem_param_get(t, SYMMEM_PARAM_FIELD_VALUE), "1234") == 0);
+    CHECK(strcmp(symmem_param_get(t, SYMMEM_PARAM_FIELD_SOURCE), "environment") == 0);
+    CHECK(strcmp(symmem_param_get(t, SYMMEM_PARAM_FIELD_TYPE), "int") == 0);
+    CHECK(strcmp(symmem_param_get(w, SYMMEM_PARAM_FIELD_VALUE), "lots") == 0);
+    CHECK(strcmp(symmem_param_get(w, SYMMEM_PARAM_FIELD_SOURCE), "environment, not a size: the default is used") == 0);
+    CHECK(strcmp(symmem_param_get(w, SYMMEM_PARAM_FIELD_TYPE), "size") == 0);
+    CHECK(strcmp(symmem_param_get(l, SYMMEM_PARAM_FIELD_SOURCE), "default") == 0);
+    CHECK(strcmp(symmem_param_get(l, SYMMEM_PARAM_FIELD_VALUE), "WARN") == 0);
+    /* every algorithm's name is in SYMMEM_ALGO's meaning (the table builds it from the list) */
+    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++)
+        CHECK(strstr(symmem_param_get(SYMMEM_PARAM_ALGO, SYMMEM_PARAM_FIELD_DOC), symmem_algo_name((symmem_algo_t)a)));
+    CHECK(symmem_param_get(-1, SYMMEM_PARAM_FIELD_NAME) == NULL);
+    CHECK(symmem_param_get(symmem_param_count(), SYMMEM_PARAM_FIELD_NAME) == NULL);
+    CHECK(symmem_param_get(0, (symmem_param_field_t)99) == NULL);
+}
+
 /* A misspelt variable gets a warning naming the closest real one. */
 static void unknown_variable_warns_with_suggestion(void)
 {
@@ -293,6 +331,7 @@ int main(void)
         {"param_names_from_many_threads", param_names_from_many_threads, 10},
         {"timeout_out_of_range_rejected", timeout_out_of_range_rejected, 20},
         {"params_from_environment", params_from_environment, 10},
+        {"public_param_listing", public_param_listing, 10},
         {"unknown_variable_warns_with_suggestion", unknown_variable_warns_with_suggestion, 10},
         {"unique_id_round_trip", unique_id_round_trip, 10},
         {"bad_unique_ids_rejected", bad_unique_ids_rejected, 10},

@@ -12,8 +12,8 @@
 #include <time.h>
 
 #include "alloc/alloc.h"
-#include "base/bootstrap.h"
-#include "base/comm_state.h"
+#include "boot/bootstrap.h"
+#include "boot/comm_state.h"
 #include "harness.h"
 #include "symmem/symmem.h"
 #include "test_util.h"

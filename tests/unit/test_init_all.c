@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/comm_state.h"
+#include "boot/comm_state.h"
 #include "symmem/symmem.h"
 #include "test_util.h"
 

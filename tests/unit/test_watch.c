@@ -10,10 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/param.h"
+#include "boot/comm_state.h"
 #include "collectives/coll_internal.h"
 #include "comm/watch.h"
-#include "base/comm_state.h"
-#include "base/param.h"
 #include "test_util.h"
 
 static symmem_comm_t shell(const char *bus)

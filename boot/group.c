@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/group.h"
 #include "base/status.h"
+#include "boot/group.h"
 
 typedef struct deferred {
     symmem_comm_t comm; /* lane key; NULL: a lane of its own */

@@ -1,5 +1,5 @@
 /* The communicator's error state, the registry of live handles and the entry guard of public calls. */
-#include "base/comm_state.h"
+#include "boot/comm_state.h"
 
 #include <cuda_runtime_api.h>
 #include <stdio.h>

@@ -11,9 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/boot_internal.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "boot/boot_internal.h"
 
 const char *boot_who(int peer)
 {

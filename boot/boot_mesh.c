@@ -1,7 +1,7 @@
 /* Building the bootstrap mesh. Setup is one event loop over every connection of this rank (outgoing to higher
  * ranks, incoming from lower ones, and the listening socket), so a slow, idle or hostile connection costs
  * nothing but its own slot, and a rank waiting on one peer still completes its handshakes with the others
- * (so a missing rank is the only one named). The wire format and the handshake rules are in base/bootmsg.h;
+ * (so a missing rank is the only one named). The wire format and the handshake rules are in boot/bootmsg.h;
  * the trust model in docs/security.md. */
 #include <assert.h>
 #include <errno.h>
@@ -17,12 +17,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/boot_internal.h"
-#include "base/bootmsg.h"
 #include "base/hmac.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "base/status.h"
+#include "boot/boot_internal.h"
+#include "boot/bootmsg.h"
 
 #define HANDSHAKE_MS 2000 /* how long an accepted connection may take for each step of its handshake */
 #define RETRY_MS 1        /* between attempts to reach a rank that is not listening yet, or again */

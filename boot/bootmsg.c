@@ -1,4 +1,4 @@
-#include "base/bootmsg.h"
+#include "boot/bootmsg.h"
 
 #include <string.h>
 

@@ -1,14 +1,14 @@
 /* The collectives over the bootstrap mesh (allgather, barrier, descriptor exchange), every call numbered so
  * that ranks making different calls are told apart. The mesh: boot_mesh.c; the messages: boot_wire.c. */
-#include "base/bootstrap.h"
+#include "boot/bootstrap.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "base/boot_internal.h"
 #include "base/status.h"
+#include "boot/boot_internal.h"
 
 static symmem_status_t check_data(const symmem_boot_t *b, const symmem_boot_hdr_t *h, uint32_t type, size_t len,
                                   int peer, const char *what)

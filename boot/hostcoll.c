@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/bootstrap.h"
-#include "base/comm_state.h"
 #include "base/status.h"
+#include "boot/bootstrap.h"
+#include "boot/comm_state.h"
 
 /* The communicators of one symmem_comm_init_all. A rank leaves at destroy; the last one frees the set. */
 typedef struct symmem_comm_set {

@@ -11,8 +11,8 @@
  * both nonces are fresh, both directions are bound to the ranks, the counts and the id's tag, and the
  * secret itself never crosses the socket. ABORT (the status and error text of a rank that gave up) tells
  * connected peers why, so they can name the real cause. DATA and FD carry the collectives after setup. */
-#ifndef SYMMEM_BASE_BOOTMSG_H
-#define SYMMEM_BASE_BOOTMSG_H
+#ifndef SYMMEM_BOOT_BOOTMSG_H
+#define SYMMEM_BOOT_BOOTMSG_H
 
 #include <assert.h>
 #include <stddef.h>

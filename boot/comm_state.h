@@ -1,10 +1,10 @@
 /* The communicator as every layer reads it: the facts the ranks agreed at init, the bootstrap mesh, the
- * error state, and the services the layers above base/ need from it: the entry guard of a public call, the
+ * error state, and the services the layers above boot/ need from it: the entry guard of a public call, the
  * host-side collectives over the mesh (with the misuse check of symmem_comm_init_all's communicators), and
  * the registry of live handles. Creating, filling and destroying a communicator is comm/'s (the lifecycle,
  * on top of every layer); after init, fields are written only by the layer a field names. */
-#ifndef SYMMEM_BASE_COMM_STATE_H
-#define SYMMEM_BASE_COMM_STATE_H
+#ifndef SYMMEM_BOOT_COMM_STATE_H
+#define SYMMEM_BOOT_COMM_STATE_H
 
 #include <assert.h>
 #include <pthread.h>
@@ -17,9 +17,9 @@
 extern "C" {
 #endif
 
-struct symmem_boot;     /* base/bootstrap.h: the authenticated socket mesh between ranks */
+struct symmem_boot;     /* boot/bootstrap.h: the authenticated socket mesh between ranks */
 struct symmem_coll;     /* collectives/: workspace, device state, error record, algorithm table */
-struct symmem_comm_set; /* the communicators of one symmem_comm_init_all (base/hostcoll.c) */
+struct symmem_comm_set; /* the communicators of one symmem_comm_init_all (boot/hostcoll.c) */
 
 /* What every rank tells every other at init (exchanged once with the bootstrap allgather). */
 typedef struct symmem_peer_info {

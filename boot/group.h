@@ -1,10 +1,10 @@
-/* Group calls (base/group.c). Inside a group (symmem_group_active()), a collective host call records
+/* Group calls (boot/group.c). Inside a group (symmem_group_active()), a collective host call records
  * itself with symmem_group_defer() and returns; the calls run at symmem_group_end(): the calls of one
  * communicator in the order they were made, on one thread (two at once would interleave their messages on
  * the same sockets), different communicators concurrently. comm NULL (a communicator being created): the
- * call gets a thread of its own. Base, not comm/: symmem_alloc (alloc/) records itself too. */
-#ifndef SYMMEM_BASE_GROUP_H
-#define SYMMEM_BASE_GROUP_H
+ * call gets a thread of its own. Here, below alloc/, not in comm/: symmem_alloc (alloc/) records itself too. */
+#ifndef SYMMEM_BOOT_GROUP_H
+#define SYMMEM_BOOT_GROUP_H
 
 #include <stddef.h>
 

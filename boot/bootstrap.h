@@ -1,7 +1,7 @@
 /* The bootstrap: an authenticated full mesh of Unix-domain stream sockets between the ranks of one host.
  *
  * Each rank listens on a socket whose name is derived from the unique id's secret and its rank
- * (HMAC-SHA256, base/bootmsg.h): an abstract name "\0symmem-<32 hex>", or, with SYMMEM_SOCKET_DIR, a file of
+ * (HMAC-SHA256, boot/bootmsg.h): an abstract name "\0symmem-<32 hex>", or, with SYMMEM_SOCKET_DIR, a file of
  * that name in the user's own 0700 directory. Rank i connects to every rank j > i. Both ends check the other's
  * uid with SO_PEERCRED (other users are turned away before a byte moves), then prove with a challenge-response
  * over fresh nonces that they hold the secret, which never crosses the socket; the rank counts are compared
@@ -11,8 +11,8 @@
  * socket names the rank that left, and a rank that gives up, at init or later, tells its peers why (ABORT).
  * The trust model is in docs/security.md.
  */
-#ifndef SYMMEM_BASE_BOOTSTRAP_H
-#define SYMMEM_BASE_BOOTSTRAP_H
+#ifndef SYMMEM_BOOT_BOOTSTRAP_H
+#define SYMMEM_BOOT_BOOTSTRAP_H
 
 #include <assert.h>
 #include <stddef.h>
@@ -59,7 +59,7 @@ void symmem_boot_destroy(symmem_boot_t *boot);
 /* Best effort, never waits: tell every connected peer that this rank gives up and why (its status and
  * `why`, e.g. the last error), so that their errors name the cause instead of "rank N closed its
  * connection". A TIMEOUT stays a TIMEOUT at the peers; anything else is a PEER_FAILURE there. Sent once per
- * mesh, by a failed init and by the first failed host collective after it (base/hostcoll.c); a peer reads it
+ * mesh, by a failed init and by the first failed host collective after it (boot/hostcoll.c); a peer reads it
  * where it would have read this rank's next message, or finds it queued when its send to this rank fails. */
 void symmem_boot_abort(symmem_boot_t *boot, symmem_status_t status, const char *why);
 /* The address rank `rank` of this id listens on (abstract, or in SYMMEM_SOCKET_DIR). For tests and tools. */

@@ -1,15 +1,15 @@
 /* The bootstrap's internals shared by its three files: the mesh handle, and the message helpers of
  * boot_wire.c that the mesh setup (boot_mesh.c) and the collectives over the mesh (bootstrap.c) use. */
-#ifndef SYMMEM_BASE_BOOT_INTERNAL_H
-#define SYMMEM_BASE_BOOT_INTERNAL_H
+#ifndef SYMMEM_BOOT_BOOT_INTERNAL_H
+#define SYMMEM_BOOT_BOOT_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
-#include "base/bootmsg.h"
-#include "base/bootstrap.h"
+#include "boot/bootmsg.h"
+#include "boot/bootstrap.h"
 
 #define FDS_PER_MSG 1 /* descriptors the protocol attaches to one message */
 

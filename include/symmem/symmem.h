@@ -469,7 +469,7 @@ SYMMEM_API size_t symmem_comm_preferred_max_bytes(symmem_comm_t comm);
 /* A tensor as a binding sees it, for symmem_all_reduce_add_rmsnorm_check. */
 typedef struct symmem_tensor_desc {
     symmem_dtype_t dtype;
-    const char *dtype_name; /* the binding's name of the dtype in messages ("torch.bfloat16"); NULL: symmem_dtype_name */
+    const char *dtype_name; /* the binding's name of it in messages ("torch.bfloat16"); NULL: symmem_dtype_name */
     int ndim;
     const int64_t *shape;   /* ndim sizes, row-major, contiguous */
     uint64_t storage;       /* the allocation it lies in: tensors of different storages never overlap */

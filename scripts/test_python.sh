@@ -11,7 +11,8 @@
 #        op library against that torch (the fast path); then the wheel over it, the toolkit hidden again:
 #        every Python test with the wheel's op library (built against torch 2.10), the fake-tensor traces,
 #        the examples as far as a machine without a GPU runs them.
-#   scripts/test_python.sh --gpu      the GPU machine (no internet): one venv over the system's torch
+#   scripts/test_python.sh --gpu      the GPU machine (no internet; scripts/gpu_check.sh runs it after the
+#     library's GPU tests, its parts python-threads and python-procs): one venv over the system's torch
 #     (--system-site-packages), pytest and scikit-build-core from build-python/wheelhouse when missing,
 #     `pip install --no-build-isolation .`, then pytest -v on the files that use a GPU (test_torch_gpu.py,
 #     test_integrations_gpu_*.py): ranks as threads without MPS, then MPS started for the rest and stopped

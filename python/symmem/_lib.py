@@ -89,9 +89,10 @@ def constant(name):
 def status_name(status):
     """"SYMMEM_TIMEOUT" for that status, "SYMMEM_UNKNOWN_STATUS" for a value outside the enum."""
     try:
-        return _c.symmem_status_name(status).decode()
-    except ctypes.ArgumentError:
-        return "SYMMEM_UNKNOWN_STATUS"
+        value = c_arg("status", status, "int")
+    except (TypeError, OverflowError):  # not a C int: outside the enum too, which the library names so
+        value = -1
+    return _c.symmem_status_name(value).decode()
 
 
 OK = constant("SYMMEM_OK")

@@ -127,7 +127,8 @@ def test_no_module_writes_down_a_value_of_the_contract():
 
 
 def test_status_names_are_the_librarys():
-    for value, name in ((0, "SYMMEM_OK"), (6, "SYMMEM_TIMEOUT"), (999, "SYMMEM_UNKNOWN_STATUS")):
+    for value, name in ((0, "SYMMEM_OK"), (6, "SYMMEM_TIMEOUT"), (999, "SYMMEM_UNKNOWN_STATUS"),
+                        (1 << 32, "SYMMEM_UNKNOWN_STATUS"), ("6", "SYMMEM_UNKNOWN_STATUS")):
         assert _lib.status_name(value) == name
     assert symmem.SymmemError(_lib.constant("SYMMEM_PEER_FAILURE"), "x").name == "SYMMEM_PEER_FAILURE"
     with pytest.raises(KeyError, match="SYMMEM_NO_SUCH"):

@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
-# The one script run on the GPU machine after the build: the collective GPU tests, the benchmark (symmem
-# vs NCCL, same run), the in-process correctness runs, the allocation-cost comparison with PyTorch and,
-# last, an algorithm-table tuning pass (symmem-bench --tune; the table lands in OUTDIR/symmem-tune.txt).
+# The GPU machine's benchmarks, after a build with the tools: symmem against NCCL in the same run (every
+# algorithm, auto, eager, copy-in, fp32 max, PDL off), PyTorch's own symmetric-memory all-reduce, the other
+# collectives, the fused all-reduce + add + RMSNorm, 4 and 8 ranks in one process (correctness), the
+# allocation cost against PyTorch and, last, an algorithm-table tuning pass (symmem-bench --tune; the table
+# lands in OUTDIR/symmem-tune.txt). The checks (every GPU test) are scripts/gpu_check.sh's.
 # Logs go to OUTDIR; SUMMARY.txt lists every step with its exit code and time. Total under ~6 minutes on
 # 2x H200: each step has its own time limit, and steps that would start after SYMMEM_RUN_BUDGET_S
-# (330 s) are skipped and listed as such.
+# (330 s) are skipped and listed as such. bench/NOTES.md says how to read the tables.
 #
 # Usage: bench/run_gpu.sh OUTDIR [BUILD_DIR]
-#   BUILD_DIR: default $SYMMEM_BUILD_DIR, else the first of build build-bench build-* that has bench/symmem-bench.
+#   BUILD_DIR: default $SYMMEM_BUILD_DIR, else the first of build build-gpu build-bench build-* that has
+#   bench/symmem-bench (scripts/gpu_check.sh builds build-gpu).
 set -u
 OUT=${1:?usage: bench/run_gpu.sh OUTDIR [BUILD_DIR]}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(dirname "$HERE")
 BUILD=${2:-${SYMMEM_BUILD_DIR:-}}
 if [ -z "$BUILD" ]; then
-  for d in "$ROOT"/build "$ROOT"/build-bench "$ROOT"/build-*; do
+  for d in "$ROOT"/build "$ROOT"/build-gpu "$ROOT"/build-bench "$ROOT"/build-*; do
     if [ -x "$d/bench/symmem-bench" ]; then BUILD=$d; break; fi
   done
 fi
@@ -59,11 +62,10 @@ step() {
   nvidia-smi topo -m 2>&1
 } > "$OUT/machine.txt"
 
-# 1. GPU tests of the collectives (ctest label coll): ~2-4 minutes.
-step tests_coll 240 ctest --test-dir "$BUILD" -L coll --output-on-failure --timeout 240
-
-# 2. symmem vs NCCL, 2 ranks (one process per GPU), bf16 sum, graph timing.
+# 1. symmem vs NCCL, 2 ranks (one process per GPU), bf16 sum, graph timing.
 step bench_all_algos 60 "$BENCH" -a all -b 1K -e 64M -f 4
+# programmatic dependent launch off: what PDL saves per call (bench/NOTES.md, "Measurements")
+step bench_all_algos_nopdl 60 env SYMMEM_PDL=0 "$BENCH" -a all -b 1K -e 64M -f 4
 step bench_auto 60 "$BENCH" -b 1K -e 256M -f 2
 # PyTorch's own symmetric-memory all-reduce (one_shot / two_shot), same GPUs, same timing method
 step torch_allreduce 90 python3 "$HERE/torch_allreduce_bench.py" --nranks 2 -b 1K -e 64M -f 4
@@ -76,11 +78,11 @@ step bench_barrier 20 "$BENCH" -t barrier
 # the fused all-reduce + residual add + RMSNorm against the unfused sequences (hidden 4096/7168 x 1..128 tokens)
 step bench_fused 60 "$BUILD/bench/symmem-fused-bench" -a all
 
-# 3. 4 and 8 ranks placed on the available GPUs (threads of one process): correctness, every algorithm.
+# 2. 4 and 8 ranks placed on the available GPUs (threads of one process): correctness, every algorithm.
 step bench_inproc4 40 "$BENCH" --inprocess -N 4 -a all -b 1K -e 4M -f 16 -n 5 -R 3 -w 1
 step bench_inproc8 40 "$BENCH" --inprocess -N 8 -a all -b 1K -e 4M -f 16 -n 5 -R 3 -w 1
 
-# 4. Allocation cost: symmem alloc+map vs torch symm_mem.empty + rendezvous, 2 MiB .. 4 GiB.
+# 3. Allocation cost: symmem alloc+map vs torch symm_mem.empty + rendezvous, 2 MiB .. 4 GiB.
 step torch_alloc 100 python3 "$HERE/torch_alloc_bench.py" --nranks 2 --out "$OUT/torch_alloc.json"
 if [ -s "$OUT/torch_alloc.json" ]; then
   step alloc 60 "$BUILD/bench/symmem-alloc-bench" -N 2 --torch-json "$OUT/torch_alloc.json"
@@ -88,7 +90,7 @@ else
   step alloc 60 "$BUILD/bench/symmem-alloc-bench" -N 2
 fi
 
-# 5. Tuning (bench/NOTES.md, "Tuning"): all-reduce bf16 sum 1 KiB..64 MiB, every algorithm per size, the
+# 4. Tuning (bench/NOTES.md, "Tuning"): all-reduce bf16 sum 1 KiB..64 MiB, every algorithm per size, the
 #    table written to OUT, auto re-measured with it; then a plain run that loads it at init. Last, so the
 #    steps above keep their time; raise SYMMEM_RUN_BUDGET_S (e.g. 480) when they are skipped for time.
 step bench_tune 120 "$BENCH" --tune "$OUT/symmem-tune.txt" -b 1K -e 64M -f 2

@@ -5,13 +5,15 @@
 #     1. the binary wheel, built once by scripts/build_wheel.sh into build-python/dist (the wheel
 #        test_integrations.sh then installs too);
 #     2. a fresh venv without torch and where no CUDA toolkit can be found: that wheel installs and imports,
-#        the ctypes binding's tests, symmem-topo / symmem-bench --help, `python -m symmem.integrations`, and
+#        the ctypes binding's tests (with test_contract.py: every value the library's), symmem-topo /
+#        symmem-bench --help, `python -m symmem.integrations`, and
 #        `pip install .` failing with symmem's words for the missing toolkit;
 #     3. a venv with torch from PyPI: the README's one command, `pip install .` (build isolation), builds the
 #        op library against that torch (the fast path); then the wheel over it, the toolkit hidden again:
 #        every Python test with the wheel's op library (built against torch 2.10), the fake-tensor traces,
 #        the examples as far as a machine without a GPU runs them.
-#   scripts/test_python.sh --gpu      the GPU machine (no internet): one venv over the system's torch
+#   scripts/test_python.sh --gpu      the GPU machine (no internet; scripts/gpu_check.sh runs it after the
+#     library's GPU tests, its parts python-threads and python-procs): one venv over the system's torch
 #     (--system-site-packages), pytest and scikit-build-core from build-python/wheelhouse when missing,
 #     `pip install --no-build-isolation .`, then pytest -v on the files that use a GPU (test_torch_gpu.py,
 #     test_integrations_gpu_*.py): ranks as threads without MPS, then MPS started for the rest and stopped
@@ -198,7 +200,7 @@ expect 0 "^usage: symmem-bench" without_toolkit "$plain" symmem-bench --help
 expect 0 "^symmem 0\.1\.0 at .*: binary wheel" without_toolkit "$plain" python -m symmem.integrations
 without_toolkit "$plain" python -m symmem.integrations | sed 's/^/  | /'
 without_toolkit "$plain" sh -c "cd '$empty' && python -m pytest -p no:cacheprovider -q -rs \
-  '$repo/python/tests/test_package.py' '$repo/python/tests/test_host.py'"
+  '$repo/python/tests/test_package.py' '$repo/python/tests/test_host.py' '$repo/python/tests/test_contract.py'"
 if [ "$covered" = 1 ]; then
   step "pip install . where no toolkit is: symmem's words"
   expect 1 "symmem: building from source needs the CUDA compiler \(nvcc\).*CUDA toolkit 12.2 or newer.*CUDACXX" \

@@ -383,3 +383,22 @@ void topo_choose(const topo_choice_facts_t *f, topo_choice_t *c)
     /* the copy-engine two-shot: above the SM schedule chosen so far (staged says what runs below it) */
     topo_copy_engine_rule(f, c);
 }
+
+/* ---- where a framework hands all-reduces to its other backend ------------------------------------------------- */
+
+/* NVLink (and ranks sharing a GPU): symmem took 0.47-0.80x NCCL's time from 1 KiB to 64 MiB on 2x H200
+ * (bench/NOTES.md, "Conclusions"), so it keeps every size its workspace takes. PCIe and pinned host memory have no
+ * measurement against NCCL yet: the bounds cover decode and speculative-verify messages (12-112 KiB at TP8,
+ * hidden 6144) with room and leave prefill-sized ones to NCCL's ring, which uses the link's bandwidth well
+ * there; host memory halves it, every access crossing the GPU's link both ways. A framework's own setting
+ * (SYMMEM_SGLANG_MAX_BYTES, SYMMEM_VLLM_MAX_BYTES) replaces the bound where a run measured better. */
+size_t topo_handoff_bytes(symmem_link_t link)
+{
+    switch (link) {
+    case SYMMEM_LINK_SELF:
+    case SYMMEM_LINK_NVLINK: return SIZE_MAX;
+    case SYMMEM_LINK_PCIE: return 512 * KIB;
+    case SYMMEM_LINK_HOST: return 256 * KIB;
+    default: return 0; /* the host backend has no collectives */
+    }
+}

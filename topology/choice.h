@@ -143,6 +143,13 @@ size_t topo_fused_crossover_bytes(int nranks, symmem_link_t link);
 #define TOPO_CE_SYNC_NS 1000.0
 size_t topo_copy_engine_above_bytes(int nranks, int kind, double sm_gbs, double ce_gbs);
 
+/* ---- where a framework hands all-reduces to its other backend ------------------------------------------- */
+/* The largest all-reduce a framework with another backend (NCCL's ring) should send to symmem when the
+ * ranks' worst link is `link`: SIZE_MAX where symmem is the better choice at every size its workspace takes,
+ * 0 for SYMMEM_LINK_NONE (no collectives). symmem_link_preferred_max_bytes and
+ * symmem_comm_preferred_max_bytes (comm/binding.c) give it to bindings. */
+size_t topo_handoff_bytes(symmem_link_t link);
+
 #ifdef __cplusplus
 }
 #endif

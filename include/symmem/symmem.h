@@ -460,6 +460,58 @@ SYMMEM_API symmem_status_t symmem_all_reduce_add_rmsnorm(symmem_comm_t comm, con
  * call), which is never read: symmem_last_error() then says SYMMEM_INVALID_ARGUMENT's detail. */
 SYMMEM_API size_t symmem_comm_max_message_bytes(symmem_comm_t comm);
 
+/* ------------------------------------------------------------------------------------------------------
+ * For bindings and frameworks: what they would otherwise restate, asked of the library instead.
+ * ---------------------------------------------------------------------------------------------------- */
+/* Local. The public constants of this header as this library was built with them, so that a binding in
+ * another language copies no value: index 0, 1, 2, ... gives one constant's name ("SYMMEM_BFLOAT16") and
+ * stores its value in *value (if not NULL); NULL past the last. They are every enumerator of the status,
+ * dtype, reduction, algorithm, backend, placement and link enums, then SYMMEM_MAX_RANKS,
+ * SYMMEM_UNIQUE_ID_BYTES, SYMMEM_SIGNAL_BYTES, SYMMEM_RMSNORM_MAX_HIDDEN, SYMMEM_OPTIONS_MAGIC,
+ * SYMMEM_OPTIONS_VERSION and SYMMEM_VERSION. */
+SYMMEM_API const char *symmem_constant(int index, int64_t *value);
+
+/* Local. The worst link between the GPUs of any two ranks, as every rank agreed at init (ranks on one GPU
+ * count as NVLink; a pair without P2P as SYMMEM_LINK_HOST): what the algorithm choice goes by, the same on
+ * every rank. SYMMEM_LINK_NONE for the host backend and for a handle that is not a live communicator. */
+SYMMEM_API symmem_link_t symmem_comm_link_class(symmem_comm_t comm);
+
+/* Local. The largest all-reduce (bytes per rank) that a framework with another all-reduce backend (NCCL's
+ * ring) should send to symmem when its ranks' worst link is `link`; larger messages belong to the other
+ * backend. SIZE_MAX where symmem is the better choice up to its workspace limit (NVLink); 0 for
+ * SYMMEM_LINK_NONE and values outside the enum. The rule is the algorithm choice's (topology/choice.c). */
+SYMMEM_API size_t symmem_link_preferred_max_bytes(symmem_link_t link);
+/* Local. The bound of symmem_link_preferred_max_bytes for this communicator (its link class, or
+ * SYMMEM_LINK_HOST where its memory is pinned host memory), within symmem_comm_max_message_bytes: the size
+ * cap a framework should give symmem, the same on every rank. 0 where symmem_comm_max_message_bytes is 0. */
+SYMMEM_API size_t symmem_comm_preferred_max_bytes(symmem_comm_t comm);
+
+/* A tensor as a binding sees it, for symmem_all_reduce_add_rmsnorm_check. */
+typedef struct symmem_tensor_desc {
+    symmem_dtype_t dtype;
+    const char *dtype_name; /* the binding's name of it in messages ("torch.bfloat16"); NULL: symmem_dtype_name */
+    int ndim;
+    const int64_t *shape;   /* ndim sizes, row-major, contiguous */
+    uint64_t storage;       /* the allocation it lies in: tensors of different storages never overlap */
+    uint64_t offset;        /* the byte offset of its first element in that storage */
+} symmem_tensor_desc_t;
+
+/* Local and pure (no GPU, no communicator, no logging: a binding's shape inference may call it on tensors
+ * that have no data). The rules of symmem_all_reduce_add_rmsnorm for tensors of shape [..., hidden], the
+ * one description every binding checks with: residual and out of input's shape, weight [hidden], all of
+ * input's dtype, 1 <= hidden <= SYMMEM_RMSNORM_MAX_HIDDEN, eps finite and >= 0 as a float32, and nothing
+ * the call writes (residual; out, or input when `writes_input`) overlapping another operand. `out` NULL:
+ * the output is a new tensor, or input itself when `writes_input`. SYMMEM_OK with the row count and width
+ * in *tokens and *hidden (either may be NULL); otherwise SYMMEM_INVALID_ARGUMENT and the broken rule in
+ * words, naming the tensor, in msg (msg_len bytes with the NUL; may be NULL). symmem_last_error() is left
+ * as it was. */
+SYMMEM_API symmem_status_t symmem_all_reduce_add_rmsnorm_check(const symmem_tensor_desc_t *input,
+                                                               const symmem_tensor_desc_t *residual,
+                                                               const symmem_tensor_desc_t *weight,
+                                                               const symmem_tensor_desc_t *out, int writes_input,
+                                                               double eps, size_t *tokens, size_t *hidden,
+                                                               char *msg, size_t msg_len);
+
 #ifdef __cplusplus
 }
 #endif

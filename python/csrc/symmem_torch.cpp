@@ -309,8 +309,9 @@ void all_gather_out(Tensor input, std::string group_name, Tensor out)
 
 // ---------------------------------------------------------------------------------------------------------
 // Fused all-reduce + residual add + RMSNorm (symmem_all_reduce_add_rmsnorm): per row of the last dimension,
-// residual += sum over ranks of input; out = residual * weight / sqrt(mean(residual^2) + eps). The checks the
-// C API cannot make (it sees pointers and a row count) happen here: shapes, dtypes, devices, the row width.
+// residual += sum over ranks of input; out = residual * weight / sqrt(mean(residual^2) + eps). The rules for
+// tensors (shapes, dtypes, the row width, eps, overlaps) are the library's, symmem_all_reduce_add_rmsnorm_check,
+// which the Python fake kernels check with too; here only what every op checks (device, contiguity, dtype).
 // ---------------------------------------------------------------------------------------------------------
 struct Rows {
     symmem_dtype_t dt;
@@ -318,82 +319,34 @@ struct Rows {
     float eps;
 };
 
-bool same_shape(const Tensor &a, const Tensor &b)
-{
-    if (a.dim() != b.dim()) return false;
-    for (int64_t d = 0; d < a.dim(); d++)
-        if (a.size(d) != b.size(d)) return false;
-    return true;
-}
-
-// Byte ranges of two contiguous tensors overlap (the C API rejects the same cases; saying it here names the
-// tensors as the caller knows them).
-bool overlaps(const Tensor &a, const Tensor &b, size_t es)
-{
-    const char *pa = static_cast<const char *>(a.data_ptr()), *pb = static_cast<const char *>(b.data_ptr());
-    const size_t na = (size_t)a.numel() * es, nb = (size_t)b.numel() * es;
-    return na && nb && pa < pb + nb && pb < pa + na;
-}
+// The library's view of a tensor: its bytes from its data pointer, in the one address space of the device.
+struct Desc {
+    int64_t shape[64];
+    symmem_tensor_desc_t d;
+    Desc(const Ctx &c, const Tensor &t, symmem_dtype_t dt)
+    {
+        if (t.dim() > 64) fail_arg(c, "a tensor has more than 64 dimensions");
+        for (int64_t i = 0; i < t.dim(); i++) shape[i] = t.size(i);
+        d = {dt, scalar_name(t.scalar_type()), (int)t.dim(), shape, 0, (uint64_t)(uintptr_t)t.data_ptr()};
+    }
+};
 
 // `out`: the caller's output tensor, or null when the op writes a tensor of its own: a new one, or input
 // itself when `writes_input` (the in-place form).
 Rows check_rmsnorm(const Ctx &c, const Tensor &input, const Tensor &residual, const Tensor &weight, double eps,
                    const Tensor *out, bool writes_input)
 {
-    char msg[512];
     Rows r;
     r.dt = check_tensor(c, "input", input);
-    check_tensor(c, "residual", residual);
-    check_tensor(c, "weight", weight);
-    if (out) check_tensor(c, "out", *out);
-    const Tensor *same[3] = {&residual, &weight, out};
-    static const char *const names[3] = {"residual", "weight", "out"};
-    for (int i = 0; i < 3; i++) {
-        if (!same[i] || same[i]->scalar_type() == input.scalar_type()) continue;
-        snprintf(msg, sizeof msg, "%s has dtype %s but input has dtype %s: they must match", names[i],
-                 scalar_name(same[i]->scalar_type()), scalar_name(input.scalar_type()));
+    const Desc di(c, input, r.dt), dr(c, residual, check_tensor(c, "residual", residual)),
+        dw(c, weight, check_tensor(c, "weight", weight));
+    const symmem_dtype_t out_dt = out ? check_tensor(c, "out", *out) : r.dt;
+    const Desc dout(c, out ? *out : input, out_dt);
+    char msg[512];
+    if (symmem_all_reduce_add_rmsnorm_check(&di.d, &dr.d, &dw.d, out ? &dout.d : nullptr, writes_input, eps,
+                                            &r.tokens, &r.hidden, msg, sizeof msg) != SYMMEM_OK)
         fail_arg(c, msg);
-    }
-    if (input.dim() < 1 || input.size(input.dim() - 1) < 1 ||
-        input.size(input.dim() - 1) > SYMMEM_RMSNORM_MAX_HIDDEN) {
-        snprintf(msg, sizeof msg,
-                 "input has shape %s: it must be [tokens, hidden] (or [..., hidden]) with 1 <= hidden <= %d "
-                 "(SYMMEM_RMSNORM_MAX_HIDDEN: a row is normalised in one thread block)",
-                 shape_str(input).c_str(), SYMMEM_RMSNORM_MAX_HIDDEN);
-        fail_arg(c, msg);
-    }
-    r.hidden = (size_t)input.size(input.dim() - 1);
-    r.tokens = (size_t)input.numel() / r.hidden;
-    if (!same_shape(residual, input)) {
-        snprintf(msg, sizeof msg, "residual has shape %s but input has shape %s: they must match",
-                 shape_str(residual).c_str(), shape_str(input).c_str());
-        fail_arg(c, msg);
-    }
-    if (out && !same_shape(*out, input)) {
-        snprintf(msg, sizeof msg, "out has shape %s but input has shape %s: they must match", shape_str(*out).c_str(),
-                 shape_str(input).c_str());
-        fail_arg(c, msg);
-    }
-    if (weight.dim() != 1 || (size_t)weight.size(0) != r.hidden) {
-        snprintf(msg, sizeof msg, "weight has shape %s: it must be [%zu], input's last dimension",
-                 shape_str(weight).c_str(), r.hidden);
-        fail_arg(c, msg);
-    }
     r.eps = (float)eps;
-    if (!(std::isfinite(r.eps) && r.eps >= 0.0f)) {
-        snprintf(msg, sizeof msg, "eps %g must be finite (as a float32) and >= 0", eps);
-        fail_arg(c, msg);
-    }
-    const size_t es = symmem_dtype_size(r.dt);
-    if (overlaps(residual, input, es)) fail_arg(c, "residual overlaps input: pass separate tensors");
-    if (out && overlaps(*out, residual, es))
-        fail_arg(c, "out overlaps residual: residual is updated in place, so out must be another tensor");
-    if (out && overlaps(*out, input, es))
-        fail_arg(c, "out overlaps input, which this op does not write: use all_reduce_add_rmsnorm_ to write the "
-                    "result into input");
-    if (overlaps(weight, residual, es) || (out && overlaps(weight, *out, es)) ||
-        (writes_input && overlaps(weight, input, es)))
-        fail_arg(c, "weight overlaps a tensor the op writes (residual or the output)");
     return r;
 }
 

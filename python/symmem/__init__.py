@@ -17,14 +17,16 @@ pools, and SymmemCommunicator (the interface SGLang's and vLLM's communicators h
 import contextlib
 import ctypes
 
-from ._lib import (ALGO_AUTO, BACKEND_CUDA, BACKEND_DEFAULT, BACKEND_HOST, BFLOAT16, FLOAT16, FLOAT32, OP_MAX,
-                   OP_MIN, OP_SUM, PLACEMENT_AUTO, PLACEMENT_DEFAULT, PLACEMENT_DEVICE, PLACEMENT_HOST_NUMA,
-                   RMSNORM_MAX_HIDDEN, ALLGATHER_FN, BARRIER_FN, Bootstrap, Options, SymmemError, UniqueId, algo,
-                   algo_names, c_arg, check, lib, library_path, version)
+from ._lib import (ALGO_AUTO, BACKEND_CUDA, BACKEND_DEFAULT, BACKEND_HOST, BFLOAT16, FLOAT16, FLOAT32, LINK_HOST,
+                   LINK_NAMES, LINK_NONE, LINK_NVLINK, LINK_PCIE, LINK_SELF, OP_MAX, OP_MIN, OP_SUM, PLACEMENT_AUTO,
+                   PLACEMENT_DEFAULT, PLACEMENT_DEVICE, PLACEMENT_HOST_NUMA, RMSNORM_MAX_HIDDEN, ALLGATHER_FN,
+                   BARRIER_FN, Bootstrap, Options, SymmemError, UniqueId, algo, algo_names, c_arg, check, lib,
+                   library_path, version)
 
 __all__ = ["Comm", "Buffer", "SymmemError", "new_unique_id", "group", "version", "library_path", "FLOAT32", "FLOAT16", "BFLOAT16",
            "OP_SUM", "OP_MAX", "OP_MIN", "BACKEND_CUDA", "BACKEND_HOST", "PLACEMENT_AUTO", "PLACEMENT_DEVICE",
-           "PLACEMENT_HOST_NUMA", "RMSNORM_MAX_HIDDEN", "algo", "algo_names"]
+           "PLACEMENT_HOST_NUMA", "RMSNORM_MAX_HIDDEN", "LINK_SELF", "LINK_NVLINK", "LINK_PCIE", "LINK_HOST",
+           "LINK_NONE", "LINK_NAMES", "link_preferred_max_bytes", "algo", "algo_names"]
 
 _c = lib()
 _algo = algo  # Comm.all_reduce's parameter is also called algo
@@ -37,6 +39,14 @@ def new_unique_id():
     buf = ctypes.create_string_buffer(2 * len(uid.bytes) + 1)
     check(_c.symmem_unique_id_to_string(ctypes.byref(uid), buf, len(buf)))
     return buf.value.decode()
+
+
+def link_preferred_max_bytes(link):
+    """The largest all-reduce a framework with another backend (NCCL) should send to symmem when its ranks'
+    worst link is `link` (LINK_PCIE, ...): None where symmem takes every size its workspace does (NVLink),
+    0 for LINK_NONE (symmem_link_preferred_max_bytes: the algorithm choice's rule)."""
+    n = _c.symmem_link_preferred_max_bytes(c_arg("link", link, "int"))
+    return None if n == ctypes.c_size_t(-1).value else n
 
 
 def _parse_unique_id(text):
@@ -200,7 +210,26 @@ class Comm:
 
     @property
     def max_message_bytes(self):
+        """The largest message the collectives take without chunking (0 for the host backend)."""
         return _c.symmem_comm_max_message_bytes(self._h)
+
+    @property
+    def preferred_max_bytes(self):
+        """The size cap a framework with another backend (NCCL) should give symmem on this communicator: its
+        link class's bound within max_message_bytes, the same on every rank (symmem_comm_preferred_max_bytes)."""
+        return _c.symmem_comm_preferred_max_bytes(self._h)
+
+    @property
+    def link_class(self):
+        """The worst link between two ranks' GPUs as the ranks agreed it (LINK_NVLINK, LINK_PCIE, LINK_HOST;
+        LINK_NONE for the host backend); LINK_NAMES names it."""
+        return _c.symmem_comm_link_class(self._h)
+
+    def peer_link(self, peer):
+        """(link, native_atomics): how this rank reaches `peer` (symmem_comm_peer_link)."""
+        link, atomics = ctypes.c_int(0), ctypes.c_int(0)
+        check(_c.symmem_comm_peer_link(self._h, c_arg("peer", peer, "int"), ctypes.byref(link), ctypes.byref(atomics)))
+        return link.value, bool(atomics.value)
 
     def alloc(self, nbytes):
         """Collective: every rank passes the same size."""

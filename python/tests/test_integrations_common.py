@@ -394,6 +394,11 @@ class FakeInner:
         if self.disabled:
             logging.getLogger("symmem").warning("symmem communicator disabled: SYMMEM_TIMEOUT: rank 1 never came")
         self.max_size = FakeInner.max_by_rank.get(self.rank, 4 << 20)
+        # what SymmemCommunicator takes from the library on a PCIe machine
+        import symmem
+
+        self.link_class = symmem.LINK_PCIE
+        self.preferred_max_size = min(self.max_size, symmem.link_preferred_max_bytes(symmem.LINK_PCIE))
         self.closed = False
         FakeInner.made.append(self)
 
@@ -552,11 +557,11 @@ class Negotiation(unittest.TestCase):
         self.assertEqual(len(res[0][4]), 1)
 
     def test_ranks_agree_on_the_smallest_cap(self):
-        # Unknown link (the fake exposes no C handle): the conservative default caps at 512 KiB.
+        # PCIe: the library's bound (512 KiB) within each rank's workspace limit, the smallest over ranks.
         res = run_ranks(_agreement_body, 2, None, {0: 4 << 20, 1: 256 << 10}, None)
         self.assertEqual([r[:2] for r in res], [("symmem", 256 << 10)] * 2)
         res = run_ranks(_agreement_body, 2, None, {0: 4 << 20, 1: 4 << 20}, None)
-        self.assertEqual([r[:2] for r in res], [("symmem", _common.LINK_CAPS[None])] * 2)
+        self.assertEqual([r[:2] for r in res], [("symmem", 512 << 10)] * 2)
         # An explicit cap beats the link default, never the library's own limit.
         res = run_ranks(_agreement_body, 2, None, {0: 4 << 20, 1: 2 << 20}, 3 << 20)
         self.assertEqual([r[:2] for r in res], [("symmem", 2 << 20)] * 2)

@@ -703,6 +703,28 @@ def body_rmsnorm_errors(rank, comm, ctx):
 # ---------------------------------------------------------------------------------------------------------
 # The tests.
 # ---------------------------------------------------------------------------------------------------------
+def test_threads_link_class_and_preferred_cap():
+    """A CUDA communicator's link class and the size cap a framework gets (symmem_comm_link_class,
+    symmem_comm_preferred_max_bytes): the same on every rank, and the library's bound for that link class
+    within the workspace's limit. Ranks are threads of this process (one thread makes the local init_all)."""
+    ndev = torch.cuda.device_count()
+    comms = symmem.Comm.init_all(2, devices=[r % ndev for r in range(2)], timeout_ms=TIMEOUT_MS)
+    try:
+        links = {c.link_class for c in comms}
+        assert len(links) == 1 and links <= {symmem.LINK_NVLINK, symmem.LINK_PCIE, symmem.LINK_HOST}, links
+        link = links.pop()
+        if ndev == 1:
+            assert link == symmem.LINK_NVLINK, "ranks that share a GPU count as NVLink"
+        bound = symmem.link_preferred_max_bytes(link)
+        for c in comms:
+            assert c.max_message_bytes > 0
+            want = c.max_message_bytes if bound is None else min(c.max_message_bytes, bound)
+            assert c.preferred_max_bytes == want, (symmem.LINK_NAMES[link], c.preferred_max_bytes, want)
+    finally:
+        for c in comms:
+            c.destroy()
+
+
 @pytest.mark.parametrize("nranks", [2, 3, 4])
 def test_threads_eager(nranks):
     run_threads(nranks, body_eager)

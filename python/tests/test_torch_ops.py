@@ -292,6 +292,7 @@ def test_communicators_in_process_mark_ranks_that_share_a_gpu(monkeypatch):
     class FakeComm:
         def __init__(self, rank, device):
             self.size, self.rank, self.device, self.max_message_bytes = 4, rank, device, 1 << 20
+            self.preferred_max_bytes, self.link_class = 1 << 20, symmem.LINK_NVLINK
 
     made = {}
 

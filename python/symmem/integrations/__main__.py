@@ -221,14 +221,19 @@ def _settings_lines(worst, ngpus_known):
         explicit = _common.env_bytes(f"{prefix}_MAX_BYTES", logging.getLogger("symmem.integrations"))
         if explicit is not None:
             return _common.human(explicit)
+        try:
+            import symmem
+        except Exception:  # noqa: BLE001 - said in the package lines above
+            return "by link (the bounds are libsymmem's, which cannot be loaded here)"
+
+        def bound(link):
+            limit = symmem.link_preferred_max_bytes(link)
+            return "the workspace limit (SYMMEM_WORKSPACE_BYTES)" if limit is None else _common.human(limit)
+
         if worst is None:
-            return "by link: " + ", ".join(
-                f"{_common.LINK_NAMES[k]} {'the workspace limit' if v is None else _common.human(v)}"
-                for k, v in _common.LINK_CAPS.items() if k in (_common.LINK_NVLINK, _common.LINK_PCIE,
-                                                                _common.LINK_HOST))
-        limit = _common.LINK_CAPS.get(worst, _common.LINK_CAPS[None])
-        what = "the workspace limit (SYMMEM_WORKSPACE_BYTES)" if limit is None else _common.human(limit)
-        return f"{what}, for this machine's worst link ({_common.LINK_NAMES.get(worst)})"
+            return "by link: " + ", ".join(f"{_common.link_name(k)} {bound(k)}"
+                                           for k in (symmem.LINK_NVLINK, symmem.LINK_PCIE, symmem.LINK_HOST))
+        return f"{bound(worst)}, for this machine's worst link ({_common.link_name(worst)})"
 
     groups = sglang.selected_groups()
     lines = [
@@ -241,7 +246,7 @@ def _settings_lines(worst, ngpus_known):
         _setting("SYMMEM_VLLM_FUSE_RMSNORM", int(vllm_fusion.enabled()), "0"),
     ]
     if worst is not None:
-        name = _common.LINK_NAMES.get(worst)
+        name = _common.link_name(worst)
         lines.insert(0, f"symmem's choice for a group of all {ngpus_known} GPUs (worst link {name}): SGLang's tp group "
                         f"and vLLM's take symmem all-reduces up to the caps below (in fallback mode PyTorch's own "
                         f"communicator serves instead where NVLink multicast works)")

@@ -29,18 +29,14 @@ from typing import Callable, Optional
 MODES = ("fallback", "replace", "off")
 KIB, MIB = 1 << 10, 1 << 20
 
-# Link classes as symmem_link_t numbers them (include/symmem/symmem.h), worst last.
-LINK_SELF, LINK_NVLINK, LINK_PCIE, LINK_HOST, LINK_NONE = 0, 1, 2, 3, 4
-LINK_NAMES = {LINK_SELF: "same GPU", LINK_NVLINK: "nvlink", LINK_PCIE: "pcie", LINK_HOST: "host memory",
-              LINK_NONE: "host backend", None: "unknown"}
-# Default size cap by the worst link of the group (bytes; None: the library's own limit). NVLink: symmem
-# measured 0.47-0.80x NCCL's time from 1 KiB to 64 MiB on 2x H200 (README), so it keeps every size its
-# workspace takes. PCIe and host memory have no symmem measurement yet: the caps cover decode and verify
-# sizes (12-112 KiB at TP8, hidden 6144) with room, and leave prefill-sized messages to NCCL, whose ring is
-# bandwidth-efficient there. A tuned value belongs in SYMMEM_<FRAMEWORK>_MAX_BYTES until the tuning table
-# records where NCCL wins.
-LINK_CAPS = {LINK_SELF: None, LINK_NVLINK: None, LINK_PCIE: 512 * KIB, LINK_HOST: 256 * KIB, LINK_NONE: 0,
-             None: 512 * KIB}
+
+def link_name(link):
+    """The library's name of a symmem_link_t ("nvlink", "pcie", "host"); "unknown" for None."""
+    if link is None:
+        return "unknown"
+    from symmem import _lib
+
+    return _lib.LINK_NAMES.get(link, f"link {link}")
 
 
 def env_mode(name, default="fallback"):
@@ -155,30 +151,6 @@ def load_inner_class():
     return SymmemCommunicator
 
 
-def worst_link(inner):
-    """The worst link between this rank and any peer of the group, through symmem_comm_peer_link on the
-    communicator's C handle; None when the communicator does not expose one (a public accessor, e.g.
-    SymmemCommunicator.worst_link, would replace this reach into its internals)."""
-    import ctypes
-
-    handle = getattr(getattr(inner, "comm", None), "_h", None)
-    handle = getattr(handle, "value", handle)
-    if not handle:
-        return None
-    from symmem import _lib
-
-    proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int),
-                             ctypes.POINTER(ctypes.c_int))
-    peer_link = proto(("symmem_comm_peer_link", _lib.lib()))
-    worst = LINK_SELF
-    for peer in range(inner.world_size):
-        link, atomics = ctypes.c_int(0), ctypes.c_int(0)
-        if peer_link(handle, peer, ctypes.byref(link), ctypes.byref(atomics)) != 0:
-            return None
-        worst = max(worst, link.value)
-    return worst
-
-
 class _Capture(logging.Filter):
     """Keeps (and silences) the warnings the inner communicator logs while it is built, so the one reason
     this module logs can carry them."""
@@ -223,14 +195,66 @@ class Outcome:
 
 
 class DropIn:
-    """What both drop-in communicators share once `negotiate` has decided: adopting the framework's own class
-    (its state exposed, its methods called directly), the fused all-reduce + add + RMSNorm, close, and the
-    fallback to the stock instance for attributes this class lacks. A subclass names the stock attributes it
-    mirrors (STOCK_ATTRS) and the methods the framework dispatches on (STOCK_METHODS), and defines
-    should_all_reduce_add_rmsnorm."""
+    """What both drop-in communicators share once `negotiate` has decided: adopting the outcome (the
+    framework's own class, its state exposed and its methods called directly; or symmem's communicator, its
+    methods served directly where it can), the fused all-reduce + add + RMSNorm, close, and the fallback to
+    the stock instance for attributes this class lacks. A subclass names the stock attributes it mirrors
+    (STOCK_ATTRS), the methods the framework dispatches on (STOCK_METHODS) and its eligibility predicate
+    (SHOULD: the framework's name, which symmem's SymmemCommunicator also answers to)."""
 
     STOCK_ATTRS = ("dtype", "max_size", "world_size", "device", "group")
     STOCK_METHODS = ("all_reduce",)
+    SHOULD = "should_torch_symm_mem_allreduce"
+    _capped = False  # the inner communicator enforces the agreed cap (_serve_directly)
+
+    def _init_fields(self, group):
+        """Every attribute the frameworks' core and model code read, before anything can fail."""
+        import torch
+
+        self.disabled = True
+        self.backend = "off"
+        self.group = group
+        self.dtype = torch.bfloat16   # as the frameworks' classes: model code compares activations against it
+        self.max_size = 0
+        self.world_size = safe_world_size(group)
+        self.rank = 0
+        self.device = None
+        self._inner = None
+        self._stock = None
+
+    def _adopt(self, outcome):
+        self.world_size, self.rank = outcome.world_size, outcome.rank
+        self._disabled_reason = outcome.reason
+        if outcome.backend == "torch":
+            self._adopt_stock(outcome.stock)
+        elif outcome.backend == "symmem":
+            self._inner = outcome.inner
+            self._inner_should = getattr(outcome.inner, self.SHOULD)
+            self._inner_all_reduce = outcome.inner.all_reduce
+            self.max_size = outcome.max_size
+            self.backend = "symmem"
+            self.disabled = False
+            names = (self.SHOULD, "all_reduce", "should_all_reduce_add_rmsnorm", "all_reduce_add_rmsnorm")
+            self._capped = self._serve_directly({n: n for n in names}, bind=self._bind_directly())
+            self._serving()
+
+    def _bind_directly(self):
+        """Whether the framework's per-call methods may be the inner's own (no per-call condition here)."""
+        return True
+
+    def _serving(self):
+        """Called once symmem serves the group."""
+
+    def _declines(self):
+        """A per-call reason of the framework's to send this call elsewhere (vLLM's micro-batch threads)."""
+        return False
+
+    def should_all_reduce_add_rmsnorm(self, inp):
+        """Whether all_reduce_add_rmsnorm takes `inp`: symmem serves the group, the all-reduce's agreed size
+        cap, the row within symmem.RMSNORM_MAX_HIDDEN: the same answer on every rank for the same shape."""
+        if self.disabled or self.backend != "symmem" or self._declines() or inp.device != self.device:
+            return False
+        return inp.numel() * inp.element_size() <= self.max_size and self._inner.should_all_reduce_add_rmsnorm(inp)
 
     @property
     def disabled_reason(self):
@@ -298,6 +322,27 @@ class DropIn:
     def symmem_serves(self):
         """symmem (not the framework's class) serves the group."""
         return self.backend == "symmem" and not self.disabled
+
+
+def symmem_backed(comm):
+    """True when `comm` is a drop-in of this package and symmem (not the framework's class) serves it."""
+    return isinstance(comm, DropIn) and comm.symmem_serves
+
+
+def multicast_missing(device):
+    """None when PyTorch's symmetric memory has NVLink multicast on `device` (what SGLang's and vLLM's own
+    classes need besides their tables), else why not. Allocates nothing."""
+    import torch
+
+    if os.environ.get("TORCH_SYMM_MEM_DISABLE_MULTICAST", "").strip().lower() in ("1", "true", "yes", "on"):
+        return "TORCH_SYMM_MEM_DISABLE_MULTICAST is set"
+    from torch._C._autograd import DeviceType
+    from torch._C._distributed_c10d import _SymmetricMemory
+
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if not _SymmetricMemory.has_multicast_support(DeviceType.CUDA, index):
+        return "no multicast support"
+    return None
 
 
 def _is_symmem_communicator(obj):
@@ -443,22 +488,19 @@ def _build_symmem(group, device, plan, out):
         free_after = _free_device_bytes(device)
         if free_before is not None and free_after is not None:
             out.mem_bytes = max(0, free_before - free_after)
-        try:
-            out.link = worst_link(out.inner)
-        except Exception:  # noqa: BLE001 - unknown link: the conservative cap
-            out.link = None
+        out.link = getattr(out.inner, "link_class", None)
         cap = int(out.inner.max_size)
         out.cap_source = "the largest message symmem's workspace takes (SYMMEM_WORKSPACE_BYTES)"
         if plan.max_bytes is not None:
             limit, source = plan.max_bytes, f"set by {plan.env_prefix}_MAX_BYTES"
-        else:
-            limit = LINK_CAPS.get(out.link, LINK_CAPS[None])
-            source = f"the default for {LINK_NAMES.get(out.link)} links; {plan.env_prefix}_MAX_BYTES changes it"
-        if limit is not None and limit < cap:
+        else:  # the library's rule for the group's links (symmem_comm_preferred_max_bytes), within max_size
+            limit = int(out.inner.preferred_max_size)
+            source = f"symmem's bound for {link_name(out.link)} links; {plan.env_prefix}_MAX_BYTES changes it"
+        if limit < cap:
             cap, out.cap_source = limit, source
         if cap <= 0:
             why = "size cap 0 (%s)" % (f"{plan.env_prefix}_MAX_BYTES" if plan.max_bytes is not None else
-                                       f"link {LINK_NAMES.get(out.link)}")
+                                       f"link {link_name(out.link)}")
     proposals = _gather(group, out.world_size, (cap if not why else 0, why), "symmem-cap")
     if proposals is None:
         out.reason = "the CPU group's all_gather_object failed after symmem init"
@@ -486,7 +528,7 @@ def _log_outcome(group, device, plan, out):
     if out.backend == "symmem":
         mem = f", {human(out.mem_bytes)} of GPU memory taken at init" if out.mem_bytes else ""
         msg = (f"symmem: {plan.framework} group '{name}' ({out.world_size} ranks, worst link "
-               f"{LINK_NAMES.get(out.link)}): symmem all-reduce active up to {human(out.max_size)} "
+               f"{link_name(out.link)}): symmem all-reduce active up to {human(out.max_size)} "
                f"({out.cap_source}); larger messages take the next backend{mem}")
         level = logging.INFO
     elif out.backend == "torch":

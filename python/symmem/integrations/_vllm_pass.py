@@ -11,7 +11,7 @@ from vllm.compilation.passes.inductor_pass import InductorPass, enable_fake_mode
 from vllm.compilation.passes.vllm_inductor_pass import VllmInductorPass, VllmPatternMatcherPass
 from vllm.distributed import parallel_state
 
-from . import vllm as integ
+from . import _common
 
 # ---------------------------------------------------------------------------------------------------------
 # The op: what the pattern becomes. It decides per call, from shapes and the agreed cap only (the same on
@@ -34,7 +34,7 @@ def _group(name):
 
 def _symmem_comm(group):
     comm = getattr(getattr(group, "device_communicator", None), "symm_mem_comm", None)
-    return comm if integ.symmem_backed(comm) else None
+    return comm if _common.symmem_backed(comm) else None
 
 
 def _symmem_takes(comm, x, residual, weight):

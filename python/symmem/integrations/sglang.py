@@ -46,10 +46,6 @@ def selected_groups():
     return {"*"} if "all" in names or "*" in names else names
 
 
-def _truthy(value):
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
-
-
 def _stock_probe(device, world_size):
     """None when SGLang's own class would come up on this rank (its conditions: a listed compute
     capability and world size, and multicast), else why not. Asks without allocating anything."""
@@ -57,20 +53,12 @@ def _stock_probe(device, world_size):
 
     if _stock.get("class") is None:
         return "SGLang's class was not captured"
-    if _truthy(os.environ.get("TORCH_SYMM_MEM_DISABLE_MULTICAST")):
-        return "TORCH_SYMM_MEM_DISABLE_MULTICAST is set"
     from sglang.srt.distributed.device_communicators.all_reduce_utils import TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES
 
     major = torch.cuda.get_device_capability(device)[0]
     if world_size not in TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES.get(major, {}):
         return f"sm_{major}x at world size {world_size} is not in SGLang's table"
-    from torch._C._autograd import DeviceType
-    from torch._C._distributed_c10d import _SymmetricMemory
-
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if not _SymmetricMemory.has_multicast_support(DeviceType.CUDA, index):
-        return "no multicast support"
-    return None
+    return _common.multicast_missing(device)
 
 
 class SymmemTorchSymmMemCommunicator(_common.DropIn):
@@ -81,20 +69,8 @@ class SymmemTorchSymmMemCommunicator(_common.DropIn):
     STOCK_METHODS = ("should_torch_symm_mem_allreduce", "all_reduce")
 
     def __init__(self, group, device):
-        import torch
-
-        # Every attribute SGLang's core and model code read exists from here on, whatever happens next.
-        self.disabled = True
-        self.backend = "off"
-        self.group = group
-        self.buffer = None            # torch's multicast buffer; None unless torch's class serves the group
-        self.dtype = torch.bfloat16   # as SGLang's class: model code compares activations against it
-        self.max_size = 0
-        self.world_size = _common.safe_world_size(group)
-        self.rank = 0
-        self.device = None
-        self._inner = None
-        self._stock = None
+        self._init_fields(group)
+        self.buffer = None  # torch's multicast buffer; None unless torch's class serves the group
         try:
             self.device = _common.as_device(device)
             name = _common.group_label(group)
@@ -114,26 +90,11 @@ class SymmemTorchSymmMemCommunicator(_common.DropIn):
             log.warning("symmem: SGLang communicator disabled: %s", self._disabled_reason)
             self.disabled = True
 
-    def _adopt(self, outcome):
-        self.world_size, self.rank = outcome.world_size, outcome.rank
-        self._disabled_reason = outcome.reason
-        if outcome.backend == "torch":
-            self._adopt_stock(outcome.stock)
-        elif outcome.backend == "symmem":
-            self._inner = outcome.inner
-            self._inner_should = outcome.inner.should_torch_symm_mem_allreduce
-            self._inner_all_reduce = outcome.inner.all_reduce
-            self.max_size = outcome.max_size
-            self.backend = "symmem"
-            self.disabled = False
-            self._serve_directly({"should_torch_symm_mem_allreduce": "should_torch_symm_mem_allreduce",
-                                  "all_reduce": "all_reduce",
-                                  "should_all_reduce_add_rmsnorm": "should_all_reduce_add_rmsnorm",
-                                  "all_reduce_add_rmsnorm": "all_reduce_add_rmsnorm"})
-            if sglang_fusion.enabled() and self.rank == 0:
-                log.info("symmem: SGLang group '%s': fused all-reduce + residual add + RMSNorm at SGLang's layer "
-                         "boundaries up to %s (%s=1)", _common.group_label(self.group) or "?",
-                         _common.human(self.max_size), sglang_fusion.ENV)
+    def _serving(self):
+        if sglang_fusion.enabled() and self.rank == 0:
+            log.info("symmem: SGLang group '%s': fused all-reduce + residual add + RMSNorm at SGLang's layer "
+                     "boundaries up to %s (%s=1)", _common.group_label(self.group) or "?",
+                     _common.human(self.max_size), sglang_fusion.ENV)
 
     def should_torch_symm_mem_allreduce(self, inp):
         """Same answer on every rank for the same tensor shape and dtype (the cap is agreed at init)."""
@@ -148,17 +109,8 @@ class SymmemTorchSymmMemCommunicator(_common.DropIn):
             return None
         return self._inner_all_reduce(inp, out=out)
 
-    def should_all_reduce_add_rmsnorm(self, inp):
-        """Whether all_reduce_add_rmsnorm takes `inp` (symmem serves the group, the all-reduce's agreed size
-        cap, the row within symmem.RMSNORM_MAX_HIDDEN): the same answer on every rank for the same shape."""
-        if self.disabled or self.backend != "symmem" or inp.device != self.device:
-            return False
-        return inp.numel() * inp.element_size() <= self.max_size and self._inner.should_all_reduce_add_rmsnorm(inp)
 
-
-def symmem_backed(comm):
-    """True when `comm` is this class and symmem (not torch) serves it."""
-    return isinstance(comm, SymmemTorchSymmMemCommunicator) and comm.symmem_serves
+symmem_backed = _common.symmem_backed
 
 
 def _capture_stock(module):

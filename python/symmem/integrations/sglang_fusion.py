@@ -38,7 +38,6 @@ import functools
 import logging
 
 from . import _common
-from . import sglang as _integ  # a cycle sglang.py closes: only attributes used at call time
 
 log = logging.getLogger("symmem.integrations.sglang")
 
@@ -56,7 +55,7 @@ def enabled():
 def _symmem_comm(coordinator):
     """The symmem-backed communicator of an SGLang GroupCoordinator, else None."""
     comm = getattr(coordinator, "torch_symm_mem_comm", None)
-    return comm if _integ.symmem_backed(comm) else None
+    return comm if _common.symmem_backed(comm) else None
 
 
 def _takes(comm, x, residual):

@@ -72,26 +72,16 @@ def _ubatch_threads():
 
 def _stock_probe(device, world_size):
     """None when vLLM's own class would come up here (a listed capability and world size, multicast)."""
-    import os
-
     import torch
 
     if _stock.get("class") is None:
         return "vLLM's class was not captured"
-    if os.environ.get("TORCH_SYMM_MEM_DISABLE_MULTICAST", "").strip().lower() in ("1", "true", "yes", "on"):
-        return "TORCH_SYMM_MEM_DISABLE_MULTICAST is set"
     from vllm.distributed.device_communicators.all_reduce_utils import SYMM_MEM_ALL_REDUCE_MAX_SIZES
 
     major, minor = torch.cuda.get_device_capability(device)
     if world_size not in SYMM_MEM_ALL_REDUCE_MAX_SIZES.get(f"{major}.{minor}", {}):
         return f"sm_{major}{minor} at world size {world_size} is not in vLLM's table"
-    from torch._C._autograd import DeviceType
-    from torch._C._distributed_c10d import _SymmetricMemory
-
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if not _SymmetricMemory.has_multicast_support(DeviceType.CUDA, index):
-        return "no multicast support"
-    return None
+    return _common.multicast_missing(device)
 
 
 class SymmemSymmMemCommunicator(_common.DropIn):
@@ -99,25 +89,13 @@ class SymmemSymmMemCommunicator(_common.DropIn):
     mode where it works) or "off"."""
 
     STOCK_METHODS = ("should_use_symm_mem", "all_reduce")
-    _capped = False  # the inner communicator enforces the agreed cap (_serve_directly)
+    SHOULD = "should_use_symm_mem"
 
     def __init__(self, group, device, force_multimem=None, max_size_override=None):
-        import torch
-
-        self.disabled = True
-        self.backend = "off"
-        self.group = group
-        self.dtype = torch.bfloat16
-        self.max_size = 0
-        self.world_size = 1
-        self.rank = 0
-        self.device = None
+        self._init_fields(group)
         self.force_multimem = force_multimem
-        self._inner = None
-        self._stock = None
         self._ubatch = None
         try:
-            self.world_size = _common.safe_world_size(group)
             self.device = _common.as_device(device)
             veto = None
             if _batch_invariant():
@@ -144,25 +122,14 @@ class SymmemSymmMemCommunicator(_common.DropIn):
             log.warning("symmem: vLLM communicator disabled: %s", self._disabled_reason)
             self.disabled = True
 
-    def _adopt(self, outcome):
-        self.world_size, self.rank = outcome.world_size, outcome.rank
-        self._disabled_reason = outcome.reason
-        if outcome.backend == "torch":
-            self._adopt_stock(outcome.stock)
-        elif outcome.backend == "symmem":
-            self._inner = outcome.inner
-            self._inner_should = outcome.inner.should_use_symm_mem
-            self._inner_all_reduce = outcome.inner.all_reduce
-            self._ubatch = _ubatch_threads()
-            self.max_size = outcome.max_size
-            self.backend = "symmem"
-            self.disabled = False
-            # vLLM's micro-batch threads turn symmem off per call (should_use_symm_mem), so where vLLM has
-            # that registry the wrappers stay; the inner still enforces the cap, which spares them the check.
-            self._capped = self._serve_directly(
-                {"should_use_symm_mem": "should_use_symm_mem", "all_reduce": "all_reduce",
-                 "should_all_reduce_add_rmsnorm": "should_all_reduce_add_rmsnorm",
-                 "all_reduce_add_rmsnorm": "all_reduce_add_rmsnorm"}, bind=self._ubatch is None)
+    def _bind_directly(self):
+        # vLLM's micro-batch threads turn symmem off per call (should_use_symm_mem), so where vLLM has that
+        # registry the wrappers stay; the inner still enforces the cap, which spares them the check.
+        self._ubatch = _ubatch_threads()
+        return self._ubatch is None
+
+    def _declines(self):
+        return bool(self._ubatch)
 
     def should_use_symm_mem(self, inp):
         if self.disabled or self._ubatch:
@@ -177,17 +144,8 @@ class SymmemSymmMemCommunicator(_common.DropIn):
             return None
         return self._inner_all_reduce(inp, out=out)
 
-    def should_all_reduce_add_rmsnorm(self, inp):
-        """Whether all_reduce_add_rmsnorm takes `inp`: what all_reduce takes (the agreed cap, no micro-batch
-        thread) with a row of at most symmem.RMSNORM_MAX_HIDDEN elements."""
-        if self.disabled or self.backend != "symmem" or self._ubatch:
-            return False
-        return inp.numel() * inp.element_size() <= self.max_size and self._inner.should_all_reduce_add_rmsnorm(inp)
 
-
-def symmem_backed(comm):
-    """True when `comm` is this class and symmem (not torch) serves it."""
-    return isinstance(comm, SymmemSymmMemCommunicator) and comm.symmem_serves
+symmem_backed = _common.symmem_backed
 
 
 def _install(module):

@@ -42,8 +42,6 @@ def enabled():
 
 def served_tp_group():
     """(vLLM's TP GroupCoordinator, its symmem-backed communicator) in this process, or None."""
-    from . import vllm as integ
-
     try:
         from vllm.distributed import parallel_state
 
@@ -51,7 +49,7 @@ def served_tp_group():
     except Exception:  # noqa: BLE001 - no vLLM distributed state here
         return None
     comm = getattr(getattr(tp, "device_communicator", None), "symm_mem_comm", None)
-    return (tp, comm) if integ.symmem_backed(comm) else None
+    return (tp, comm) if _common.symmem_backed(comm) else None
 
 
 def add_passes(manager, config):

@@ -48,8 +48,10 @@ def _torch_device(device):
 
 class SymmemCommunicator:
     """Attributes: disabled, disabled_reason (why, in words; None while enabled), group, world_size, rank,
-    device, max_size (bytes; the largest eligible message), group_name (what torch.ops.symmem.* take), comm
-    (the symmem.Comm, None when disabled)."""
+    device, max_size (bytes; the largest eligible message), preferred_max_size (bytes; the cap a framework
+    with another backend such as NCCL should apply: the library's bound for the group's links, within
+    max_size), link_class (the group's worst link, a symmem.LINK_* value; None when disabled), group_name
+    (what torch.ops.symmem.* take), comm (the symmem.Comm, None when disabled)."""
 
     def __init__(self, group, device, max_size=None):
         self.disabled = True
@@ -59,6 +61,8 @@ class SymmemCommunicator:
         self.rank = 0
         self.device = device
         self.max_size = 0
+        self.preferred_max_size = 0
+        self.link_class = None
         self.comm = None
         self.group_name = None
         self._init_state()
@@ -116,6 +120,8 @@ class SymmemCommunicator:
         self.world_size, self.rank = comm.size, comm.rank
         self.device = torch.device("cuda", comm.device)
         self.max_size = 0
+        self.preferred_max_size = 0
+        self.link_class = None
         self.comm = None
         self.group_name = None
         self._init_state()
@@ -131,6 +137,8 @@ class SymmemCommunicator:
         self.group_name = name
         limit = comm.max_message_bytes
         self.max_size = limit if max_size is None else min(int(max_size), limit)
+        self.preferred_max_size = min(self.max_size, comm.preferred_max_bytes)
+        self.link_class = comm.link_class
         self.disabled = False
         self.disabled_reason = None
         _live.add(self)

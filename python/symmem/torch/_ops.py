@@ -11,7 +11,6 @@ registers its communicator under its group_name when it is created.
 """
 import ctypes
 import logging
-import math
 import os
 from pathlib import Path
 
@@ -41,7 +40,7 @@ SCHEMAS = {
 }
 
 DTYPES = {torch.float32: symmem.FLOAT32, torch.float16: symmem.FLOAT16, torch.bfloat16: symmem.BFLOAT16}
-REDUCE_OPS = {"sum": symmem.OP_SUM, "max": symmem.OP_MAX, "min": symmem.OP_MIN}
+REDUCE_OPS = _lib.REDUCE_OPS  # the library's names of its reduction ops
 
 
 def _candidates():
@@ -165,8 +164,9 @@ def _check_tensor(op, group_name, which, t):
 
 def _check_reduce_op(op, group_name, reduce_op):
     if reduce_op not in REDUCE_OPS:
-        raise RuntimeError(f"{_where(op, group_name)}: reduce_op '{reduce_op}' is not known: use \"sum\", \"max\" "
-                           f"or \"min\"")
+        names = [f'"{n}"' for n in REDUCE_OPS]
+        known = ", ".join(names[:-1]) + " or " + names[-1]
+        raise RuntimeError(f"{_where(op, group_name)}: reduce_op '{reduce_op}' is not known: use {known}")
 
 
 def _check_out(op, group_name, inp, out, expect_shape, rule):
@@ -235,52 +235,31 @@ def _all_gather_out_fake(input, group_name, out):
 
 
 def _check_rmsnorm(op, group_name, inp, residual, weight, eps, out=None, writes_input=False):
-    """What symmem_torch.cpp's check_rmsnorm checks, in the same words: shapes, dtypes, the row width,
-    eps, and no overlap between what the op writes and what it reads."""
-    where = _where(op, group_name)
-    _check_tensor(op, group_name, "input", inp)
-    for which, t in (("residual", residual), ("weight", weight), ("out", out)):
-        if t is None:
-            continue
+    """Each tensor as every op takes it, then the fused call's rules as the library states them
+    (symmem_all_reduce_add_rmsnorm_check, which symmem_torch.cpp calls too): shapes, dtypes, the row width,
+    eps, and no overlap between what the op writes and what it reads. (tokens, hidden, eps as float32)."""
+    tensors = [inp, residual, weight] + ([out] if out is not None else [])
+    for which, t in zip(("input", "residual", "weight", "out"), tensors):
         _check_tensor(op, group_name, which, t)
-        if t.dtype != inp.dtype:
-            raise RuntimeError(f"{where}: {which} has dtype {t.dtype} but input has dtype {inp.dtype}: they must match")
-    if inp.dim() < 1 or not 1 <= inp.shape[-1] <= symmem.RMSNORM_MAX_HIDDEN:
-        raise RuntimeError(f"{where}: input has shape {list(inp.shape)}: it must be [tokens, hidden] (or [..., hidden]) "
-                           f"with 1 <= hidden <= {symmem.RMSNORM_MAX_HIDDEN} (SYMMEM_RMSNORM_MAX_HIDDEN: a row is "
-                           f"normalised in one thread block)")
-    hidden = inp.shape[-1]
-    for which, t in (("residual", residual), ("out", out)):
-        if t is not None and tuple(t.shape) != tuple(inp.shape):
-            raise RuntimeError(f"{where}: {which} has shape {list(t.shape)} but input has shape {list(inp.shape)}: "
-                               f"they must match")
-    if weight.dim() != 1 or weight.shape[0] != hidden:
-        raise RuntimeError(f"{where}: weight has shape {list(weight.shape)}: it must be [{hidden}], input's last "
-                           f"dimension")
-    eps32 = float(torch.tensor(eps, dtype=torch.float32, device="cpu"))
-    if not (math.isfinite(eps32) and eps32 >= 0.0):
-        raise RuntimeError(f"{where}: eps {eps:g} must be finite (as a float32) and >= 0")
-    if _overlap(residual, inp):
-        raise RuntimeError(f"{where}: residual overlaps input: pass separate tensors")
-    if out is not None and _overlap(out, residual):
-        raise RuntimeError(f"{where}: out overlaps residual: residual is updated in place, so out must be another "
-                           f"tensor")
-    if out is not None and _overlap(out, inp):
-        raise RuntimeError(f"{where}: out overlaps input, which this op does not write: use all_reduce_add_rmsnorm_ to "
-                           f"write the result into input")
-    if _overlap(weight, residual) or (out is not None and _overlap(weight, out)) or (writes_input and
-                                                                                    _overlap(weight, inp)):
-        raise RuntimeError(f"{where}: weight overlaps a tensor the op writes (residual or the output)")
-    return inp.numel() // hidden, hidden, eps32
+    try:
+        tokens, hidden = _lib.rmsnorm_check(*_descs(tensors), *(() if out is not None else (None,)),
+                                            writes_input, eps)
+    except ValueError as e:
+        raise RuntimeError(f"{_where(op, group_name)}: {e}") from None
+    return tokens, hidden, ctypes.c_float(eps).value
 
 
-def _overlap(a, b):
-    """Whether two contiguous tensors share elements: the same storage and intersecting element ranges.
-    Works on fake tensors too (storage identity and offsets, no data pointers)."""
-    if a.numel() == 0 or b.numel() == 0 or not torch._C._is_alias_of(a, b):
-        return False
-    sa, sb = a.storage_offset(), b.storage_offset()
-    return sa < sb + b.numel() and sb < sa + a.numel()
+def _descs(tensors):
+    """The library's view of contiguous tensors: dtype, shape, and which storage they lie in at which byte.
+    Storage identity and offsets, no data pointers: fake tensors have none."""
+    descs, bases = [], []
+    for t in tensors:
+        storage = next((i for i, b in enumerate(bases) if torch._C._is_alias_of(t, b)), len(bases))
+        if storage == len(bases):
+            bases.append(t)
+        descs.append(_lib.TensorDesc.make(DTYPES[t.dtype], str(t.dtype), tuple(t.shape), storage,
+                                          t.storage_offset() * t.element_size()))
+    return descs
 
 
 @torch.library.register_fake("symmem::all_reduce_add_rmsnorm")

@@ -5,13 +5,13 @@
 # prints one table: per size the median over rounds of each build's time, the algorithm auto chose, and
 # new/old.
 #
-#   scripts/gpu_ab_bench.sh OLD [ROUNDS]
+#   bench/ab_bench.sh OLD [ROUNDS]
 #     OLD: a commit (needs git and the repository here), a directory holding the old tree, or a tarball of
 #          it (git archive). The device machine gets the working tree without .git, so make the tarball
 #          first, where git is, into an ignored folder that travels with `carry`:
-#            scripts/gpu_ab_bench.sh --pack 31bb7b3      # writes build-ab/old.tar.gz
+#            bench/ab_bench.sh --pack 31bb7b3      # writes build-ab/old.tar.gz
 #          then, on the GPU machine (carry: build-ab):
-#            scripts/gpu_ab_bench.sh build-ab/old.tar.gz
+#            bench/ab_bench.sh build-ab/old.tar.gz
 #     ROUNDS: runs per build (default 3, at least 2).
 #   Environment: AB_SIZES (default "1K 64K 1M 16M"), AB_ARGS (more symmem-bench arguments, e.g. "-a all"
 #   to time every algorithm; rows are then keyed by size and algorithm), AB_RANKS (ranks, threads of one
@@ -33,12 +33,12 @@ AB=${AB_DIR:-build-ab}
 mkdir -p "$AB"
 
 if [ "${1:-}" = --pack ]; then
-  rev=${2:?usage: scripts/gpu_ab_bench.sh --pack COMMIT}
+  rev=${2:?usage: bench/ab_bench.sh --pack COMMIT}
   git archive --format=tar.gz -o "$AB/old.tar.gz" "$rev" -- . ':!bench/results' || exit 1
-  echo "wrote $AB/old.tar.gz ($(git rev-parse --short "$rev")); on the GPU machine: scripts/gpu_ab_bench.sh $AB/old.tar.gz"
+  echo "wrote $AB/old.tar.gz ($(git rev-parse --short "$rev")); on the GPU machine: bench/ab_bench.sh $AB/old.tar.gz"
   exit 0
 fi
-OLD=${1:?usage: scripts/gpu_ab_bench.sh OLD_COMMIT|OLD_DIR|OLD_TARBALL [ROUNDS]  (or --pack COMMIT)}
+OLD=${1:?usage: bench/ab_bench.sh OLD_COMMIT|OLD_DIR|OLD_TARBALL [ROUNDS]  (or --pack COMMIT)}
 ROUNDS=${2:-3}
 [ "$ROUNDS" -ge 2 ] 2>/dev/null || { echo "ROUNDS must be at least 2"; exit 2; }
 SIZES=${AB_SIZES:-1K 64K 1M 16M}
@@ -60,7 +60,7 @@ else
   elif git rev-parse --verify -q "$OLD^{commit}" > /dev/null; then
     git archive "$OLD" | tar -x -C "$src_old" || exit 1
   else
-    echo "gpu_ab_bench: $OLD is neither a directory, a tarball nor a commit (no .git here? use --pack first)"
+    echo "ab_bench: $OLD is neither a directory, a tarball nor a commit (no .git here? use --pack first)"
     exit 2
   fi
   rm -rf "$src_old"/build* # a copied tree's own build folders never count

@@ -262,8 +262,13 @@ symmem_status_t symmem_autotune_run(symmem_comm_t comm, symmem_coll_tuning_t *tu
                 else if (v > slowest[i]) slowest[i] = v;
             }
         }
-        win[s] = symmem_autotune_winner(st, slowest, topo_table_lookup(&tu->defaults, (symmem_coll_kind_t)st->kind, st->bytes),
-                                        cfg->tie);
+        const symmem_algo_t model = topo_table_lookup(&tu->defaults, (symmem_coll_kind_t)st->kind, st->bytes);
+        win[s] = symmem_autotune_winner(st, slowest, model, cfg->tie);
+        if (comm->rank == 0 && symmem_log_enabled(SYMMEM_LOG_DEBUG, SYMMEM_SUBSYS_COLL)) {
+            char text[512];
+            symmem_autotune_step_describe(st, slowest, win[s], model, text, sizeof text);
+            SYMMEM_DEBUG(SYMMEM_SUBSYS_COLL, "autotune step %d of %d: %s", s + 1, plan.nsteps, text);
+        }
         res->steps = s + 1;
         res->measurements += st->ncand;
         res->elapsed_ms = elapsed;
@@ -310,6 +315,22 @@ static void size_text(size_t b, char *out, size_t len)
     if (b >= ((size_t)1 << 20) && b % ((size_t)1 << 20) == 0) snprintf(out, len, "%zu MiB", b >> 20);
     else if (b >= 1024 && b % 1024 == 0) snprintf(out, len, "%zu KiB", b >> 10);
     else snprintf(out, len, "%zu B", b);
+}
+
+void symmem_autotune_step_describe(const symmem_autotune_step_t *st, const double *slowest, int winner,
+                                   symmem_algo_t model, char *out, size_t len)
+{
+    char sz[32];
+    if (len) out[0] = '\0';
+    size_text(st->bytes, sz, sizeof sz);
+    add(out, len, "%s %s:", symmem_coll_kind_name((symmem_coll_kind_t)st->kind), sz);
+    for (int i = 0; i < st->ncand; i++) {
+        const char *name = symmem_algo_name((symmem_algo_t)st->algo[i]);
+        if (slowest[i] > 0.0) add(out, len, "%s %s %.1f us", i ? "," : "", name, slowest[i]);
+        else add(out, len, "%s %s not run", i ? "," : "", name);
+    }
+    if (winner < 0) add(out, len, " -> nothing ran (the model: %s)", symmem_algo_name(model));
+    else add(out, len, " -> %s (the model: %s)", symmem_algo_name((symmem_algo_t)winner), symmem_algo_name(model));
 }
 
 void symmem_autotune_describe(const topo_table_t *t, char *out, size_t len)

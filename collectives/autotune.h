@@ -131,6 +131,12 @@ symmem_status_t symmem_autotune_run(symmem_comm_t comm, symmem_coll_tuning_t *tu
 int symmem_autotune_winner(const symmem_autotune_step_t *step, const double *slowest_us, symmem_algo_t model_choice,
                            double tie);
 
+/* One step's measurement and decision, for the DEBUG line each step logs on rank 0: "all_reduce 2 MiB: staged
+ * 1048.6 us, copy_engine 1010.2 us, twoshot_push 1375.3 us, island not run -> copy_engine (the model: twoshot_push)"
+ * (the slowest rank's medians; winner -1: nothing ran). */
+void symmem_autotune_step_describe(const symmem_autotune_step_t *step, const double *slowest_us, int winner,
+                                   symmem_algo_t model_choice, char *out, size_t len);
+
 /* "all_reduce up to 12 KiB oneshot_push, up to 96 KiB twoshot_lamport, above twoshot_push; reduce_scatter ..."
  * for the log. */
 void symmem_autotune_describe(const topo_table_t *t, char *out, size_t len);

@@ -118,6 +118,27 @@ static void winner_rules(void)
     CHECK(symmem_autotune_winner(&st, t4, SYMMEM_ALGO_TWOSHOT_PUSH, 0.03) == -1);
 }
 
+static void step_words(void)
+{
+    symmem_autotune_step_t st;
+    memset(&st, 0, sizeof st);
+    st.kind = SYMMEM_COLL_ALL_REDUCE;
+    st.bytes = 2 * MIB;
+    st.ncand = 3;
+    st.algo[0] = SYMMEM_ALGO_STAGED, st.algo[1] = SYMMEM_ALGO_COPY_ENGINE, st.algo[2] = SYMMEM_ALGO_ISLAND;
+    const double t[3] = {1048.61, 1010.24, -1.0};
+    char text[512];
+    symmem_autotune_step_describe(&st, t, SYMMEM_ALGO_COPY_ENGINE, SYMMEM_ALGO_TWOSHOT_PUSH, text, sizeof text);
+    CHECK(strcmp(text, "all_reduce 2 MiB: staged 1048.6 us, copy_engine 1010.2 us, island not run -> copy_engine "
+                       "(the model: twoshot_push)") == 0);
+    const double none[3] = {-1.0, -1.0, -1.0};
+    symmem_autotune_step_describe(&st, none, -1, SYMMEM_ALGO_TWOSHOT_PUSH, text, sizeof text);
+    CHECK(strstr(text, "-> nothing ran (the model: twoshot_push)") != NULL);
+    char small[24]; /* truncated, never overrun */
+    symmem_autotune_step_describe(&st, t, SYMMEM_ALGO_COPY_ENGINE, SYMMEM_ALGO_TWOSHOT_PUSH, small, sizeof small);
+    CHECK(strlen(small) == sizeof small - 1 && strncmp(small, text, sizeof small - 1) == 0);
+}
+
 /* ---- the collective run with injected times ---------------------------------------------------------------- */
 typedef struct fake {
     int rank;
@@ -307,6 +328,7 @@ int main(void)
         {"wish_rules", wish_rules, 10},
         {"plan_keeps_model_choice_and_prunes", plan_keeps_model_choice_and_prunes, 10},
         {"winner_rules", winner_rules, 10},
+        {"step_words", step_words, 10},
         {"agrees_on_the_slowest_rank", agrees_on_the_slowest_rank, 60},
         {"budget_stops_at_once", budget_stops_at_once, 60},
         {"failing_rank_stops", failing_rank_stops, 60},

@@ -521,16 +521,22 @@ STABLE_TORCH_LIBRARY(symmem, m)
           "str group_name) -> ()");
 }
 
+// Every op's kernel, registered for each backend below from this one list (an op added here reaches both).
+#define SYMMEM_TORCH_IMPLS(m)                                                                              \
+    do {                                                                                                   \
+        (m).impl("all_reduce", TORCH_BOX(&all_reduce));                                                    \
+        (m).impl("all_reduce_", TORCH_BOX(&all_reduce_));                                                  \
+        (m).impl("all_reduce_out", TORCH_BOX(&all_reduce_out));                                            \
+        (m).impl("reduce_scatter_out", TORCH_BOX(&reduce_scatter_out));                                    \
+        (m).impl("all_gather_out", TORCH_BOX(&all_gather_out));                                            \
+        (m).impl("all_reduce_add_rmsnorm", TORCH_BOX(&all_reduce_add_rmsnorm));                            \
+        (m).impl("all_reduce_add_rmsnorm_out", TORCH_BOX(&all_reduce_add_rmsnorm_out));                    \
+        (m).impl("all_reduce_add_rmsnorm_", TORCH_BOX(&all_reduce_add_rmsnorm_));                          \
+    } while (0)
+
 STABLE_TORCH_LIBRARY_IMPL(symmem, CUDA, m)
 {
-    m.impl("all_reduce", TORCH_BOX(&all_reduce));
-    m.impl("all_reduce_", TORCH_BOX(&all_reduce_));
-    m.impl("all_reduce_out", TORCH_BOX(&all_reduce_out));
-    m.impl("reduce_scatter_out", TORCH_BOX(&reduce_scatter_out));
-    m.impl("all_gather_out", TORCH_BOX(&all_gather_out));
-    m.impl("all_reduce_add_rmsnorm", TORCH_BOX(&all_reduce_add_rmsnorm));
-    m.impl("all_reduce_add_rmsnorm_out", TORCH_BOX(&all_reduce_add_rmsnorm_out));
-    m.impl("all_reduce_add_rmsnorm_", TORCH_BOX(&all_reduce_add_rmsnorm_));
+    SYMMEM_TORCH_IMPLS(m);
 }
 
 // CPU tensors reach the same kernels, whose first check names the op, the group and the device to use (a
@@ -538,14 +544,7 @@ STABLE_TORCH_LIBRARY_IMPL(symmem, CUDA, m)
 // every backend.
 STABLE_TORCH_LIBRARY_IMPL(symmem, CPU, m)
 {
-    m.impl("all_reduce", TORCH_BOX(&all_reduce));
-    m.impl("all_reduce_", TORCH_BOX(&all_reduce_));
-    m.impl("all_reduce_out", TORCH_BOX(&all_reduce_out));
-    m.impl("reduce_scatter_out", TORCH_BOX(&reduce_scatter_out));
-    m.impl("all_gather_out", TORCH_BOX(&all_gather_out));
-    m.impl("all_reduce_add_rmsnorm", TORCH_BOX(&all_reduce_add_rmsnorm));
-    m.impl("all_reduce_add_rmsnorm_out", TORCH_BOX(&all_reduce_add_rmsnorm_out));
-    m.impl("all_reduce_add_rmsnorm_", TORCH_BOX(&all_reduce_add_rmsnorm_));
+    SYMMEM_TORCH_IMPLS(m);
 }
 
 STABLE_TORCH_LIBRARY_IMPL(symmem, CompositeExplicitAutograd, m) { m.impl("barrier", TORCH_BOX(&barrier)); }

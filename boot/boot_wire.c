@@ -87,17 +87,27 @@ symmem_status_t boot_wait_fd(int fd, short events, int64_t deadline, int peer, c
     }
 }
 
+/* One receive without waiting, up to len bytes: the descriptors that came with them as boot_take_fds
+ * takes them (*arrived: how many in all; *ctrunc: the kernel dropped some). recvmsg's result. */
+static ssize_t recv_step(int fd, void *buf, size_t len, int *fds_out, int want, int *nfds, int *arrived,
+                         int *ctrunc)
+{
+    struct iovec iov = {.iov_base = buf, .iov_len = len};
+    ctrl_buf_t ctrl;
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.buf, .msg_controllen = sizeof ctrl.buf};
+    const ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    *arrived = n > 0 ? boot_take_fds(&m, fds_out, want, nfds) : 0;
+    *ctrunc = n > 0 && (m.msg_flags & MSG_CTRUNC);
+    return n;
+}
+
 /* Bytes already queued on fd, without waiting: up to len, descriptors closed. How many were read. */
 static size_t recv_queued(int fd, void *buf, size_t len)
 {
     size_t done = 0;
     while (done < len) {
-        struct iovec iov = {.iov_base = (char *)buf + done, .iov_len = len - done};
-        ctrl_buf_t ctrl;
-        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.buf,
-                           .msg_controllen = sizeof ctrl.buf};
-        ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-        if (n > 0) boot_take_fds(&m, NULL, 0, NULL);
+        int arrived, ctrunc;
+        const ssize_t n = recv_step(fd, (char *)buf + done, len - done, NULL, 0, NULL, &arrived, &ctrunc);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
         done += (size_t)n;
@@ -221,16 +231,12 @@ static symmem_status_t recv_exact(int fd, void *buf, size_t len, int *fds_out, i
 {
     size_t done = 0;
     while (done < len) {
-        struct iovec iov = {.iov_base = (char *)buf + done, .iov_len = len - done};
-        ctrl_buf_t ctrl;
-        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.buf,
-                           .msg_controllen = sizeof ctrl.buf};
-        ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+        const int before = *nfds;
+        int arrived, ctrunc;
+        const ssize_t n = recv_step(fd, (char *)buf + done, len - done, fds_out, want, nfds, &arrived, &ctrunc);
         if (n > 0) {
-            int before = *nfds;
-            int total = boot_take_fds(&m, fds_out, want, nfds);
-            *extra += total - (*nfds - before);
-            if (m.msg_flags & MSG_CTRUNC) *trunc = 1;
+            *extra += arrived - (*nfds - before);
+            if (ctrunc) *trunc = 1;
             done += (size_t)n;
             continue;
         }

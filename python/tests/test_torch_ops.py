@@ -79,7 +79,7 @@ def test_fakes(fake, host_group, dtype):
 
 
 @pytest.mark.parametrize("call,match", [
-    (lambda g: torch.ops.symmem.all_reduce(cuda(4, dtype=torch.float64), "sum", g), "dtype torch.float64"),
+    (lambda g: torch.ops.symmem.all_reduce(cuda(4, dtype=torch.float64), "sum", g), "has dtype float64"),
     (lambda g: torch.ops.symmem.all_reduce(cuda(4), "prod", g), "reduce_op 'prod'"),
     (lambda g: torch.ops.symmem.all_reduce(cuda(4, 4).t(), "sum", g), "not contiguous"),
     (lambda g: torch.ops.symmem.all_reduce(torch.empty(4), "sum", g), "not a CUDA tensor"),
@@ -372,10 +372,10 @@ RMS_ERRORS = [
     ("weight shape", lambda x, r, w: (x, r, cuda(4097), 1e-6, None), "weight has shape \\[4097\\]: it must be \\[4096\\]"),
     ("weight 2-D", lambda x, r, w: (x, r, cuda(1, 4096), 1e-6, None), "weight has shape \\[1, 4096\\]"),
     ("residual dtype", lambda x, r, w: (x, cuda(5, 4096, dtype=torch.float16), w, 1e-6, None),
-     "residual has dtype torch.float16 but input has dtype torch.bfloat16"),
+     "residual has dtype float16 but input has dtype bfloat16"),
     ("weight dtype", lambda x, r, w: (x, r, cuda(4096, dtype=torch.float32), 1e-6, None), "weight has dtype"),
     ("out dtype", lambda x, r, w: (x, r, w, 1e-6, cuda(5, 4096, dtype=torch.float32)), "out has dtype"),
-    ("input dtype", lambda x, r, w: (cuda(5, 4096, dtype=torch.float64), r, w, 1e-6, None), "input has dtype torch.float64"),
+    ("input dtype", lambda x, r, w: (cuda(5, 4096, dtype=torch.float64), r, w, 1e-6, None), "input has dtype float64"),
     ("hidden too wide", lambda x, r, w: (cuda(2, 16385), cuda(2, 16385), cuda(16385), 1e-6, None),
      "1 <= hidden <= 16384"),
     ("hidden 0", lambda x, r, w: (cuda(2, 0), cuda(2, 0), cuda(0), 1e-6, None), "1 <= hidden <= 16384"),

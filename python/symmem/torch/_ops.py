@@ -153,13 +153,20 @@ def _where(op, group_name):
     return f"symmem::{op} (group '{group_name}'{rank})"
 
 
+def _dtype_name(dtype):
+    """A dtype as the op library (symmem_torch.cpp) and the C library name it in messages: "float32", not
+    "torch.float32", so a message does not depend on which op set raised it."""
+    return str(dtype).removeprefix("torch.")
+
+
 def _check_tensor(op, group_name, which, t):
     if t.device.type != "cuda":
         raise RuntimeError(f"{_where(op, group_name)}: {which} is not a CUDA tensor (device {t.device})")
     if not t.is_contiguous():
         raise RuntimeError(f"{_where(op, group_name)}: {which} is not contiguous: call .contiguous() first")
     if t.dtype not in DTYPES:
-        raise RuntimeError(f"{_where(op, group_name)}: {which} has dtype {t.dtype}: use bfloat16, float16 or float32")
+        raise RuntimeError(f"{_where(op, group_name)}: {which} has dtype {_dtype_name(t.dtype)}: "
+                           "use bfloat16, float16 or float32")
 
 
 def _check_reduce_op(op, group_name, reduce_op):
@@ -172,7 +179,8 @@ def _check_reduce_op(op, group_name, reduce_op):
 def _check_out(op, group_name, inp, out, expect_shape, rule):
     _check_tensor(op, group_name, "out", out)
     if out.dtype != inp.dtype:
-        raise RuntimeError(f"{_where(op, group_name)}: out has dtype {out.dtype} but input has dtype {inp.dtype}")
+        raise RuntimeError(f"{_where(op, group_name)}: out has dtype {_dtype_name(out.dtype)} "
+                           f"but input has dtype {_dtype_name(inp.dtype)}")
     if tuple(out.shape) != tuple(expect_shape):
         raise RuntimeError(f"{_where(op, group_name)}: out has shape {list(out.shape)} for an input of shape "
                            f"{list(inp.shape)}: {rule}")
@@ -257,7 +265,7 @@ def _descs(tensors):
         storage = next((i for i, b in enumerate(bases) if torch._C._is_alias_of(t, b)), len(bases))
         if storage == len(bases):
             bases.append(t)
-        descs.append(_lib.TensorDesc.make(DTYPES[t.dtype], str(t.dtype), tuple(t.shape), storage,
+        descs.append(_lib.TensorDesc.make(DTYPES[t.dtype], _dtype_name(t.dtype), tuple(t.shape), storage,
                                           t.storage_offset() * t.element_size()))
     return descs
 

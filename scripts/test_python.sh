@@ -44,7 +44,8 @@ launcher=()
 command -v ccache >/dev/null && launcher=(-C cmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache
   -C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache -C cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 
-step() { echo "== test_python: $*"; }
+# With the seconds since start: a run the device's time limit cuts still says how long each step took.
+step() { echo "== test_python [$SECONDS s]: $*"; }
 
 # Runs pytest with the given venv from an empty folder (so `import symmem` is the installed package).
 run_pytest() {
@@ -86,6 +87,10 @@ if [ "$mode" = --gpu ]; then
   # pytest-timeout, where the machine has it, is the backstop for anything else and fires later.
   export SYMMEM_TEST_RANK_DEADLINE_S=${SYMMEM_TEST_RANK_DEADLINE_S:-150}
   "$venv/bin/python" -c "import pytest_timeout" 2>/dev/null && set -- "$1" --timeout 200 "${@:2}"
+  # Each test's duration on its line (pytest >= 8.2), so a cut run still says how long every finished test
+  # took and, with the step's start above, when the cut one began.
+  "$venv/bin/python" -m pytest --help 2>/dev/null | grep -q "'times'" &&
+    set -- "$1" -o console_output_style=times "${@:2}"
   part=${SYMMEM_TEST_GPU_PART:-all}
   case $part in all|threads|procs) ;; *) echo "SYMMEM_TEST_GPU_PART=$part: use all, threads or procs"; exit 2 ;; esac
   rc_threads=0

@@ -87,8 +87,8 @@ if [ "$mode" = --gpu ]; then
   # pytest-timeout, where the machine has it, is the backstop for anything else and fires later.
   export SYMMEM_TEST_RANK_DEADLINE_S=${SYMMEM_TEST_RANK_DEADLINE_S:-150}
   "$venv/bin/python" -c "import pytest_timeout" 2>/dev/null && set -- "$1" --timeout 200 "${@:2}"
-  # Each test's duration on its line (pytest >= 8.2), so a cut run still says how long every finished test
-  # took and, with the step's start above, when the cut one began.
+  # Each test's duration on its line (where this pytest offers the style), so a cut run still says how long
+  # every finished test took and, with the seconds on the step line before it, when the cut one began.
   "$venv/bin/python" -m pytest --help 2>/dev/null | grep -q "'times'" &&
     set -- "$1" -o console_output_style=times "${@:2}"
   part=${SYMMEM_TEST_GPU_PART:-all}

@@ -6,8 +6,9 @@ to show. So:
   - each process rank calls `child_setup(stack_dir, rank)` first: faulthandler prints its Python stacks (every
     thread) on a crash, and into `stack_dir/rank<r>.txt` on SIGUSR1;
   - the parent collects results with `collect`, which watches the processes while it waits: a process that
-    exited without reporting fails the test naming the rank and its exit status; at the deadline the ranks
-    that have not reported get SIGUSR1, and their stacks go into the failure message before they are killed;
+    exited without reporting fails the test naming the rank and its exit status; then, or at the deadline, the
+    ranks that have not reported get SIGUSR1, their stacks go into the failure message, and they are killed
+    (the caller's `stop` grace is only for ranks that reported);
   - thread ranks: `dump_threads()` gives every thread's stack for the failure message.
 The deadline comes from the caller, or SYMMEM_TEST_RANK_DEADLINE_S; it must stay below pytest's --timeout
 (scripts/test_python.sh sets both) so that this harness, not pytest, reports the hang."""
@@ -70,12 +71,24 @@ def collect(procs, q, deadline, stack_dir, what="rank"):
             if now - first > 5.0:
                 errors.append(f"{what} {r} exited ({_exit_text(p.exitcode)}) without reporting a result")
         if errors:
+            # the ranks still running wait for the dead one: where they wait is the rest of the story
+            waiting = [r for r, p in enumerate(procs) if r not in results and p.is_alive()]
+            if waiting:
+                errors.append(f"{what}s {waiting} were still running; their Python stacks follow")
+                errors.extend(dump_processes(procs, waiting, stack_dir, what))
             break
         if now > end:
             missing = [r for r in range(n) if r not in results]
             errors.append(f"{what}s {missing} gave no result within {deadline:.0f} s; their Python stacks follow")
             errors.extend(dump_processes(procs, missing, stack_dir, what))
             break
+    # A rank without a result will not finish by itself (it waits for a peer that failed, or hangs): its
+    # stacks are taken, so it is killed now, not waited for by the caller's stop() grace, which is for the
+    # teardown of ranks that reported (a 16-rank run's can take a minute under MPS).
+    for r, p in enumerate(procs):
+        if r not in results and p.is_alive():
+            p.kill()
+            p.join(5)
     return results, errors
 
 

@@ -3,6 +3,7 @@ status, and one that hangs fails it at the deadline with its Python stack, inste
 queue until pytest's timeout. CPU only."""
 import multiprocessing as mp
 import os
+import signal
 import tempfile
 import threading
 import time
@@ -34,29 +35,65 @@ def _run(mode, deadline):
         t0 = time.monotonic()
         try:
             got, errors = rank_harness.collect(procs, q, deadline, d)
+            codes = [p.exitcode for p in procs]  # as collect left them, before stop() kills what remains
         finally:
             rank_harness.stop(procs, grace=2)
-        return got, errors, time.monotonic() - t0
+        return got, errors, time.monotonic() - t0, codes
 
 
 def test_every_rank_reports():
-    got, errors, _ = _run("ok", 30)
+    got, errors, _, _ = _run("ok", 30)
     assert errors == [] and sorted(got) == [0, 1]
 
 
 def test_a_dead_rank_is_named_with_its_exit_status_before_the_deadline():
-    got, errors, took = _run("die", 600)
+    got, errors, took, _ = _run("die", 600)
     assert 0 in got
     assert any("rank 1 exited (exit status 3)" in e for e in errors), errors
     assert took < 60, took  # the deadline is 600 s: the death was noticed, not waited out
 
 
 def test_a_hung_rank_fails_at_the_deadline_with_its_stack():
-    got, errors, _ = _run("hang", 3)
+    got, errors, _, codes = _run("hang", 3)
     text = "\n".join(errors)
     assert "ranks [1] gave no result within 3 s" in text, text
     assert "_stuck_in_a_named_frame" in text, text
     assert list(got) == [0]
+    # killed by the harness once its stack was taken, not left to the caller's join
+    assert codes[1] == -signal.SIGKILL, codes
+
+
+def _rank_waits_for_the_dead(rank, q, stack_dir):
+    rank_harness.child_setup(stack_dir, rank)
+    if rank == 1:
+        os._exit(3)
+    _waiting_for_a_dead_peer()
+
+
+def _waiting_for_a_dead_peer():
+    while True:
+        time.sleep(0.05)
+
+
+def test_ranks_left_waiting_for_a_dead_one_are_shown_and_killed():
+    """A rank that dies leaves its peers waiting in a collective: the failure says where they wait, and they
+    are killed at once, since the caller's stop() grace (60 s for 16 ranks' teardown) would only wait them out."""
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    with tempfile.TemporaryDirectory() as d:
+        procs = [ctx.Process(target=_rank_waits_for_the_dead, args=(r, q, d)) for r in range(2)]
+        for p in procs:
+            p.start()
+        try:
+            got, errors = rank_harness.collect(procs, q, 600, d)
+            codes = [p.exitcode for p in procs]
+        finally:
+            rank_harness.stop(procs, grace=2)
+    text = "\n".join(errors)
+    assert got == {}
+    assert "rank 1 exited (exit status 3)" in text, text
+    assert "ranks [0] were still running" in text and "_waiting_for_a_dead_peer" in text, text
+    assert codes == [-signal.SIGKILL, 3], codes
 
 
 def test_thread_stacks_name_the_waiting_function():

@@ -140,6 +140,10 @@ class ProcCtx:
 def _proc_main(rank, nranks, init_file, body_name, q, stack_dir):
     rank_harness.child_setup(stack_dir, rank)
     import torch.distributed as dist
+    # The host references are torch CPU ops, and torch gives every process one thread per core: 16 ranks on
+    # a 16-core host are 256 spinning threads, and the references then take minutes (every rank was found
+    # in exact() at the deadline). A share of the cores per rank, as torchrun's OMP_NUM_THREADS=1 does.
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // nranks))
     os.environ["NCCL_CUMEM_ENABLE"] = "1"  # NCCL registers cuMem memory only on its cuMem path
     try:
         ndev = torch.cuda.device_count()

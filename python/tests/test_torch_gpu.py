@@ -913,6 +913,16 @@ def _tp_forward(rank, comm, ctx, layers, tokens, hidden):
             torch.matmul(xs[k], ws[k], out=hs[k])
             comm.all_reduce(hs[k], out=outs[k])
 
+    # Every rank's first GEMM (cuBLAS's handle, workspace and kernels) before any rank's first all-reduce
+    # of the forward, then all start together, as a framework's warm-up does and bench/tp_phases.py does.
+    # Without it, 16 processes under MPS on one GPU failed once: the rank that reached its first matmul
+    # last ran its first all-reduce only when the 15 others, spinning in theirs, had timed out 30 s later;
+    # its first-time CUDA work most likely waited for their kernels (docs/collectives.md, "Lazy loading").
+    for k in range(layers):
+        torch.matmul(xs[k], ws[k], out=hs[k])
+    torch.cuda.current_stream(dev).synchronize()
+    ctx.barrier()
+
     def verify(what):
         for k in range(layers):
             mine = host(hs[k])

@@ -13,9 +13,9 @@ import rank_harness
 
 def _rank(rank, q, stack_dir, mode):
     rank_harness.child_setup(stack_dir, rank)
-    if rank == 1 and mode == "die":
+    if rank == 1 and mode in ("die", "die_leaving_a_waiter"):
         os._exit(3)
-    if rank == 1 and mode == "hang":
+    if (rank == 1 and mode == "hang") or (rank == 0 and mode == "die_leaving_a_waiter"):
         _stuck_in_a_named_frame()
     q.put((rank, "ok"))
 
@@ -63,36 +63,14 @@ def test_a_hung_rank_fails_at_the_deadline_with_its_stack():
     assert codes[1] == -signal.SIGKILL, codes
 
 
-def _rank_waits_for_the_dead(rank, q, stack_dir):
-    rank_harness.child_setup(stack_dir, rank)
-    if rank == 1:
-        os._exit(3)
-    _waiting_for_a_dead_peer()
-
-
-def _waiting_for_a_dead_peer():
-    while True:
-        time.sleep(0.05)
-
-
 def test_ranks_left_waiting_for_a_dead_one_are_shown_and_killed():
     """A rank that dies leaves its peers waiting in a collective: the failure says where they wait, and they
     are killed at once, since the caller's stop() grace (60 s for 16 ranks' teardown) would only wait them out."""
-    ctx = mp.get_context("fork")
-    q = ctx.Queue()
-    with tempfile.TemporaryDirectory() as d:
-        procs = [ctx.Process(target=_rank_waits_for_the_dead, args=(r, q, d)) for r in range(2)]
-        for p in procs:
-            p.start()
-        try:
-            got, errors = rank_harness.collect(procs, q, 600, d)
-            codes = [p.exitcode for p in procs]
-        finally:
-            rank_harness.stop(procs, grace=2)
+    got, errors, _, codes = _run("die_leaving_a_waiter", 600)
     text = "\n".join(errors)
     assert got == {}
     assert "rank 1 exited (exit status 3)" in text, text
-    assert "ranks [0] were still running" in text and "_waiting_for_a_dead_peer" in text, text
+    assert "ranks [0] were still running" in text and "_stuck_in_a_named_frame" in text, text
     assert codes == [-signal.SIGKILL, 3], codes
 
 

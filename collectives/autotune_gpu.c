@@ -3,8 +3,8 @@
  *
  * What is measured is what symmem-bench measures by default: bf16 sum, the input and output in a symmetric
  * buffer of the communicator (zero copy, in the communicator's placement), back-to-back operations captured
- * into one graph (a framework's decode step), the median of three replays, each after an untimed replay that
- * aligns the ranks; the slowest rank decides (autotune.c). */
+ * into one graph (a framework's decode step), the median of three replays, each after an untimed replay and a
+ * device barrier that align the ranks; the slowest rank decides (autotune.c). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,14 +87,25 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The replays of one graph: a warm-up, then per timed replay an untimed one that aligns the ranks (each
- * operation waits for every rank) and the timed one. The median per operation, or -1. */
+/* The replays of one graph: a warm-up, then per timed replay an untimed one, a device barrier, and the timed
+ * one. The barrier starts every rank's clock within a flag's latency of the others. Without it a rank's
+ * clock starts when its untimed replay ends, and ranks end an operation at different times where the
+ * algorithm has no closing sync (the two-shots, staged): with one operation per graph, as at the largest
+ * sizes, the slowest rank's time then held that skew, 20% of staged's at 1 MiB on 8 lab ranks, while the
+ * copy engine, which ends in a sync, kept its own time, and the copy engine won sizes it loses in the
+ * bench's graphs of ten (bench/NOTES.md, "The PCIe lab"). The median per operation, or -1. */
 static double time_graph(gpu_ctx_t *g, cudaGraphExec_t exec, int ops)
 {
     int ok = cudaGraphLaunch(exec, g->stream) == cudaSuccess;
-    for (int r = 0; r < AT_REPLAYS && ok; r++)
-        ok = cudaGraphLaunch(exec, g->stream) == cudaSuccess && cudaEventRecord(g->ev[2 * r], g->stream) == cudaSuccess &&
+    for (int r = 0; r < AT_REPLAYS && ok; r++) {
+        ok = cudaGraphLaunch(exec, g->stream) == cudaSuccess;
+        if (ok && symmem_coll_enqueue_barrier(g->comm, g->stream, "the autotune's alignment") != SYMMEM_OK) {
+            symmem_clear_error();
+            ok = 0;
+        }
+        ok = ok && cudaEventRecord(g->ev[2 * r], g->stream) == cudaSuccess &&
              cudaGraphLaunch(exec, g->stream) == cudaSuccess && cudaEventRecord(g->ev[2 * r + 1], g->stream) == cudaSuccess;
+    }
     /* whatever was launched ends (a kernel whose peer never comes ends at the communicator's timeout) */
     if (cudaStreamSynchronize(g->stream) != cudaSuccess) ok = 0;
     double t[AT_REPLAYS];

@@ -91,9 +91,9 @@ static int cmp_double(const void *a, const void *b)
  * one. The barrier starts every rank's clock within a flag's latency of the others. Without it a rank's
  * clock starts when its untimed replay ends, and ranks end an operation at different times where the
  * algorithm has no closing sync (the two-shots, staged): with one operation per graph, as at the largest
- * sizes, the slowest rank's time then held that skew, 20% of staged's at 1 MiB on 8 lab ranks, while the
- * copy engine, which ends in a sync, kept its own time, and the copy engine won sizes it loses in the
- * bench's graphs of ten (bench/NOTES.md, "The PCIe lab"). The median per operation, or -1. */
+ * sizes, the slowest rank's time then holds that skew (22% of staged's at 1 MiB on 8 lab ranks), while the
+ * copy engine, which ends in a sync, keeps its own: the copy engine would look faster than the bench's
+ * graphs of ten find it (bench/NOTES.md, "The PCIe lab"). The median per operation, or -1. */
 static double time_graph(gpu_ctx_t *g, cudaGraphExec_t exec, int ops)
 {
     int ok = cudaGraphLaunch(exec, g->stream) == cudaSuccess;

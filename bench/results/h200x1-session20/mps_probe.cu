@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
   T("second launch ka", (ka<<<1, 32>>>(p)));
   T("first launch kb (lazy)", (kb<<<1, 32>>>(p)));
   T("cudaMalloc 64 MiB", cudaMalloc(&big, 64 << 20));
-  T("cudaMemset 64 MiB", cudaMemset(big, 0, 64 << 20));
+  T("cudaMemset 64 MiB", cudaMemset(big, 0, 64 << 20));  // legacy stream: a standalone probe; nothing else runs in its context
   cublasHandle_t h;
   T("cublasCreate", cublasCreate(&h));
   const int M = 16, N = 1024, K = 4096;

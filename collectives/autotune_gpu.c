@@ -3,8 +3,8 @@
  *
  * What is measured is what symmem-bench measures by default: bf16 sum, the input and output in a symmetric
  * buffer of the communicator (zero copy, in the communicator's placement), back-to-back operations captured
- * into one graph (a framework's decode step), the median of three replays after a warm-up one, each after a
- * device barrier that aligns the ranks; the slowest rank decides (autotune.c). */
+ * into one graph (a framework's decode step), the median of three replays, each after an untimed replay and a
+ * device barrier that align the ranks; the slowest rank decides (autotune.c). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,20 +87,19 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The replays of one graph: a warm-up, then per timed replay a device barrier and the timed one. The barrier
- * starts every rank's clock within a flag's latency of the others. Without it a rank's clock starts when its
- * previous replay ends, and ranks end an operation at different times where the algorithm has no closing
- * sync (the two-shots, staged): with one operation per graph, as at the largest sizes, the slowest rank's
- * time then holds that skew (22% of staged's at 1 MiB on 8 lab ranks), while the copy engine, which ends in
- * a sync, keeps its own: the copy engine would look faster than the bench's graphs of ten find it
- * (bench/NOTES.md, "The PCIe lab"). The barrier is all the alignment a timed replay needs, so no untimed
- * replay precedes it: at the largest sizes the replays are most of the autotune's time. The median per
- * operation, or -1. */
+/* The replays of one graph: a warm-up, then per timed replay an untimed one, a device barrier, and the timed
+ * one. The barrier starts every rank's clock within a flag's latency of the others. Without it a rank's
+ * clock starts when its untimed replay ends, and ranks end an operation at different times where the
+ * algorithm has no closing sync (the two-shots, staged): with one operation per graph, as at the largest
+ * sizes, the slowest rank's time then holds that skew (22% of staged's at 1 MiB on 8 lab ranks), while the
+ * copy engine, which ends in a sync, keeps its own: the copy engine would look faster than the bench's
+ * graphs of ten find it (bench/NOTES.md, "The PCIe lab"). The median per operation, or -1. */
 static double time_graph(gpu_ctx_t *g, cudaGraphExec_t exec, int ops)
 {
     int ok = cudaGraphLaunch(exec, g->stream) == cudaSuccess;
     for (int r = 0; r < AT_REPLAYS && ok; r++) {
-        if (symmem_coll_enqueue_barrier(g->comm, g->stream, "the autotune's alignment") != SYMMEM_OK) {
+        ok = cudaGraphLaunch(exec, g->stream) == cudaSuccess;
+        if (ok && symmem_coll_enqueue_barrier(g->comm, g->stream, "the autotune's alignment") != SYMMEM_OK) {
             symmem_clear_error();
             ok = 0;
         }

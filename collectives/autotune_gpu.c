@@ -3,8 +3,8 @@
  *
  * What is measured is what symmem-bench measures by default: bf16 sum, the input and output in a symmetric
  * buffer of the communicator (zero copy, in the communicator's placement), back-to-back operations captured
- * into one graph (a framework's decode step), the median of three replays, each after an untimed replay and a
- * device barrier that align the ranks; the slowest rank decides (autotune.c). */
+ * into one graph (a framework's decode step), timed as graph after graph on one stream once the ranks are
+ * in step (time_graph); the slowest rank decides (autotune.c). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,14 +19,15 @@
 #include "collectives/autotune.h"
 #include "collectives/coll_internal.h"
 
-#define AT_REPLAYS 3       /* timed replays per candidate, the median counts */
+#define AT_TIMED 3         /* timed replays per candidate, back to back; the median counts */
 #define AT_TARGET_US 150.0 /* a graph holds about this much of an operation's predicted time... */
-#define AT_MAX_OPS 8       /* ...in at most this many operations */
+#define AT_MIN_OPS 4       /* ...in at least this many operations (time_graph says why)... */
+#define AT_MAX_OPS 8       /* ...and at most this many */
 
 typedef struct gpu_ctx {
     symmem_comm_t comm;
     cudaStream_t stream;
-    cudaEvent_t ev[2 * AT_REPLAYS];
+    cudaEvent_t ev[AT_TIMED + 1]; /* ev[k] ends replay k (ev[0]: the lead-in) */
     symmem_buffer_t buf;
     char *in, *out; /* this rank's halves of buf */
     size_t half;
@@ -75,6 +76,8 @@ static cudaGraphExec_t capture(gpu_ctx_t *g, const symmem_coll_call_t *c, int op
     for (int k = 0; k < ops && st == SYMMEM_OK; k++) st = symmem_coll_run(g->comm, c);
     const cudaError_t e = cudaStreamEndCapture(g->stream, &graph);
     if (st == SYMMEM_OK && e == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) exec = NULL;
+    /* uploaded now, so that the first launch (time_graph's lead-in) does not carry the upload */
+    if (exec && cudaGraphUpload(exec, g->stream) != cudaSuccess) (void)cudaGetLastError();
     if (st != SYMMEM_OK) symmem_clear_error(); /* e.g. a workspace too small for this algorithm: not a candidate */
     if (graph) cudaGraphDestroy(graph);
     (void)cudaGetLastError();
@@ -87,37 +90,37 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The replays of one graph: a warm-up, then per timed replay an untimed one, a device barrier, and the timed
- * one. The barrier starts every rank's clock within a flag's latency of the others. Without it a rank's
- * clock starts when its untimed replay ends, and ranks end an operation at different times where the
- * algorithm has no closing sync (the two-shots, staged): with one operation per graph, as at the largest
- * sizes, the slowest rank's time then holds that skew (22% of staged's at 1 MiB on 8 lab ranks), while the
- * copy engine, which ends in a sync, keeps its own: the copy engine would look faster than the bench's
- * graphs of ten find it (bench/NOTES.md, "The PCIe lab"). The median per operation, or -1. */
+/* The replays of one graph, each a time per operation in the state a graph of many runs in (symmem-bench's
+ * graphs of ten, a decode step's graph): a device barrier, an untimed lead-in replay, then AT_TIMED replays
+ * back to back with an event after each; replay k's time runs from the event before it to its own, and the
+ * median counts. What this keeps out (bench/NOTES.md, "The autotune times graphs of four, back to back"):
+ * - The state of a lone operation. Per operation on the lab, the copy engine runs up to 27% faster in a
+ *   graph of one than in a graph of ten, and two-shot pull, which has no closing sync, up to 1.9x slower
+ *   (consecutive operations overlap across ranks). Timed in graphs of one, the autotune chose the copy
+ *   engine where staged was 1.3x faster in the bench (12 ranks, 2 MiB) and staged where two-shot pull was
+ *   1.36x faster (4 ranks, 4 MiB); in graphs of at least AT_MIN_OPS, back to back, it chose as the bench.
+ * - How far apart the ranks ended the lead-in (22% of staged's time at 8 lab ranks, 1 MiB): it lands in
+ *   the first timed replay, and the median drops it. The barrier bounds it: every rank starts the lead-in
+ *   within a flag's latency.
+ * The median per operation, or -1. */
 static double time_graph(gpu_ctx_t *g, cudaGraphExec_t exec, int ops)
 {
-    int ok = cudaGraphLaunch(exec, g->stream) == cudaSuccess;
-    for (int r = 0; r < AT_REPLAYS && ok; r++) {
-        ok = cudaGraphLaunch(exec, g->stream) == cudaSuccess;
-        if (ok && symmem_coll_enqueue_barrier(g->comm, g->stream, "the autotune's alignment") != SYMMEM_OK) {
-            symmem_clear_error();
-            ok = 0;
-        }
-        ok = ok && cudaEventRecord(g->ev[2 * r], g->stream) == cudaSuccess &&
-             cudaGraphLaunch(exec, g->stream) == cudaSuccess && cudaEventRecord(g->ev[2 * r + 1], g->stream) == cudaSuccess;
-    }
+    int ok = symmem_coll_enqueue_barrier(g->comm, g->stream, "the autotune's alignment") == SYMMEM_OK;
+    if (!ok) symmem_clear_error();
+    for (int k = 0; k <= AT_TIMED && ok; k++)
+        ok = cudaGraphLaunch(exec, g->stream) == cudaSuccess && cudaEventRecord(g->ev[k], g->stream) == cudaSuccess;
     /* whatever was launched ends (a kernel whose peer never comes ends at the communicator's timeout) */
     if (cudaStreamSynchronize(g->stream) != cudaSuccess) ok = 0;
-    double t[AT_REPLAYS];
-    for (int r = 0; r < AT_REPLAYS && ok; r++) {
+    double t[AT_TIMED];
+    for (int k = 0; k < AT_TIMED && ok; k++) {
         float ms = 0.0f;
-        ok = cudaEventElapsedTime(&ms, g->ev[2 * r], g->ev[2 * r + 1]) == cudaSuccess;
-        t[r] = 1000.0 * (double)ms / ops;
+        ok = cudaEventElapsedTime(&ms, g->ev[k], g->ev[k + 1]) == cudaSuccess;
+        t[k] = 1000.0 * (double)ms / ops;
     }
     (void)cudaGetLastError();
     if (!ok) return -1.0;
-    qsort(t, AT_REPLAYS, sizeof t[0], cmp_double);
-    return t[AT_REPLAYS / 2];
+    qsort(t, AT_TIMED, sizeof t[0], cmp_double);
+    return t[AT_TIMED / 2];
 }
 
 /* One step on this rank: every candidate captured, the captures agreed with every rank (a candidate runs only
@@ -132,6 +135,7 @@ static int measure(void *p, const symmem_autotune_step_t *st, double *us)
     for (int i = 0; i < st->ncand; i++) {
         const double pred = st->pred_us[i] > 0.0 ? st->pred_us[i] : 1.0;
         ops[i] = AT_TARGET_US / pred >= AT_MAX_OPS ? AT_MAX_OPS : 1 + (int)(AT_TARGET_US / pred);
+        if (ops[i] < AT_MIN_OPS) ops[i] = AT_MIN_OPS;
         const symmem_coll_call_t c = call_of(g, st, (symmem_algo_t)st->algo[i]);
         exec[i] = capture(g, &c, ops[i]);
         if (exec[i]) mine |= 1u << i;
@@ -172,7 +176,7 @@ static int ctx_open(gpu_ctx_t *g, const symmem_autotune_cfg_t *cfg)
     /* the ranks of this process create their streams together: consecutive creations, distinct queues */
     if (symmem_comm_barrier(g->comm) != SYMMEM_OK) return -1;
     int32_t ok = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking) == cudaSuccess, oks[SYMMEM_MAX_RANKS];
-    for (int i = 0; i < 2 * AT_REPLAYS && ok; i++) ok = cudaEventCreate(&g->ev[i]) == cudaSuccess;
+    for (int i = 0; i < AT_TIMED + 1 && ok; i++) ok = cudaEventCreate(&g->ev[i]) == cudaSuccess;
     (void)cudaGetLastError();
     if (symmem_comm_allgather(g->comm, &ok, oks, sizeof ok) != SYMMEM_OK) return -1;
     for (int r = 0; r < g->comm->nranks; r++)
@@ -190,7 +194,7 @@ static void ctx_close(gpu_ctx_t *g)
 {
     if (g->stream) cudaStreamSynchronize(g->stream);
     if (g->buf) symmem_alloc_release(g->buf);
-    for (int i = 0; i < 2 * AT_REPLAYS; i++)
+    for (int i = 0; i < AT_TIMED + 1; i++)
         if (g->ev[i]) cudaEventDestroy(g->ev[i]);
     if (g->stream) cudaStreamDestroy(g->stream);
     (void)cudaGetLastError();

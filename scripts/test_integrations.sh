@@ -49,6 +49,9 @@ esac
 
 # Python-only copy of a framework wheel (its .py and small data files, tagged py3-none-any): the GPU
 # tests use its Python side only, and the full wheels (39 and 336 MB) exceed what a GPU call carries.
+# A compiled module that a framework imports unconditionally on CUDA gets a stand-in .py instead (vLLM
+# 0.33's platforms/cuda.py imports vllm._C_stable_libtorch, 88 MB, to register its ops): the tests call
+# none of those ops, and a call would fail loudly with torch.ops' own error, not pass.
 repack() {
   python3 - "$1" "$2" <<'PY'
 import base64, csv, hashlib, io, os, sys, zipfile
@@ -72,6 +75,11 @@ with zipfile.ZipFile(src) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED
         jit = n.startswith("sglang/kernels/jit/") and item.file_size < 1 << 20
         if n.startswith(info + "/") or (n.endswith(keep) and data_ok) or jit:
             put(n, zin.read(item))
+    names = set(zin.namelist())
+    for mod in ("vllm/_C_stable_libtorch",):
+        if f"{mod}.abi3.so" in names:
+            put(f"{mod}.py", b'"""Stand-in for the compiled module, written by symmem\'s scripts/test_integrations.sh: the '
+                b'Python-only\nrepack has no compiled ops, and symmem\'s GPU tests call none."""\n')
     put(f"{info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: symmem-repack\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
     text = io.StringIO()
     csv.writer(text, lineterminator="\n").writerows(record + [[f"{info}/RECORD", "", ""]])

@@ -95,8 +95,8 @@ static int cmp_double(const void *a, const void *b)
  * back to back with an event after each; replay k's time runs from the event before it to its own, and the
  * median counts. What this keeps out (bench/NOTES.md, "The autotune times graphs of four, back to back"):
  * - The state of a lone operation. Per operation on the lab, the copy engine runs up to 27% faster in a
- *   graph of one than in a graph of ten, and two-shot pull, which has no closing sync, up to 1.9x slower
- *   (consecutive operations overlap across ranks). Timed in graphs of one, the autotune chose the copy
+ *   graph of one than in graphs of eight or ten, and two-shot pull, which has no closing sync, up to 1.9x
+ *   slower (consecutive operations overlap across ranks). Timed in graphs of one, the autotune chose the copy
  *   engine where staged was 1.3x faster in the bench (12 ranks, 2 MiB) and staged where two-shot pull was
  *   1.36x faster (4 ranks, 4 MiB); in graphs of at least AT_MIN_OPS, back to back, it chose as the bench.
  * - How far apart the ranks ended the lead-in (22% of staged's time at 8 lab ranks, 1 MiB): it lands in

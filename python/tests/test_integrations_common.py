@@ -206,25 +206,21 @@ def _inputs(numel, dtype, world, seed):
     return parts, sum(p.to(torch.float64) for p in parts)
 
 
-# Unit roundoff of each dtype. A sum over ranks rounds after each of its world - 1 additions: in fp32 where
-# symmem computed it (it accumulates in fp32, then rounds once to the dtype), in the dtype itself where the
-# framework's fallback (gloo here) did, so that one's error grows with the rank count.
-UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
-
-
 def _check(out, ref, what, parts=None, fallback=False, chain=1):
     """out against the float64 reference: within GPU_RTOL (the rounding to the dtype), plus, given the ranks'
     inputs `parts`, the error bound of the additions, (world - 1) roundings per reduce of partial sums no
-    larger than the sum of the inputs' magnitudes (scaled by world per earlier reduce of a `chain`)."""
-    dtype = str(out.dtype).replace("torch.", "")
-    rtol = GPU_RTOL[dtype]
+    larger than the sum of the inputs' magnitudes (scaled by world per earlier reduce of a `chain`). The
+    additions round in fp32 where symmem computed the sum (it accumulates in fp32, then rounds once to the
+    dtype), in the dtype itself where the framework's fallback (gloo here) did, so that one's error grows
+    with the rank count."""
+    rtol = GPU_RTOL[str(out.dtype).replace("torch.", "")]
     got = out.detach().double().cpu().reshape(-1)
     ref = ref.reshape(-1)
     bound = rtol * ref.abs() + rtol * 2.0 ** -12 * ref.abs().max()
     if parts is not None:
         world = len(parts)
         magnitude = sum(p.double().abs().reshape(-1) for p in parts) * world ** (chain - 1)
-        u = UNIT_ROUNDOFF[dtype if fallback else "float32"]
+        u = torch.finfo(out.dtype if fallback else torch.float32).eps / 2  # the unit roundoff
         bound = bound + (world - 1) * chain * u * magnitude
     bad = (got - ref).abs() > bound
     if bool(bad.any()):
@@ -390,13 +386,9 @@ def _scenario_dry_run_body(rank, world, broken):
     cap = 96 << 10
 
     def reduce(x):
-        if x.numel() * x.element_size() <= cap:
-            y = x.to(torch.float32, copy=True)
-            dist.all_reduce(y)
-            y = y.to(x.dtype)
-        else:
-            y = x.clone()
-            dist.all_reduce(y)
+        y = x.to(torch.float32, copy=True) if x.numel() * x.element_size() <= cap else x.clone()
+        dist.all_reduce(y)
+        y = y.to(x.dtype)
         if broken and rank == 1 and y.numel() == 6144:
             y[0] += 1  # a wrong element on one rank: the reference check must catch it
         return y

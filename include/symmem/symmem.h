@@ -393,9 +393,9 @@ typedef struct CUstream_st *symmem_stream_t; /* == cudaStream_t */
  *    where the whole sum is not; the order differs from rank order (also for fp32); max/min are exact;
  *    still bitwise-identical on every rank.
  *  - `algo` SYMMEM_ALGO_AUTO picks from the tuning table; SYMMEM_ALGO (environment) overrides AUTO.
- *  - count == 0 is a no-op. A kernel that waits longer than the timeout for a peer exits and puts the
- *    communicator in its error state: symmem_comm_get_async_error, every later call and the error handler
- *    (symmem_comm_set_error_handler) report the missing rank and the operation's sequence number.
+ *  - count == 0 with valid arguments is a no-op. A kernel that waits longer than the timeout for a peer exits
+ *    and puts the communicator in its error state: symmem_comm_get_async_error, every later call and the error
+ *    handler (symmem_comm_set_error_handler) report the missing rank and the operation's sequence number.
  *  - After an error: every collective kernel of the communicator that starts once it has failed (e.g. the
  *    rest of a CUDA graph being replayed) writes a quiet NaN to every element of its receive buffer and
  *    returns at once. The call that fails stores NaN over the parts of its output whose blocks stopped (all

@@ -13,7 +13,8 @@
         (residual += all_reduce(input) in place, then RMSNorm of residual times weight, per row of the last dim)
   (the mutating forms return nothing: torch.compile cannot functionalize a custom op whose output aliases
   an input). reduce_op is "sum", "max" or "min"; dtypes bfloat16, float16, float32; inputs contiguous, on the group's
-  device, at most SymmemCommunicator.max_size bytes; reduce-scatter and all-gather split dim 0.
+  device, at most the communicator's max_message_bytes (SymmemCommunicator.max_size, which may be lower,
+  is what its should_* methods take); reduce-scatter and all-gather split dim 0.
 - SymmemCommunicator(group, device, max_size=None): SGLang's / vLLM's communicator interface; it registers
   its communicator under `group_name`, the string the ops take.
 - empty(*size, dtype=..., group=...), get_mem_pool(group): symmetric tensors (zero copy in the collectives);

@@ -191,6 +191,7 @@ if [ -n "$make_wheels" ]; then
 import sglang.srt.distributed.parallel_state, sglang.srt.plugins
 import vllm.plugins, vllm.distributed.device_communicators.symm_mem, vllm.v1.worker.ubatching
 import vllm.distributed.device_communicators.cuda_communicator
+import vllm.platforms.cuda  # what a GPU resolves vllm's platform to: it imports the stand-in for _C_stable_libtorch
 print('the GPU tests import everything they need from these wheels over torch 2.11')"
     run_tests "$venv/bin/python" test_integrations_gpu_sglang test_integrations_gpu_vllm
     run_tests "$venv/bin/python" test_integrations_common.Negotiation.test_gpu_scenario_dry_run_on_cpu

@@ -8,7 +8,7 @@
 
 #include "base/log.h"
 
-#define SYMMEM_ERROR_MAX 1024
+#define SYMMEM_ERROR_MAX 2048 /* a stored error of 1024 (comm_state.h) after a call's own words */
 static _Thread_local char tls_error[SYMMEM_ERROR_MAX];
 
 const char *symmem_status_name(symmem_status_t status)

@@ -67,7 +67,7 @@ struct symmem_comm {
 
     pthread_mutex_t lock;        /* guards async_error and async_error_msg */
     symmem_status_t async_error; /* sticky: once set every collective call fails with it */
-    char async_error_msg[512];
+    char async_error_msg[1024]; /* a timeout's message with its hints (collectives/errors.c) */
 
     struct symmem_coll *coll; /* owned by collectives/ */
 

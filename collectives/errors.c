@@ -118,6 +118,19 @@ static void record_text(symmem_comm_t comm, const volatile symmem_coll_error_rec
                  "SYMMEM_MAX_BLOCKS, or keep other spinning kernels (another communicator, NCCL) off the GPU meanwhile",
                  started, grid, rec->rank);
     }
+    /* A peer on this GPU is stuck in the one way ranks on separate GPUs are not: its own kernel queued before
+     * this call may need SMs that this call's blocks hold, waiting (measured with a cuBLAS GEMM at 16 ranks on
+     * one H200: docs/collectives.md, "Residency"). */
+    const int peer = (int)rec->peer;
+    if (rec->reason == SYMMEM_COLL_ERR_TIMEOUT && peer >= 0 && peer < comm->nranks && peer != comm->rank &&
+        strcmp(comm->peers[peer].pci_bus_id, comm->peers[comm->rank].pci_bus_id) == 0) {
+        const size_t n = strlen(msg);
+        snprintf(msg + n, len - n,
+                 ". Rank %d runs on this GPU too (%s): work it queued before this call that needs whole SMs, such "
+                 "as a GEMM in clusters, can wait for the SMs this call's blocks hold; ranks that share a GPU and "
+                 "run such kernels need a lower SYMMEM_GRID_SHARE (docs/collectives.md, \"Residency\")",
+                 peer, comm->peers[comm->rank].pci_bus_id);
+    }
 }
 
 symmem_status_t symmem_coll_poll_error(symmem_comm_t comm)

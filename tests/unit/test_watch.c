@@ -130,6 +130,32 @@ static void handler_called_once_on_its_thread(void)
     shell_free(c);
 }
 
+/* A timeout waiting for a rank on the same GPU says what only ranks that share a GPU run into (a kernel of the
+ * peer's that needs the SMs this call's blocks hold); one waiting for a rank on another GPU does not. The
+ * handler and the communicator's stored error (what every later call reports) hold the whole message, hint
+ * included, past the 512th character. */
+static void timeout_on_a_shared_gpu_says_so(void)
+{
+    for (int shared = 0; shared <= 1; shared++) {
+        symmem_comm_t c = shell("0000:01:00.0");
+        if (!shared) snprintf(c->peers[1].pci_bus_id, sizeof c->peers[1].pci_bus_id, "%s", "0000:02:00.0");
+        seen_t s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+        symmem_watch_add(c, 8, 100);
+        CHECK_OK(symmem_comm_set_error_handler(c, handler, &s));
+        kernel_timeout(c);
+        wait_called(&s);
+        CHECK(s.status == SYMMEM_TIMEOUT && strstr(s.msg, "waiting for rank 1"));
+        const char *hint = "Rank 1 runs on this GPU too (0000:01:00.0)";
+        CHECK(shared ? strstr(s.msg, hint) && strstr(s.msg, "SYMMEM_GRID_SHARE (docs/collectives.md") : !strstr(s.msg, hint));
+        /* what every later call reports (the communicator's stored error) keeps it too */
+        char stored[2048] = "";
+        CHECK(symmem_comm_error(c, stored, sizeof stored) == SYMMEM_TIMEOUT && strcmp(stored, s.msg) == 0);
+        CHECK(!shared || strlen(stored) > 512);
+        symmem_watch_remove(c);
+        shell_free(c);
+    }
+}
+
 static void host_error_reaches_handler(void)
 {
     symmem_comm_t c = shell("0000:01:00.0");
@@ -262,6 +288,7 @@ int main(void)
 {
     static const test_case_t cases[] = {
         {"handler_called_once_on_its_thread", handler_called_once_on_its_thread, 30},
+        {"timeout_on_a_shared_gpu_says_so", timeout_on_a_shared_gpu_says_so, 30},
         {"host_error_reaches_handler", host_error_reaches_handler, 30},
         {"handler_set_after_the_failure", handler_set_after_the_failure, 30},
         {"handler_may_destroy", handler_may_destroy, 30},

@@ -243,7 +243,7 @@ static symmem_status_t run(symmem_comm_t comm, struct symmem_coll *co, const cha
     g.t0_ms = now_ms();
     if (ctx_open(&g, &cfg) != 0) {
         ctx_close(&g);
-        char msg[512];
+        char msg[sizeof comm->async_error_msg];
         const symmem_status_t failed = symmem_comm_error(comm, msg, sizeof msg);
         if (failed != SYMMEM_OK) return symmem_set_error(failed, "%s", msg); /* a peer is gone: init fails */
         symmem_clear_error();

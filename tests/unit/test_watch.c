@@ -146,7 +146,8 @@ static void timeout_on_a_shared_gpu_says_so(void)
         wait_called(&s);
         CHECK(s.status == SYMMEM_TIMEOUT && strstr(s.msg, "waiting for rank 1"));
         const char *hint = "Rank 1 runs on this GPU too (0000:01:00.0)";
-        CHECK(shared ? strstr(s.msg, hint) && strstr(s.msg, "SYMMEM_GRID_SHARE (docs/collectives.md") : !strstr(s.msg, hint));
+        const int hinted = strstr(s.msg, hint) && strstr(s.msg, "SYMMEM_GRID_SHARE (docs/collectives.md");
+        CHECK(shared ? hinted : !strstr(s.msg, hint));
         /* what every later call reports (the communicator's stored error) keeps it too */
         char stored[2048] = "";
         CHECK(symmem_comm_error(c, stored, sizeof stored) == SYMMEM_TIMEOUT && strcmp(stored, s.msg) == 0);

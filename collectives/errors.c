@@ -118,9 +118,9 @@ static void record_text(symmem_comm_t comm, const volatile symmem_coll_error_rec
                  "SYMMEM_MAX_BLOCKS, or keep other spinning kernels (another communicator, NCCL) off the GPU meanwhile",
                  started, grid, rec->rank);
     }
-    /* A peer on this GPU is stuck in the one way ranks on separate GPUs are not: its own kernel queued before
-     * this call may need SMs that this call's blocks hold, waiting (measured with a cuBLAS GEMM at 16 ranks on
-     * one H200: docs/collectives.md, "Residency"). */
+    /* A peer on this GPU can be stuck in a way a peer on another GPU cannot: its own kernel queued before this
+     * call may need SMs that this call's waiting blocks hold (seen with a cuBLAS GEMM at 16 ranks on one H200:
+     * docs/collectives.md, "Residency"). */
     const int peer = (int)rec->peer;
     if (rec->reason == SYMMEM_COLL_ERR_TIMEOUT && peer >= 0 && peer < comm->nranks && peer != comm->rank &&
         strcmp(comm->peers[peer].pci_bus_id, comm->peers[comm->rank].pci_bus_id) == 0) {

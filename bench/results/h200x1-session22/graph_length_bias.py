@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How far the autotune's step times sit from the bench's, by the length of the autotune's graphs, on logged
-sweeps (the autotune's DEBUG step lines and the same run's bench rows, as tie_replay.py reads them).
+sweeps (the autotune's DEBUG step lines and the same run's bench rows, read by steplog.py).
 
 For each run, size and algorithm: the autotune's time per operation over the bench's (graphs of ten), and
 the number of operations the autotune's graph held. That number is not logged; it is recomputed from the
@@ -15,7 +15,8 @@ import re
 import statistics
 import sys
 
-SZ = {"KiB": 1024, "MiB": 1 << 20}
+from steplog import parse
+
 # the run's rule: (target µs, least operations); the most is 8 in every run
 RULE = {"call5_lab": (150, 4), "call5_device": (150, 4), "call3_v4x3": (150, 4), "call3_v8x3": (150, 8),
         "call3_v2x3": (150, 2)}
@@ -25,40 +26,29 @@ def ops_of(pred, target, least, most=8):
     return most if target / pred >= most else max(least, 1 + int(target / pred))
 
 
-def parse(path):
-    runs, cur = [], None
-    for line in open(path, errors="replace"):
-        m = re.match(r"== (\S+) (\S+), (\d+) ranks", line)
-        if m:
-            cur = {"name": m.group(1), "ranks": int(m.group(3)), "steps": {}, "bench": {}, "pred": {}}
-            runs.append(cur)
-            continue
-        if cur is None:
-            continue
-        m = re.search(r"autotune step \d+ of \d+: all_reduce (\d+) (KiB|MiB): (.*) -> ", line)
-        if m:
-            size = int(m.group(1)) * SZ[m.group(2)]
-            for a, t in re.findall(r"(\w+) ([\d.]+) us", m.group(3)):
-                cur["steps"][(size, a)] = float(t)
-            continue
-        m = re.match(r"\s+(\d+)\s+\d+\s+bfloat16\s+sum\s+(\S+)\s+\|\s+([\d.]+).*\|\s+([\d.]+)\s+([\d.]+)\s*$", line)
-        if m and not m.group(2).startswith("auto"):
-            key = (int(m.group(1)), m.group(2))
-            cur["bench"][key] = float(m.group(3))
-            cur["pred"][key] = float(m.group(4))
-    return [r for r in runs if r["name"] in RULE]
+def runs_of(path):
+    """The runs of the rules above, each with its code's name and rank count."""
+    runs = []
+    for r in parse(path):
+        code = r["name"].split()[0]
+        if code in RULE:
+            r["code"], r["ranks"] = code, int(re.search(r"(\d+) ranks", r["name"]).group(1))
+            runs.append(r)
+    return runs
 
 
 def main():
-    runs = parse(sys.argv[1])
+    runs = runs_of(sys.argv[1])
     print("1. autotune / bench, median (n), per algorithm and autotune graph length; lab runs")
-    for name in sorted({r["name"] for r in runs if "device" not in r["name"]}):
+    for name in sorted({r["code"] for r in runs if "device" not in r["code"]}):
         target, least = RULE[name]
         by = collections.defaultdict(list)
-        for r in (r for r in runs if r["name"] == name):
-            for key, t in r["steps"].items():
-                if key in r["bench"]:
-                    by[(key[1], ops_of(r["pred"][key], target, least))].append(t / r["bench"][key])
+        for r in (r for r in runs if r["code"] == name):
+            for kind, size, times, _, _ in r["steps"]:
+                for algo, t in times.items():
+                    if kind == "all_reduce" and algo in r["bench"].get(size, {}):
+                        pred = r["pred"][size][algo]
+                        by[(algo, ops_of(pred, target, least))].append(t / r["bench"][size][algo])
         print(f"  {name} (graphs of {least} to 8, about {target} µs)")
         for algo in sorted({a for a, _ in by}):
             cells = [f"{n}: {statistics.median(v):.3f} ({len(v)})" for (a, n), v in sorted(by.items()) if a == algo]
@@ -66,12 +56,14 @@ def main():
     print("\n2. the plan's all-reduce operations, ms (4 replays per candidate), under targets of 150/400/1000 µs "
           "and graphs of 8 throughout")
     for r in runs:
-        if not r["name"].startswith("call5"):
+        if not r["code"].startswith("call5"):
             continue
         cost = []
         for target, least in ((150, 4), (400, 4), (1000, 4), (1e9, 8)):
-            cost.append(sum(4 * ops_of(r["pred"].get(k, t), target, least) * t for k, t in r["steps"].items()) / 1e3)
-        print(f"  {r['name']:13s} {r['ranks']:2d} ranks: " + " / ".join(f"{c:7.1f}" for c in cost))
+            cost.append(sum(4 * ops_of(r["pred"].get(size, {}).get(a, t), target, least) * t
+                            for kind, size, times, _, _ in r["steps"] if kind == "all_reduce"
+                            for a, t in times.items()) / 1e3)
+        print(f"  {r['code']:13s} {r['ranks']:2d} ranks: " + " / ".join(f"{c:7.1f}" for c in cost))
 
 
 if __name__ == "__main__":

@@ -3,43 +3,22 @@
 autotune_steps_all_ops.txt): at each size, a candidate other than the model's choice that the slowest rank
 read at more than FACTOR times the fastest at half the size is not measured (collectives/autotune.c,
 symmem_autotune_skips; one skipped there has no reading, so it is measured at the next size). For each
-factor it prints the
-share of the measuring time left out (estimated: four replays of a graph of the run's length per candidate)
-and every size whose choice would change (the winner, tie rule included, from the logged times with and
+factor it prints the share of the measuring time left out (estimated: four replays of a graph of the run's
+length per candidate) and every size whose choice would change (the winner, tie rule included, from the logged times with and
 without the skips), with the new choice's logged time over the old one's.
     skip_replay.py autotune_steps_all_ops.txt"""
-import re
 import sys
 
-SZ = {"KiB": 1024, "MiB": 1 << 20}
-STEP = re.compile(r"autotune step \d+ of \d+: (\w+) (\d+) (KiB|MiB): (.*) -> (\w+) \(the model: (\w+)\)")
+from steplog import parse, winner
+
 # the least operations per graph in each run's code (call 1: graphs of one); the most is 8, about 150 us
 LEAST = {"call1": 1, "call3_v2x3": 2, "call3_v4x3": 4, "call3_v8x3": 8, "call5": 4}
-
-
-def parse(path):
-    runs, cur = [], None
-    for line in open(path, errors="replace"):
-        if line.startswith("== "):
-            cur = {"name": line[3:].strip(), "steps": []}
-            runs.append(cur)
-            continue
-        m = STEP.search(line)
-        if m and cur is not None:
-            times = {a: float(t) for a, t in re.findall(r"(\w+) ([\d.]+) us", m.group(4))}
-            cur["steps"].append((m.group(1), int(m.group(2)) * SZ[m.group(3)], times, m.group(5), m.group(6)))
-    return runs
 
 
 def ops(t, least):
     if least == 1:
         return 1
     return 8 if 150 / t >= 8 else max(least, 1 + int(150 / t))
-
-
-def winner(times, model, tie=0.03):
-    fastest = min(times, key=times.get)
-    return model if model in times and times[model] <= (1 + tie) * times[fastest] else fastest
 
 
 def replay(runs, factor):

@@ -166,7 +166,11 @@ symmem_status_t symmem_coll_tune_load(symmem_coll_tuning_t *tu, const char *path
             break;
         }
         algo = (symmem_algo_t)a;
-        if (in_section) topo_table_add(&t, kind, max_bytes, algo);
+        if (in_section && topo_table_add(&t, kind, max_bytes, algo) != 0) {
+            st = symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: more than %d rules in section [%s]", path, lineno,
+                                     TOPO_TABLE_MAX_RULES, tu->fingerprint);
+            break;
+        }
     }
     fclose(f);
     if (st != SYMMEM_OK) return st;

@@ -157,6 +157,66 @@ static void long_lines(void)
     unlink(path);
 }
 
+/* Rules set in any order land sorted by size, a rule set again for the same op and size replaces the old one,
+ * and a full table is refused (by symmem_coll_tune_set, and by a file's section with more rules than fit). */
+static void table_edits(void)
+{
+    symmem_coll_tuning_t *c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
+    CHECK_OK(symmem_coll_tune_clear(c, SYMMEM_COLL_KIND_COUNT));
+    CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, 64 * KIB, SYMMEM_ALGO_STAGED));
+    CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_GATHER, 4 * KIB, SYMMEM_ALGO_TWOSHOT_PULL));
+    CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_ONESHOT_PULL));
+    CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, 16 * KIB, SYMMEM_ALGO_TWOSHOT_PULL));
+    CHECK(c->table.nrules == 4);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 8 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 32 * KIB) == SYMMEM_ALGO_STAGED);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * MIB) == SYMMEM_ALGO_ONESHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 1 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    const uint64_t before = topo_table_hash(&c->table);
+    CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, 16 * KIB, SYMMEM_ALGO_TWOSHOT_PUSH));
+    CHECK(c->table.nrules == 4);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 8 * KIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
+    /* the hash the ranks agree on sees every rule, the first and the last included */
+    CHECK(topo_table_hash(&c->table) != before);
+    topo_table_t t = c->table;
+    t.rules[0].algo = SYMMEM_ALGO_STAGED;
+    CHECK(topo_table_hash(&t) != topo_table_hash(&c->table));
+    t = c->table;
+    t.rules[t.nrules - 1].max_bytes--;
+    CHECK(topo_table_hash(&t) != topo_table_hash(&c->table));
+
+    CHECK_OK(symmem_coll_tune_clear(c, SYMMEM_COLL_KIND_COUNT));
+    for (int i = 0; i < TOPO_TABLE_MAX_RULES; i++)
+        CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, (size_t)(i + 1) * KIB, SYMMEM_ALGO_STAGED));
+    CHECK_ST(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_STAGED), SYMMEM_INVALID_USAGE);
+    CHECK_ERR_HAS("table full");
+    CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB, SYMMEM_ALGO_ONESHOT_PULL)); /* a replacement fits */
+    free(c);
+
+    char path[128];
+    tmp_path(path, sizeof path);
+    for (int extra = 0; extra <= 1; extra++) {
+        FILE *f = fopen(path, "w");
+        CHECK(f);
+        fputs("[fpA]\n", f);
+        for (int i = 0; i < TOPO_TABLE_MAX_RULES + extra; i++) fprintf(f, "all_reduce %dK staged\n", i + 1);
+        fclose(f);
+        c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
+        if (!extra) {
+            CHECK_OK(symmem_coll_tune_load(c, path));
+            CHECK(c->table.nrules == TOPO_TABLE_MAX_RULES);
+        } else {
+            char needle[64];
+            snprintf(needle, sizeof needle, ":%d: more than %d rules", TOPO_TABLE_MAX_RULES + 2, TOPO_TABLE_MAX_RULES);
+            CHECK_ST(symmem_coll_tune_load(c, path), SYMMEM_INVALID_ARGUMENT);
+            CHECK_ERR_HAS(needle);
+            CHECK(c->table.nrules == 0); /* nothing half-loaded */
+        }
+        free(c);
+    }
+    unlink(path);
+}
+
 int main(void)
 {
     static const test_case_t cases[] = {
@@ -164,6 +224,7 @@ int main(void)
         {"save_load_round_trip_keeps_other_sections", save_load_round_trip_keeps_other_sections, 10},
         {"malformed_files_name_the_line", malformed_files_name_the_line, 10},
         {"long_lines", long_lines, 10},
+        {"table_edits", table_edits, 10},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
 }

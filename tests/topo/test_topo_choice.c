@@ -473,6 +473,56 @@ static topo_choice_facts_t lab_facts(int n)
     return f;
 }
 
+/* The probe's figures replace the model's defaults: per-rank bandwidths as measured, the duplex factor from
+ * the copy that loads and stores at once (1/rw between the full overlap max(1/R, 1/W) and taking turns
+ * 1/R + 1/W: 1 at the first, 0 at the second, linear between, clamped outside), and the kernel's fixed cost
+ * from the barrier less its trip and flag sync (at least 0.3 us). */
+static void machine_from_probe(void)
+{
+    const double rd = 50.0, wr = 40.0; /* reads the faster way: full overlap costs 1/40 per byte */
+    const double full = 1.0 / wr, turns = 1.0 / rd + 1.0 / wr;
+    static const struct {
+        double got_per_byte, duplex; /* 1/rw as a point between full (0) and turns (1); want */
+    } rows[] = {{0.0, 1.0}, {0.25, 0.75}, {0.5, 0.5}, {1.0, 0.0}, {-0.5, 1.0}, {2.0, 0.0}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        topo_choice_facts_t f = lab_facts(4);
+        f.read_gbs = rd;
+        f.write_gbs = wr;
+        f.rw_gbs = 1.0 / (full + rows[i].got_per_byte * (turns - full));
+        topo_cost_machine_t m;
+        topo_choice_machine(&f, &m);
+        EXPECT_MSG(fabs(m.duplex - rows[i].duplex) < 1e-9, "rw %.3f GB/s: duplex %.6f, want %.2f", f.rw_gbs, m.duplex,
+                   rows[i].duplex);
+        EXPECT(m.read_gbs == rd && m.write_gbs == wr);
+        f.read_gbs = wr; /* the same with the directions swapped */
+        f.write_gbs = rd;
+        topo_choice_machine(&f, &m);
+        EXPECT(fabs(m.duplex - rows[i].duplex) < 1e-9);
+    }
+    /* no copy figure: the host memory's default; no bandwidths: the copy figure alone is not used */
+    topo_choice_facts_t f = lab_facts(4);
+    topo_cost_machine_t m;
+    topo_choice_machine(&f, &m);
+    const double def = m.duplex;
+    EXPECT(def > 0.0 && def < 1.0);
+    f.rw_gbs = wr;
+    topo_choice_machine(&f, &m);
+    EXPECT(m.duplex == 1.0);
+    f.read_gbs = 0.0;
+    topo_choice_machine(&f, &m);
+    EXPECT(m.duplex == def);
+    /* the barrier: 10 us less a 2 us trip and a 2 us sync leaves 6 us per kernel; 1 us leaves the floor */
+    f = lab_facts(4);
+    topo_choice_machine(&f, &m);
+    const double trip = m.trip_us, sync = m.sync_us;
+    f.barrier_us = trip + sync + 6.0;
+    topo_choice_machine(&f, &m);
+    EXPECT(fabs(m.kernel_us - 6.0) < 1e-9);
+    f.barrier_us = 1.0;
+    topo_choice_machine(&f, &m);
+    EXPECT(m.kernel_us == 0.3);
+}
+
 /* The model on the lab against what the lab measured (issue 29, one H200, ranks as processes under MPS, bf16
  * sum, µs per op): it ranks one-shot push behind the two-shots where the lab did (8 ranks from 12 KiB, 4 ranks
  * from 48 KiB), by about the factor measured at 8 ranks and 96 KiB (4.05), and predicts the measured times of
@@ -574,6 +624,7 @@ int main(int argc, char **argv)
     island_choice_many_gpus(argv[1], "pcie-2socket-10gpu", 10);
     island_choice_elsewhere();
     lab_model();
+    machine_from_probe();
     printf("%s: %d machines (%d measured), %d failures\n", argv[0], machines, measured, test_failures);
     return test_failures ? 1 : 0;
 }

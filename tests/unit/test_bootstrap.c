@@ -551,6 +551,93 @@ static void cut_short_header_is_named(void)
     CHECK(symmem_boot_hdr_check(&h) == NULL);
 }
 
+/* Every field the header check reads, one at a time: each type at its allowed lengths passes, one byte off (or
+ * the other descriptor count, a rank or count out of range, an unknown type) fails with the field's name; the
+ * parser adds the connection's limit; each handshake step takes its own types only (and ABORT on the
+ * connector's side). A check dropped from boot/bootmsg.c fails here, not only in a fuzzer's corpus. */
+static void header_checks_name_the_field(void)
+{
+    static const struct {
+        symmem_boot_msg_type_t type;
+        uint32_t lo, hi; /* the lengths it allows */
+        const char *wrong_len;
+    } types[] = {
+        {SYMMEM_BOOT_HELLO, SYMMEM_BOOT_NONCE_BYTES, SYMMEM_BOOT_NONCE_BYTES, "HELLO of the wrong length"},
+        {SYMMEM_BOOT_CHALLENGE, sizeof(symmem_boot_challenge_t), sizeof(symmem_boot_challenge_t),
+         "CHALLENGE of the wrong length"},
+        {SYMMEM_BOOT_PROOF, SYMMEM_BOOT_MAC_BYTES, SYMMEM_BOOT_MAC_BYTES, "PROOF of the wrong length"},
+        {SYMMEM_BOOT_WELCOME, sizeof(symmem_boot_welcome_t), sizeof(symmem_boot_welcome_t), "WELCOME of the wrong length"},
+        {SYMMEM_BOOT_ABORT, sizeof(int32_t), SYMMEM_BOOT_ABORT_MAX, "ABORT of the wrong length"},
+        {SYMMEM_BOOT_DATA, 0, SYMMEM_BOOT_DATA_MAX, "DATA payload too long"},
+        {SYMMEM_BOOT_FD, sizeof(uint64_t), sizeof(uint64_t), "FD message of the wrong length"},
+    };
+    symmem_boot_hdr_t h;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        const uint32_t lens[] = {types[i].lo, types[i].hi};
+        for (int k = 0; k < 2; k++) {
+            symmem_boot_hdr_make(&h, types[i].type, 3, 4, 9, lens[k]);
+            CHECK(symmem_boot_hdr_check(&h) == NULL);
+        }
+        if (types[i].lo > 0) {
+            symmem_boot_hdr_make(&h, types[i].type, 3, 4, 9, types[i].lo - 1);
+            CHECK(symmem_boot_hdr_check(&h) && strstr(symmem_boot_hdr_check(&h), types[i].wrong_len));
+        }
+        symmem_boot_hdr_make(&h, types[i].type, 3, 4, 9, types[i].hi + 1);
+        CHECK(symmem_boot_hdr_check(&h) && strstr(symmem_boot_hdr_check(&h), types[i].wrong_len));
+        symmem_boot_hdr_make(&h, types[i].type, 3, 4, 9, types[i].lo);
+        h.nfds ^= 1u;
+        CHECK(symmem_boot_hdr_check(&h) && strstr(symmem_boot_hdr_check(&h), "wrong descriptor count"));
+    }
+    static const struct {
+        int rank, nranks;
+        const char *why;
+    } ranks[] = {{0, 1, NULL},
+                 {SYMMEM_MAX_RANKS - 1, SYMMEM_MAX_RANKS, NULL},
+                 {0, 0, "rank count out of range"},
+                 {0, SYMMEM_MAX_RANKS + 1, "rank count out of range"},
+                 {-1, 4, "rank out of range"},
+                 {4, 4, "rank out of range"}};
+    for (size_t i = 0; i < sizeof ranks / sizeof ranks[0]; i++) {
+        symmem_boot_hdr_make(&h, SYMMEM_BOOT_DATA, ranks[i].rank, ranks[i].nranks, 1, 8);
+        const char *why = symmem_boot_hdr_check(&h);
+        CHECK(ranks[i].why ? why && strstr(why, ranks[i].why) : why == NULL);
+    }
+    for (int type = 0; type <= SYMMEM_BOOT_MSG_TYPES; type += SYMMEM_BOOT_MSG_TYPES) {
+        symmem_boot_hdr_make(&h, SYMMEM_BOOT_DATA, 0, 2, 1, 8);
+        h.type = (uint16_t)type;
+        CHECK(symmem_boot_hdr_check(&h) && strstr(symmem_boot_hdr_check(&h), "unknown message type"));
+    }
+    /* the parser: the connection's limit, a wrong magic from its first byte, a whole message's length */
+    unsigned char buf[sizeof h + 64] = {0};
+    const unsigned char *payload = NULL;
+    const char *why = NULL;
+    symmem_boot_hdr_t got;
+    symmem_boot_hdr_make(&h, SYMMEM_BOOT_DATA, 1, 2, 5, 64);
+    memcpy(buf, &h, sizeof h);
+    CHECK(symmem_boot_parse(buf, sizeof buf, 64, &got, &payload, &why) == (long)sizeof buf && payload == buf + sizeof h);
+    CHECK(symmem_boot_parse(buf, sizeof buf - 1, 64, &got, &payload, &why) == 0);
+    CHECK(symmem_boot_parse(buf, sizeof h - 1, 64, &got, &payload, &why) == 0);
+    CHECK(symmem_boot_parse(buf, sizeof buf, 63, &got, &payload, &why) == -1 &&
+          strstr(why, "longer than this connection accepts"));
+    buf[0] ^= 0xff;
+    why = NULL;
+    CHECK(symmem_boot_parse(buf, 1, 64, &got, &payload, &why) == -1 && strstr(why, "bad magic"));
+    /* the handshake: each step's own types */
+    static const symmem_boot_msg_type_t allowed[][2] = {
+        [SYMMEM_BOOT_HS_WAIT_HELLO] = {SYMMEM_BOOT_HELLO, SYMMEM_BOOT_HELLO},
+        [SYMMEM_BOOT_HS_WAIT_PROOF] = {SYMMEM_BOOT_PROOF, SYMMEM_BOOT_PROOF},
+        [SYMMEM_BOOT_HS_WAIT_CHALLENGE] = {SYMMEM_BOOT_CHALLENGE, SYMMEM_BOOT_ABORT},
+        [SYMMEM_BOOT_HS_WAIT_WELCOME] = {SYMMEM_BOOT_WELCOME, SYMMEM_BOOT_ABORT},
+    };
+    for (int step = SYMMEM_BOOT_HS_WAIT_HELLO; step <= SYMMEM_BOOT_HS_WAIT_WELCOME; step++)
+        for (int type = SYMMEM_BOOT_HELLO; type < SYMMEM_BOOT_MSG_TYPES; type++) {
+            symmem_boot_hdr_make(&h, (symmem_boot_msg_type_t)type, 0, 2, 0, 0);
+            const int ok = type == (int)allowed[step][0] || type == (int)allowed[step][1];
+            CHECK((symmem_boot_hs_expect((symmem_boot_hs_step_t)step, &h) == NULL) == ok);
+        }
+    CHECK(symmem_boot_hs_expect((symmem_boot_hs_step_t)99, &h) != NULL);
+}
+
 /* Rank 1 attaches a descriptor to a DATA message, which carries none: rank 0's error says so in words
  * ("sent unexpected file descriptors than the protocol allows" before), and the descriptor is closed. */
 static void rank_with_stray_fd(int rank, int nranks, const symmem_unique_id_t *id)
@@ -919,6 +1006,7 @@ int main(void)
         {"survivors_blame_the_dead_rank", survivors_blame_the_dead_rank, 30},
         {"survivors_blame_the_dead_rank_at_any_moment", survivors_blame_the_dead_rank_at_any_moment, 120},
         {"cut_short_header_is_named", cut_short_header_is_named, 10},
+        {"header_checks_name_the_field", header_checks_name_the_field, 10},
         {"stray_descriptor_is_named", stray_descriptor_is_named, 30},
         {"socket_dir_mode", socket_dir_mode, 60},
         {"socket_dir_parents_are_checked", socket_dir_parents_are_checked, 30},

@@ -96,9 +96,10 @@ symmem_placement_t topo_choose_placement(symmem_link_t link)
  *    Gen5 in the lab: 50.8 / 52.3 GB/s), loads and stores at once taking turns half of the time (duplex
  *    0.5), a trip 2.0 us (a posted write, then the poll's read round trip: 1.44 us host latency measured
  *    by symmem-topo);
- *  - a rank's own passes over device memory 2000 GB/s per GPU; a kernel among back-to-back ones 2.0 us (a
- *    1 KiB all-reduce replayed in a graph takes 2.9 us with its trip); a flag sync's release fence and
- *    barrier 0.5 us beyond its trip; a copy-engine copy TOPO_CE_COPY_NS; the link into an island 40 GB/s
+ *  - a rank's own passes over device memory 4000 GB/s per GPU (fitted on 2x H200: one-shot push against the
+ *    Lamport two-shot at 1-4 MiB); a kernel among back-to-back ones 1.6 us (a 1 KiB all-reduce replayed in
+ *    a graph takes 2.9 us with its 1.3 us trip); a flag sync one trip more than an arrival (its release
+ *    fence: sync_us = trip_us); a copy-engine copy TOPO_CE_COPY_NS; the link into an island 40 GB/s
  *    (ISL_LINK_BYTES_PER_US). */
 #define DEF_NVLINK_WRITE 340.0
 #define DEF_NVLINK_READ 300.0

@@ -523,6 +523,84 @@ static void machine_from_probe(void)
     EXPECT(m.kernel_us == 0.3);
 }
 
+/* The model's figures where nothing was measured, by class (topology/choice.c, the built-in table's
+ * comment): NVLink, PCIe within a socket and across (the island's trip), every rank on one GPU (its own
+ * memory, divided among the ranks), host memory (the duplex); the constants every class shares, in the
+ * model's units (us, GB/s = bytes per ns). */
+static void machine_defaults(void)
+{
+    static const struct {
+        symmem_link_t link;
+        int host_memory, n, per_gpu, islands;
+        double write, read, trip, duplex, local;
+    } rows[] = {
+        {SYMMEM_LINK_NVLINK, 0, 8, 1, 1, 340.0, 300.0, 1.3, 1.0, 4000.0},
+        {SYMMEM_LINK_PCIE, 0, 8, 1, 1, 25.0, 25.0, 1.0, 1.0, 4000.0},
+        {SYMMEM_LINK_PCIE, 0, 8, 1, 2, 25.0, 25.0, 1.3, 1.0, 4000.0},
+        {SYMMEM_LINK_NVLINK, 0, 4, 4, 1, 1500.0 / 4, 1500.0 / 4, 0.8, 1.0, 4000.0 / 4},
+        {SYMMEM_LINK_PCIE, 0, 4, 2, 1, 25.0 / 2, 25.0 / 2, 1.0, 1.0, 4000.0 / 2},
+        {SYMMEM_LINK_HOST, 1, 4, 1, 1, 25.0, 25.0, 2.0, 0.5, 4000.0},
+        {SYMMEM_LINK_NVLINK, 1, 8, 8, 1, 25.0 / 8, 25.0 / 8, 2.0, 0.5, 4000.0 / 8},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        topo_choice_facts_t f = {.nranks = rows[i].n, .link = rows[i].link, .host_memory = rows[i].host_memory,
+                                 .ranks_per_gpu = rows[i].per_gpu};
+        int key[SYMMEM_MAX_RANKS] = {0};
+        for (int r = 0; r < rows[i].n; r++) key[r] = rows[i].islands > 1 && r >= rows[i].n / 2;
+        topo_island_facts(rows[i].n, key, &f);
+        topo_cost_machine_t m;
+        topo_choice_machine(&f, &m);
+        EXPECT_MSG(fabs(m.write_gbs - rows[i].write) < 1e-9 && fabs(m.read_gbs - rows[i].read) < 1e-9 &&
+                       fabs(m.trip_us - rows[i].trip) < 1e-9 && m.sync_us == m.trip_us &&
+                       fabs(m.duplex - rows[i].duplex) < 1e-9 && fabs(m.local_gbs - rows[i].local) < 1e-9,
+                   "row %zu: write %.2f read %.2f trip %.2f duplex %.2f local %.1f", i, m.write_gbs, m.read_gbs,
+                   m.trip_us, m.duplex, m.local_gbs);
+        EXPECT(m.islands == rows[i].islands && m.ranks_per_link == rows[i].per_gpu);
+        EXPECT(fabs(m.kernel_us - 1.6) < 1e-9 && fabs(m.ce_copy_us - TOPO_CE_COPY_NS * 1e-3) < 1e-9);
+        EXPECT(fabs(m.socket_gbs - 40.0) < 1e-9); /* the link into an island: 40 GB/s, 40 bytes per ns */
+        EXPECT(m.ce_gbs == 0.0);                  /* no copy-engine figure: none assumed */
+    }
+}
+
+/* What the model prices for each op (topology/choice.c, topo_choice_candidates): pull-preferring links the
+ * two pulls; otherwise one-shot push, the Lamport two-shot where the link is not PCIe, and the flag two-shot
+ * (staged on PCIe, whose peers take one writer at a time); all-gather its two-shot or staged. */
+static void candidates_by_link(void)
+{
+    static const struct {
+        symmem_link_t link;
+        int host_memory;
+        topo_prefer_t prefer;
+        symmem_coll_kind_t kind;
+        symmem_algo_t want[3];
+    } rows[] = {
+        {SYMMEM_LINK_PCIE, 0, TOPO_PREFER_PULL, SYMMEM_COLL_ALL_REDUCE,
+         {SYMMEM_ALGO_ONESHOT_PULL, SYMMEM_ALGO_TWOSHOT_PULL}},
+        {SYMMEM_LINK_NVLINK, 0, TOPO_PREFER_PULL, SYMMEM_COLL_ALL_GATHER,
+         {SYMMEM_ALGO_ONESHOT_PULL, SYMMEM_ALGO_TWOSHOT_PULL}},
+        {SYMMEM_LINK_NVLINK, 0, TOPO_PREFER_KEEP, SYMMEM_COLL_ALL_REDUCE,
+         {SYMMEM_ALGO_ONESHOT_PUSH, SYMMEM_ALGO_TWOSHOT_LAMPORT, SYMMEM_ALGO_TWOSHOT_PUSH}},
+        {SYMMEM_LINK_PCIE, 0, TOPO_PREFER_PUSH, SYMMEM_COLL_REDUCE_SCATTER,
+         {SYMMEM_ALGO_ONESHOT_PUSH, SYMMEM_ALGO_STAGED}},
+        {SYMMEM_LINK_PCIE, 1, TOPO_PREFER_KEEP, SYMMEM_COLL_ALL_REDUCE,
+         {SYMMEM_ALGO_ONESHOT_PUSH, SYMMEM_ALGO_TWOSHOT_LAMPORT, SYMMEM_ALGO_TWOSHOT_PUSH}},
+        {SYMMEM_LINK_NVLINK, 0, TOPO_PREFER_KEEP, SYMMEM_COLL_ALL_GATHER, {SYMMEM_ALGO_TWOSHOT_PUSH, SYMMEM_ALGO_STAGED}},
+        {SYMMEM_LINK_PCIE, 0, TOPO_PREFER_KEEP, SYMMEM_COLL_ALL_GATHER, {SYMMEM_ALGO_STAGED}},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const topo_choice_facts_t f = {.nranks = 4, .link = rows[i].link, .host_memory = rows[i].host_memory};
+        topo_cost_candidates_t c;
+        memset(&c, 0xab, sizeof c); /* what the caller's memory held must not show through */
+        topo_choice_candidates(&f, rows[i].prefer, rows[i].kind, &c);
+        int want_n = 0;
+        while (want_n < 3 && rows[i].want[want_n] != 0) want_n++;
+        int same = c.n == want_n;
+        for (int k = 0; same && k < want_n; k++) same = c.algo[k] == rows[i].want[k];
+        EXPECT_MSG(same, "row %zu: %d candidates (want %d), the first %s", i, c.n, want_n,
+                   c.n > 0 ? symmem_algo_name(c.algo[0]) : "none");
+    }
+}
+
 /* The model on the lab against what the lab measured (issue 29, one H200, ranks as processes under MPS, bf16
  * sum, µs per op): it ranks one-shot push behind the two-shots where the lab did (8 ranks from 12 KiB, 4 ranks
  * from 48 KiB), by about the factor measured at 8 ranks and 96 KiB (4.05), and predicts the measured times of
@@ -625,6 +703,8 @@ int main(int argc, char **argv)
     island_choice_elsewhere();
     lab_model();
     machine_from_probe();
+    machine_defaults();
+    candidates_by_link();
     printf("%s: %d machines (%d measured), %d failures\n", argv[0], machines, measured, test_failures);
     return test_failures ? 1 : 0;
 }

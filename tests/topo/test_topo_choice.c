@@ -226,6 +226,26 @@ static void copy_engine_rule(void)
         EXPECT(a >= MIB_ && a != SIZE_MAX && (a & (a - 1)) == 0);
         copy_engine_against_sm_table(n, SYMMEM_LINK_PCIE, 20.0, 25.0, 50.0, a);
     }
+    /* the bound against choice.h's floor at every rank count and op over a grid of figures, dense enough
+     * that a change to the copy count, the bytes through a GPU or the fixed costs moves some bound past a
+     * power of two: the least power of two of at least 1 MiB that is not below S */
+    int above_1mib = 0;
+    for (int n = 2; n <= 16; n++)
+        for (int k = 0; k < 2; k++) {
+            const int kind = k ? SYMMEM_COLL_REDUCE_SCATTER : SYMMEM_COLL_ALL_REDUCE;
+            for (double sm = 4.0; sm <= 34.0; sm += 0.5)
+                for (double ce = 50.0; ce <= 60.0; ce += 1.0) {
+                    const double copies = k ? n - 1.0 : 2.0 * (n - 1), wire = copies / n;
+                    const double S = (copies * TOPO_CE_COPY_NS + 2.0 * TOPO_CE_SYNC_NS) / (wire * (1.0 / sm - 1.0 / ce));
+                    size_t want = MIB_;
+                    while ((double)want < S) want *= 2;
+                    const size_t got = topo_copy_engine_above_bytes(n, kind, sm, ce);
+                    EXPECT_MSG(got == want, "%d ranks, %s, sm %.1f ce %.0f: %zu, want %zu (S %.0f)", n,
+                               k ? "reduce-scatter" : "all-reduce", sm, ce, got, want, S);
+                    above_1mib += want > MIB_;
+                }
+        }
+    EXPECT(above_1mib > 1000);
     /* never without the probe's figures (SM or copy engine), never off PCIe */
     copy_engine_against_sm_table(8, SYMMEM_LINK_PCIE, 0.0, 0.0, 50.0, SIZE_MAX);
     copy_engine_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, 25.0, 0.0, SIZE_MAX);

@@ -255,6 +255,31 @@ static void copy_engine_rule(void)
     copy_engine_against_sm_table(8, SYMMEM_LINK_NVLINK, 300.0, 340.0, 1000.0, SIZE_MAX);
     copy_engine_against_sm_table(8, SYMMEM_LINK_HOST, 10.0, 10.0, 50.0, SIZE_MAX);
     copy_engine_against_sm_table(1, SYMMEM_LINK_PCIE, 20.0, 25.0, 50.0, SIZE_MAX);
+    /* one island (as a communicator's facts always carry it) is no island boundary: the rule fires; buffers in
+     * host memory on a PCIe box do not take it (the copies would cross the GPU's own link twice) */
+    {
+        const int same[8] = {0};
+        topo_choice_facts_t one = {.nranks = 8, .link = SYMMEM_LINK_PCIE, .read_gbs = 20.0, .write_gbs = 25.0,
+                                   .ce_gbs = 50.0};
+        topo_island_facts(8, same, &one);
+        EXPECT(one.islands == 1);
+        topo_choice_t c;
+        topo_choose(&one, &c);
+        EXPECT(c.copy_engine_above == MIB_);
+        one.host_memory = 1;
+        topo_choose(&one, &c);
+        EXPECT(c.copy_engine_above == SIZE_MAX && !has_algo(&c.table, SYMMEM_ALGO_COPY_ENGINE));
+    }
+    /* copy_engine_above is the all-reduce's bound where the other ops' differ: 2 ranks, SM 89 and copy engine
+     * 130 GB/s give 1.69 MB (2 MiB) for the all-reduce's 2 copies and 2.26 MB (4 MiB) for reduce-scatter's 1 */
+    {
+        const topo_choice_t c = choose_with(2, SYMMEM_LINK_PCIE, 89.0, 89.0, 130.0);
+        EXPECT(c.copy_engine_above == 2 * MIB_);
+        EXPECT(topo_copy_engine_above_bytes(2, SYMMEM_COLL_REDUCE_SCATTER, 89.0, 130.0) == 4 * MIB_);
+        EXPECT(topo_table_lookup(&c.table, SYMMEM_COLL_ALL_REDUCE, 3 * MIB_) == SYMMEM_ALGO_COPY_ENGINE);
+        EXPECT(topo_table_lookup(&c.table, SYMMEM_COLL_REDUCE_SCATTER, 3 * MIB_) != SYMMEM_ALGO_COPY_ENGINE);
+        EXPECT(topo_table_lookup(&c.table, SYMMEM_COLL_REDUCE_SCATTER, 5 * MIB_) == SYMMEM_ALGO_COPY_ENGINE);
+    }
     /* never across islands (two sockets): the island schedule's rules stand, with or without the figure */
     {
         const int numa[8] = {0, 0, 0, 0, 1, 1, 1, 1};
@@ -285,6 +310,21 @@ static void copy_engine_rule(void)
 }
 
 /* ---- the island rule ----------------------------------------------------------------------- */
+
+/* The islands from the ranks' keys: the first n keys only, sizes in order of first appearance; the island
+ * floors price one-shot push, staged and island only (-1 for any other algorithm). */
+static void island_facts_and_floors(void)
+{
+    const int key[5] = {3, 7, 3, 3, 9}; /* key[4] is past the 4 ranks */
+    topo_choice_facts_t f = {.nranks = 4, .link = SYMMEM_LINK_PCIE};
+    topo_island_facts(4, key, &f);
+    EXPECT(f.islands == 2 && f.island_size[0] == 3 && f.island_size[1] == 1 && f.island_size[2] == 0);
+    for (int a = SYMMEM_ALGO_AUTO; a < SYMMEM_ALGO_COUNT; a++) {
+        const double us = topo_island_floor_us(&f, SYMMEM_COLL_ALL_REDUCE, (symmem_algo_t)a, 64 * KIB_);
+        const int priced = a == SYMMEM_ALGO_ONESHOT_PUSH || a == SYMMEM_ALGO_STAGED || a == SYMMEM_ALGO_ISLAND;
+        EXPECT_MSG(priced ? us > 0.0 : us == -1.0, "%s: %.3f", symmem_algo_name((symmem_algo_t)a), us);
+    }
+}
 
 /* The least floor of one-shot push, staged and island; a tie keeps `keep` (what the rules before said). */
 static symmem_algo_t least_floor(const topo_choice_facts_t *f, symmem_coll_kind_t kind, size_t bytes, symmem_algo_t keep)
@@ -721,6 +761,7 @@ int main(int argc, char **argv)
     island_choice_many_gpus(argv[1], "pcie-2socket-16gpu", 16);
     island_choice_many_gpus(argv[1], "pcie-2socket-10gpu", 10);
     island_choice_elsewhere();
+    island_facts_and_floors();
     lab_model();
     machine_from_probe();
     machine_defaults();

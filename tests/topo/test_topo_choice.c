@@ -518,6 +518,32 @@ static void island_choice_elsewhere(void)
     EXPECT(f.islands == 2 && f.island_size[0] == 3 && f.island_size[1] == 5);
     follows_floors(&f, &c.table);
     EXPECT(topo_table_lookup(&c.table, SYMMEM_COLL_ALL_REDUCE, 64 * MIB_) == SYMMEM_ALGO_ISLAND);
+    /* one island is the model's table, as if no islands were known; three ranks over two sockets (the
+     * fewest the rule takes) follow the floors */
+    topo_choice_t none;
+    f = (topo_choice_facts_t){.nranks = 8, .link = SYMMEM_LINK_PCIE};
+    topo_island_facts(8, one, &f);
+    topo_choose(&f, &c);
+    topo_table_t model = {.nrules = 0};
+    topo_cost_machine_t m;
+    topo_choice_machine(&f, &m);
+    for (int k = 0; k <= SYMMEM_COLL_ALL_GATHER; k++) {
+        topo_cost_candidates_t cand;
+        topo_choice_candidates(&f, c.prefer, (symmem_coll_kind_t)k, &cand);
+        size_t max_bytes[TOPO_TABLE_MAX_RULES];
+        symmem_algo_t algo[TOPO_TABLE_MAX_RULES];
+        const int nr = topo_cost_rules(&m, (symmem_coll_kind_t)k, &cand, topo_cost_us, max_bytes, algo,
+                                       TOPO_TABLE_MAX_RULES);
+        for (int i = 0; i < nr; i++) topo_table_add(&model, k, max_bytes[i], algo[i]);
+    }
+    EXPECT(f.islands == 1 && topo_table_hash(&c.table) == topo_table_hash(&model));
+    const int three[3] = {0, 0, 1};
+    f = (topo_choice_facts_t){.nranks = 3, .link = SYMMEM_LINK_PCIE};
+    topo_choose(&f, &none);
+    topo_island_facts(3, three, &f);
+    topo_choose(&f, &c);
+    follows_floors(&f, &c.table);
+    EXPECT(topo_table_hash(&c.table) != topo_table_hash(&none.table));
 }
 
 /* ---- the PCIe lab (every rank on one GPU, symmetric memory in pinned host memory) ------------------------------- */

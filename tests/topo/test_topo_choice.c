@@ -248,6 +248,8 @@ static void copy_engine_rule(void)
     EXPECT(above_1mib > 1000);
     /* never without the probe's figures (SM or copy engine), never off PCIe */
     copy_engine_against_sm_table(8, SYMMEM_LINK_PCIE, 0.0, 0.0, 50.0, SIZE_MAX);
+    copy_engine_against_sm_table(8, SYMMEM_LINK_PCIE, 0.0, 25.0, 50.0, SIZE_MAX); /* one direction is no figure */
+    copy_engine_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, INFINITY, 50.0, SIZE_MAX);
     copy_engine_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, 25.0, 0.0, SIZE_MAX);
     copy_engine_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, 25.0, -1.0, SIZE_MAX);
     copy_engine_against_sm_table(8, SYMMEM_LINK_PCIE, 20.0, 25.0, NAN, SIZE_MAX);

@@ -520,8 +520,8 @@ static void island_choice_elsewhere(void)
     EXPECT(f.islands == 2 && f.island_size[0] == 3 && f.island_size[1] == 5);
     follows_floors(&f, &c.table);
     EXPECT(topo_table_lookup(&c.table, SYMMEM_COLL_ALL_REDUCE, 64 * MIB_) == SYMMEM_ALGO_ISLAND);
-    /* one island is the model's table, as if no islands were known; three ranks over two sockets (the
-     * fewest the rule takes) follow the floors */
+    /* one island gets the cost model's own table (rebuilt here from topo_cost_rules), not the floors'; three
+     * ranks over two sockets (the fewest the island rule takes) follow the floors */
     topo_choice_t none;
     f = (topo_choice_facts_t){.nranks = 8, .link = SYMMEM_LINK_PCIE};
     topo_island_facts(8, one, &f);

@@ -364,6 +364,25 @@ static void follows_floors(const topo_choice_facts_t *f, const topo_table_t *t)
         }
 }
 
+/* Every bound of an island table is where the least floor changes, to the KiB it is rounded down to: the
+ * rule's algorithm is the least floor at its bound, and the next rule's a KiB above it. */
+static void bounds_are_crossovers(const topo_choice_facts_t *f, const topo_table_t *t)
+{
+    int bounds = 0;
+    for (int i = 0; i + 1 < t->nrules; i++) {
+        const topo_rule_t *r = &t->rules[i], *next = &t->rules[i + 1];
+        if (next->kind != r->kind) continue;
+        const symmem_coll_kind_t kind = (symmem_coll_kind_t)r->kind;
+        const size_t m = r->max_bytes;
+        EXPECT_MSG(least_floor(f, kind, m, pcie_rule(f->nranks, kind, m)) == r->algo &&
+                       least_floor(f, kind, m + KIB_, pcie_rule(f->nranks, kind, m + KIB_)) == next->algo,
+                   "%s rule up to %zu B (%s, then %s) is not where the floors cross", symmem_coll_kind_name(kind), m,
+                   symmem_algo_name(r->algo), symmem_algo_name(next->algo));
+        bounds++;
+    }
+    EXPECT(bounds >= 1);
+}
+
 /* The two-socket 8-GPU fixture as a communicator sees it (NUMA nodes 0-3 | 4-7): at the user story's sizes
  * the all-reduce runs what the floors of bench/NOTES.md ("Island schedule: floors") make least, and the
  * floors are the ones written there (one-shot push, staged, island in microseconds). */
@@ -410,6 +429,7 @@ static void island_choice_two_sockets(const char *fixtures)
         EXPECT(topo_table_lookup(&t->model.table, kind, rows[i].bytes) == rows[i].want);
     }
     follows_floors(&f, &tu.defaults);
+    bounds_are_crossovers(&f, &tu.defaults);
     EXPECT_CONTAINS(symmem_topo_recommendation(t), "above island");
     symmem_topo_destroy(t);
 }
@@ -473,6 +493,7 @@ static void island_choice_many_gpus(const char *fixtures, const char *name, int 
         EXPECT(h == first_hash && h == topo_table_hash(&tu.defaults) && h == topo_table_hash(&t->model.table));
     }
     follows_floors(&f, &tu.defaults);
+    bounds_are_crossovers(&f, &tu.defaults);
     /* where the floors put the island schedule first, the table runs it */
     static const size_t sizes[] = {96 * KIB_, 1 * MIB_, 64 * MIB_};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {

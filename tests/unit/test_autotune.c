@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/param.h"
 #include "boot/comm_state.h"
 #include "collectives/autotune.h"
 #include "collectives/tune.h"
@@ -61,7 +62,31 @@ static void wish_rules(void)
     in = (symmem_autotune_wish_in_t){SYMMEM_AUTOTUNE_FORCE, 4, 0, 0, 0, 1, 0};
     CHECK(symmem_autotune_wish(&in, &st, &why) == 0 && strstr(why, "host backend"));
     in = (symmem_autotune_wish_in_t){SYMMEM_AUTOTUNE_FORCE, 1, 0, 0, 0, 0, 0};
-    CHECK(symmem_autotune_wish(&in, &st, &why) == 0);
+    CHECK(symmem_autotune_wish(&in, &st, &why) == 0 && strstr(why, "one rank"));
+    in = (symmem_autotune_wish_in_t){SYMMEM_AUTOTUNE_AUTO, 2, 0, 0, 0, 0, 0}; /* two ranks have a choice */
+    CHECK(symmem_autotune_wish(&in, &st, &why) == 1);
+}
+
+/* SYMMEM_AUTOTUNE's words, any case; anything else is auto (with a warning) */
+static void mode_words(void)
+{
+    static const struct {
+        const char *v;
+        symmem_autotune_mode_t mode;
+    } cases[] = {{"", SYMMEM_AUTOTUNE_AUTO},      {"auto", SYMMEM_AUTOTUNE_AUTO},   {"AUTO", SYMMEM_AUTOTUNE_AUTO},
+                 {"off", SYMMEM_AUTOTUNE_OFF},    {"Off", SYMMEM_AUTOTUNE_OFF},     {"0", SYMMEM_AUTOTUNE_OFF},
+                 {"force", SYMMEM_AUTOTUNE_FORCE}, {"FORCE", SYMMEM_AUTOTUNE_FORCE}, {"1", SYMMEM_AUTOTUNE_FORCE},
+                 {"offf", SYMMEM_AUTOTUNE_AUTO},  {"2", SYMMEM_AUTOTUNE_AUTO},      {"10", SYMMEM_AUTOTUNE_AUTO}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK(setenv("SYMMEM_AUTOTUNE", cases[i].v, 1) == 0);
+        symmem_param_reload();
+        const symmem_autotune_mode_t got = symmem_autotune_mode();
+        if (got != cases[i].mode) fprintf(stderr, "SYMMEM_AUTOTUNE=\"%s\": mode %d\n", cases[i].v, (int)got);
+        CHECK(got == cases[i].mode);
+    }
+    CHECK(unsetenv("SYMMEM_AUTOTUNE") == 0);
+    symmem_param_reload();
+    CHECK(symmem_autotune_mode() == SYMMEM_AUTOTUNE_AUTO); /* the default */
 }
 
 /* ---- the plan and a step's winner -------------------------------------------------------------------------- */
@@ -73,7 +98,11 @@ static void plan_keeps_model_choice_and_prunes(void)
     topo_choice_t c;
     topo_choose(&f, &c);
     symmem_autotune_cfg_t cfg;
-    symmem_autotune_cfg_default(&cfg);
+    symmem_autotune_cfg_default(&cfg); /* autotune.h: 1 KiB to 4 MiB, factor 4 or 20 us, ties 3% */
+    CHECK(cfg.min_bytes == 1 * KIB && cfg.max_bytes == 4 * MIB && cfg.keep_factor == 4.0 && cfg.keep_us == 20.0);
+    CHECK(cfg.tie == 0.03);
+    CHECK(cfg.budget_ms == (double)symmem_param_int(SYMMEM_PARAM_AUTOTUNE_BUDGET_MS) &&
+          strcmp(symmem_param_default(SYMMEM_PARAM_AUTOTUNE_BUDGET_MS), "2000") == 0);
     int av[SYMMEM_ALGO_COUNT];
     all_available(av);
     symmem_autotune_plan_t p;
@@ -91,6 +120,23 @@ static void plan_keeps_model_choice_and_prunes(void)
                   st->algo[i] == (int32_t)model);
         }
         CHECK(has_model && st->ncand >= 1);
+        /* and every algorithm the rule keeps is a candidate, at its price, ties in algorithm order */
+        double least = -1.0;
+        for (int a = SYMMEM_ALGO_AUTO + 1; a < SYMMEM_ALGO_COUNT; a++) {
+            const double us = topo_cost_us(&m, (symmem_coll_kind_t)st->kind, (symmem_algo_t)a, st->bytes);
+            if (us >= 0 && (least < 0 || us < least)) least = us;
+        }
+        CHECK(least >= 0 && st->pred_us[0] == least);
+        for (int a = SYMMEM_ALGO_AUTO + 1; a < SYMMEM_ALGO_COUNT; a++) {
+            const double us = topo_cost_us(&m, (symmem_coll_kind_t)st->kind, (symmem_algo_t)a, st->bytes);
+            const int kept = us >= 0 && (us <= least * cfg.keep_factor || us <= least + cfg.keep_us || a == (int)model);
+            int at = -1;
+            for (int i = 0; i < st->ncand; i++)
+                if (st->algo[i] == a) at = i;
+            CHECK(kept == (at >= 0));
+            if (at >= 0) CHECK(st->pred_us[at] == us);
+            if (at > 0 && st->pred_us[at - 1] == us) CHECK(st->algo[at - 1] < a);
+        }
         pruned += st->ncand < SYMMEM_ALGO_COUNT - 1;
         if (s > 0 && st->kind == p.step[s - 1].kind) CHECK(st->bytes == 2 * p.step[s - 1].bytes);
     }
@@ -150,8 +196,20 @@ typedef struct fake {
 /* The injected time of `algo` at `bytes` on `rank`: the model's prediction, except that rank 3 is slow with
  * twoshot_push at 64 KiB all-reduce (so only the slowest rank's view picks the winner there) and twoshot_pull
  * never runs on rank 1. */
+static int designated_winners; /* set by table_from_winners: fake_us makes designated() the clear winner */
+
+/* The candidate that table_from_winners makes win a step: by the size's place in the 1 KiB.. scan, 1 KiB on its
+ * own, then two sizes at a time, so that the table has runs of one size and of more, and changes between them. */
+static int designated(const symmem_autotune_step_t *st)
+{
+    int log2k = 0;
+    while (((size_t)1 << (10 + log2k)) < st->bytes) log2k++;
+    return ((log2k + 1) / 2) % st->ncand;
+}
+
 static double fake_us(int rank, const symmem_autotune_step_t *st, int i)
 {
+    if (designated_winners) return st->pred_us[i] * (i == designated(st) ? 0.01 : 1.0) * (1.0 + 0.001 * rank);
     if (st->algo[i] == SYMMEM_ALGO_TWOSHOT_PULL && rank == 1) return -1.0;
     double t = st->pred_us[i] * (1.0 + 0.001 * rank);
     if (st->kind == SYMMEM_COLL_ALL_REDUCE && st->bytes == 64 * KIB && st->algo[i] == SYMMEM_ALGO_TWOSHOT_PUSH)
@@ -243,6 +301,113 @@ static void run_agrees_on_the_slowest_rank(symmem_comm_t *comms)
     CHECK(strstr(text, "all_reduce") && strstr(text, "reduce_scatter") && strstr(text, "all_gather"));
 }
 
+/* floor(sqrt(x)), by bisection (the library's is Newton's) */
+static size_t root_floor(uint64_t x)
+{
+    uint64_t lo = 0, hi = (uint64_t)1 << 32;
+    while (hi - lo > 1) {
+        const uint64_t mid = lo + (hi - lo) / 2;
+        if (mid * mid <= x) lo = mid;
+        else hi = mid;
+    }
+    return (size_t)lo;
+}
+
+/* The table the autotune builds from its winners, rebuilt here from the plan and the designated winners: a run
+ * of sizes with one winner holds up to the geometric middle of its last size and the next (floor), the last
+ * run up to that of 4 MiB and 8 MiB, the model's rules above it, and neighbouring rules with one algorithm are
+ * one; `changed` counts the sizes whose winner is not the model's choice. */
+static void table_from_winners_run(symmem_comm_t *comms)
+{
+    static rank_job_t jobs[N];
+    static symmem_autotune_plan_t plan;
+    const topo_choice_facts_t f = lab_facts();
+    symmem_coll_tuning_t tu;
+    symmem_coll_tune_init(&tu, "lab-key", &f);
+    {
+        topo_cost_machine_t m;
+        topo_choice_machine(&f, &m);
+        int av[SYMMEM_ALGO_COUNT];
+        all_available(av);
+        symmem_autotune_cfg_t cfg;
+        symmem_autotune_cfg_default(&cfg);
+        symmem_autotune_plan(&m, &tu.defaults, av, &cfg, &plan);
+    }
+    designated_winners = 1;
+    run_all(comms, jobs, 1e9, NULL, -1, -1);
+    designated_winners = 0;
+    int planned = 0;
+    for (int s = 0; s < plan.nsteps; s++) planned += plan.step[s].ncand;
+    CHECK(jobs[0].res.steps == plan.nsteps && jobs[0].res.measurements == planned);
+
+    topo_table_t want = {0};
+    int changed = 0, distinct_runs = 0;
+    for (int k = SYMMEM_COLL_ALL_REDUCE; k <= SYMMEM_COLL_ALL_GATHER; k++) {
+        size_t top = 0;
+        for (int s = 0; s < plan.nsteps; s++) {
+            const symmem_autotune_step_t *st = &plan.step[s];
+            if (st->kind != k) continue;
+            const int w = st->algo[designated(st)];
+            changed += w != (int)topo_table_lookup(&tu.defaults, (symmem_coll_kind_t)k, st->bytes);
+            const int last = s + 1 == plan.nsteps || plan.step[s + 1].kind != k;
+            top = root_floor((uint64_t)st->bytes * 2 * st->bytes); /* the next size is twice this one */
+            if (!last && plan.step[s + 1].algo[designated(&plan.step[s + 1])] == w) continue;
+            CHECK(topo_table_add(&want, k, top, (symmem_algo_t)w) == 0);
+            distinct_runs++;
+        }
+        CHECK(top == root_floor((uint64_t)32 << 40)); /* 4 MiB's run ends between 4 and 8 MiB */
+        for (int i = 0; i < tu.defaults.nrules; i++)
+            if (tu.defaults.rules[i].kind == k && tu.defaults.rules[i].max_bytes > top)
+                CHECK(topo_table_add(&want, k, tu.defaults.rules[i].max_bytes, tu.defaults.rules[i].algo) == 0);
+    }
+    CHECK(distinct_runs > 6); /* the pattern changes winners within each op */
+    int w = 0;
+    for (int i = 0; i < want.nrules; i++) {
+        if (w > 0 && want.rules[w - 1].kind == want.rules[i].kind && want.rules[w - 1].algo == want.rules[i].algo) w--;
+        want.rules[w++] = want.rules[i];
+    }
+    want.nrules = w;
+
+    const topo_table_t *got = &jobs[0].tu.table;
+    CHECK(got->nrules == want.nrules);
+    for (int i = 0; i < got->nrules && i < want.nrules; i++) {
+        const topo_rule_t *a = &got->rules[i], *b = &want.rules[i];
+        if (a->kind != b->kind || a->max_bytes != b->max_bytes || a->algo != b->algo)
+            fprintf(stderr, "rule %d: got %d %zu %s, want %d %zu %s\n", i, a->kind, a->max_bytes,
+                    symmem_algo_name(a->algo), b->kind, b->max_bytes, symmem_algo_name(b->algo));
+        CHECK(a->kind == b->kind && a->max_bytes == b->max_bytes && a->algo == b->algo);
+    }
+    CHECK(jobs[0].res.changed == changed);
+}
+
+/* The log's words for a table: bounds in MiB, KiB or bytes, whichever is whole; the last rule "above". */
+static void table_words(void)
+{
+    topo_table_t t = {0};
+    CHECK(topo_table_add(&t, SYMMEM_COLL_ALL_REDUCE, 1024, SYMMEM_ALGO_ONESHOT_PULL) == 0);
+    CHECK(topo_table_add(&t, SYMMEM_COLL_ALL_REDUCE, 11585, SYMMEM_ALGO_ONESHOT_PUSH) == 0);
+    CHECK(topo_table_add(&t, SYMMEM_COLL_ALL_REDUCE, 96 * KIB, SYMMEM_ALGO_TWOSHOT_LAMPORT) == 0);
+    CHECK(topo_table_add(&t, SYMMEM_COLL_ALL_REDUCE, 1 * MIB, SYMMEM_ALGO_TWOSHOT_PULL) == 0);
+    CHECK(topo_table_add(&t, SYMMEM_COLL_ALL_REDUCE, 3 * MIB, SYMMEM_ALGO_STAGED) == 0);
+    CHECK(topo_table_add(&t, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH) == 0);
+    CHECK(topo_table_add(&t, SYMMEM_COLL_REDUCE_SCATTER, SIZE_MAX, SYMMEM_ALGO_STAGED) == 0);
+    CHECK(topo_table_add(&t, SYMMEM_COLL_ALL_GATHER, 1536 * KIB, SYMMEM_ALGO_COPY_ENGINE) == 0);
+    CHECK(topo_table_add(&t, SYMMEM_COLL_ALL_GATHER, SIZE_MAX, SYMMEM_ALGO_STAGED) == 0);
+    char text[512];
+    symmem_autotune_describe(&t, text, sizeof text);
+    const char *want = "all_reduce up to 1 KiB oneshot_pull, up to 11585 B oneshot_push, up to 96 KiB twoshot_lamport, "
+                       "up to 1 MiB twoshot_pull, up to 3 MiB staged, above twoshot_push; reduce_scatter staged; all_gather up to 1536 KiB "
+                       "copy_engine, above staged";
+    if (strcmp(text, want) != 0) fprintf(stderr, "got:  %s\nwant: %s\n", text, want);
+    CHECK(strcmp(text, want) == 0);
+    char small[20]; /* truncated, never overrun */
+    symmem_autotune_describe(&t, small, sizeof small);
+    CHECK(strlen(small) == sizeof small - 1 && strncmp(small, want, sizeof small - 1) == 0);
+    topo_table_t none = {0};
+    symmem_autotune_describe(&none, text, sizeof text);
+    CHECK(text[0] == '\0');
+}
+
 static void budget_stops_every_rank_at_once(symmem_comm_t *comms)
 {
     static rank_job_t jobs[N];
@@ -256,6 +421,13 @@ static void budget_stops_every_rank_at_once(symmem_comm_t *comms)
     CHECK(topo_table_lookup(&t->table, SYMMEM_COLL_REDUCE_SCATTER, 4 * KIB) == SYMMEM_ALGO_AUTO);
     CHECK(symmem_coll_choose(t, SYMMEM_COLL_ALL_REDUCE, 4 * MIB) ==
           topo_table_lookup(&t->defaults, SYMMEM_COLL_ALL_REDUCE, 4 * MIB));
+    /* a budget reached exactly is not yet spent: 500 ms stops after the 6th step, not the 5th */
+    run_all(comms, jobs, 500.0, per_step, -1, -1);
+    CHECK(jobs[0].res.budget_stop && jobs[0].res.steps == 6 && jobs[3].fake.steps == 6);
+    /* spent only by the last step: every step measured, and no stop reported */
+    const int planned = jobs[0].res.planned;
+    run_all(comms, jobs, 100.0 * planned - 50.0, per_step, -1, -1);
+    CHECK(!jobs[0].res.budget_stop && jobs[0].res.steps == planned && jobs[0].res.elapsed_ms > 100.0 * planned - 50.0);
 }
 
 static void failing_rank_stops_every_rank(symmem_comm_t *comms)
@@ -321,11 +493,13 @@ static void agrees_on_the_slowest_rank(void) { with_comms(run_agrees_on_the_slow
 static void budget_stops_at_once(void) { with_comms(budget_stops_every_rank_at_once); }
 static void failing_rank_stops(void) { with_comms(failing_rank_stops_every_rank); }
 static void round_trip(void) { with_comms(saved_table_round_trips); }
+static void table_from_winners(void) { with_comms(table_from_winners_run); }
 
 int main(void)
 {
     static const test_case_t cases[] = {
         {"wish_rules", wish_rules, 10},
+        {"mode_words", mode_words, 10},
         {"plan_keeps_model_choice_and_prunes", plan_keeps_model_choice_and_prunes, 10},
         {"winner_rules", winner_rules, 10},
         {"step_words", step_words, 10},
@@ -333,6 +507,8 @@ int main(void)
         {"budget_stops_at_once", budget_stops_at_once, 60},
         {"failing_rank_stops", failing_rank_stops, 60},
         {"saved_table_round_trips", round_trip, 60},
+        {"table_from_winners", table_from_winners, 60},
+        {"table_words", table_words, 10},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
 }

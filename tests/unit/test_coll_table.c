@@ -1,6 +1,7 @@
 /* The algorithm table (no GPU): the built-in NVLink defaults against what 2x H200 measured, the tuning file's
  * save/load round trip, sections of other topologies kept, and malformed files rejected with the line. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -217,6 +218,154 @@ static void table_edits(void)
     unlink(path);
 }
 
+/* The size a call is looked up by: an all-reduce's buffer, or the larger buffer of the others, as nccl-tests */
+static void message_bytes(void)
+{
+    CHECK(symmem_coll_message_bytes(8, SYMMEM_COLL_ALL_REDUCE, 1000, SYMMEM_BFLOAT16) == 2000);
+    CHECK(symmem_coll_message_bytes(8, SYMMEM_COLL_ALL_REDUCE, 3, SYMMEM_FLOAT32) == 12);
+    CHECK(symmem_coll_message_bytes(8, SYMMEM_COLL_REDUCE_SCATTER, 1000, SYMMEM_BFLOAT16) == 16000);
+    CHECK(symmem_coll_message_bytes(3, SYMMEM_COLL_ALL_GATHER, 7, SYMMEM_FLOAT16) == 42);
+}
+
+/* Clearing one op's rules leaves the others'; the defaults decide the cleared op again */
+static void clear_and_set_bounds(void)
+{
+    symmem_coll_tuning_t *c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
+    CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_STAGED));
+    CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_GATHER, 4 * KIB, SYMMEM_ALGO_TWOSHOT_PULL));
+    CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_REDUCE_SCATTER, SIZE_MAX, SYMMEM_ALGO_ONESHOT_PULL));
+    const symmem_algo_t rs_default = topo_table_lookup(&c->defaults, SYMMEM_COLL_REDUCE_SCATTER, 1 * KIB);
+    CHECK(rs_default != SYMMEM_ALGO_ONESHOT_PULL);
+    CHECK_OK(symmem_coll_tune_clear(c, SYMMEM_COLL_REDUCE_SCATTER)); /* the op in the middle of the table */
+    CHECK(c->table.nrules == 2);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_REDUCE_SCATTER, 1 * KIB) == rs_default);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_STAGED);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 1 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_REDUCE_SCATTER, SIZE_MAX, SYMMEM_ALGO_ONESHOT_PULL));
+    CHECK_OK(symmem_coll_tune_clear(c, SYMMEM_COLL_ALL_REDUCE));
+    CHECK(c->table.nrules == 2);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH); /* the default */
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 1 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_REDUCE_SCATTER, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
+    /* the barrier, and anything past the ops, have no table */
+    CHECK_ST(symmem_coll_tune_set(c, SYMMEM_COLL_BARRIER, SIZE_MAX, SYMMEM_ALGO_STAGED), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ST(symmem_coll_tune_set(c, (symmem_coll_kind_t)-1, SIZE_MAX, SYMMEM_ALGO_STAGED), SYMMEM_INVALID_ARGUMENT);
+    CHECK(c->table.nrules == 2);
+    for (int k = 0; k < SYMMEM_COLL_BARRIER; k++) CHECK_OK(symmem_coll_tune_clear(c, (symmem_coll_kind_t)k));
+    CHECK(c->table.nrules == 0); /* op by op, every rule goes, whichever came first */
+    free(c);
+}
+
+/* A file written by hand elsewhere: CRLF line ends (a blank line too), tabs, spaces around the key and after a
+ * rule; rules above every section header belong to none; the barrier is not an op of the table */
+static void file_format_tolerance(void)
+{
+    char path[128];
+    tmp_path(path, sizeof path);
+    FILE *f = fopen(path, "w");
+    CHECK(f);
+    fputs("all_reduce 1M copy_engine\r\n[ fpA\t]\r\n\r\n\tall_reduce\t4K\toneshot_pull  \r\nall_reduce inf staged\t\r\n", f);
+    fclose(f);
+    symmem_coll_tuning_t *c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
+    CHECK_OK(symmem_coll_tune_load(c, path));
+    CHECK(c->table.nrules == 2);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 4 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 4 * KIB + 1) == SYMMEM_ALGO_STAGED);
+    free(c);
+    c = table_of(2, SYMMEM_LINK_NVLINK, "fpB"); /* no section of its own (the rule above the headers is not it): */
+    CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_GATHER, SIZE_MAX, SYMMEM_ALGO_STAGED));
+    CHECK_OK(symmem_coll_tune_load(c, path)); /* its rules stay as they were */
+    CHECK(c->table.nrules == 1 && symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 1) == SYMMEM_ALGO_STAGED);
+    free(c);
+    f = fopen(path, "w");
+    CHECK(f);
+    fputs("[fpA]\nbarrier inf staged\n", f);
+    fclose(f);
+    c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
+    CHECK_ST(symmem_coll_tune_load(c, path), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ERR_HAS(":2: unknown op \"barrier\"");
+    free(c);
+    unlink(path);
+}
+
+static int count_lines(const char *path, const char *prefix)
+{
+    FILE *f = fopen(path, "r");
+    CHECK(f);
+    char line[512];
+    int n = 0;
+    while (f && fgets(line, sizeof line, f)) n += strncmp(line, prefix, strlen(prefix)) == 0;
+    if (f) fclose(f);
+    return n;
+}
+
+/* The printed table is the effective one: the active rules, and the defaults of every op without any. A save
+ * replaces its own section (once, wherever it was) and the header, and keeps the others. */
+static void print_and_save_again(void)
+{
+    char path[128];
+    tmp_path(path, sizeof path);
+    symmem_coll_tuning_t *c = table_of(8, SYMMEM_LINK_NVLINK, "fpA");
+    CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_GATHER, SIZE_MAX, SYMMEM_ALGO_STAGED));
+    FILE *f = fopen(path, "w");
+    CHECK(f);
+    symmem_coll_tune_print(c, f);
+    fclose(f);
+    int ar = 0, rs = 0;
+    for (int i = 0; i < c->defaults.nrules; i++) {
+        ar += c->defaults.rules[i].kind == SYMMEM_COLL_ALL_REDUCE;
+        rs += c->defaults.rules[i].kind == SYMMEM_COLL_REDUCE_SCATTER;
+    }
+    CHECK(ar >= 2 && rs >= 1);
+    CHECK(count_lines(path, "[fpA]") == 1 && count_lines(path, "all_reduce ") == ar);
+    CHECK(count_lines(path, "reduce_scatter ") == rs && count_lines(path, "all_gather ") == 1);
+
+    f = fopen(path, "w"); /* someone else's header, another key's section, then ours, then another */
+    CHECK(f);
+    fputs("# an old header\n\n[other1]\n# a note in a section\nall_reduce inf staged\n[fpA]\nall_reduce inf oneshot_pull\n"
+          "[other2]\nall_gather inf twoshot_pull\n",
+          f);
+    fclose(f);
+    CHECK_OK(symmem_coll_tune_save(c, path));
+    CHECK_OK(symmem_coll_tune_clear(c, SYMMEM_COLL_KIND_COUNT));
+    CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_GATHER, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH));
+    CHECK_OK(symmem_coll_tune_save(c, path)); /* again, with another table */
+    CHECK(count_lines(path, "[fpA]") == 1 && count_lines(path, "[other1]") == 1 && count_lines(path, "[other2]") == 1);
+    CHECK(count_lines(path, "# an old header") == 0 && count_lines(path, "# symmem algorithm table") == 1);
+    CHECK(count_lines(path, "# a note in a section") == 1);
+    symmem_coll_tuning_t *d = table_of(8, SYMMEM_LINK_NVLINK, "fpA");
+    CHECK_OK(symmem_coll_tune_load(d, path));
+    CHECK(symmem_coll_choose(d, SYMMEM_COLL_ALL_GATHER, 1 * MIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
+    CHECK(d->table.nrules == c->table.nrules + ar + rs); /* the printed defaults came back as rules */
+    free(d);
+    d = table_of(8, SYMMEM_LINK_NVLINK, "other2");
+    CHECK_OK(symmem_coll_tune_load(d, path));
+    CHECK(d->table.nrules == 1 && symmem_coll_choose(d, SYMMEM_COLL_ALL_GATHER, 1) == SYMMEM_ALGO_TWOSHOT_PULL);
+    free(d);
+    free(c);
+    unlink(path);
+}
+
+/* New figures rebuild the defaults and count the rules that changed */
+static void measured_defaults(void)
+{
+    symmem_coll_tuning_t *c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
+    const topo_table_t before = c->defaults;
+    const topo_choice_facts_t same = {.nranks = 2, .link = SYMMEM_LINK_NVLINK};
+    CHECK(symmem_coll_tune_measured(c, &same) == 0);
+    const topo_choice_facts_t pcie = {.nranks = 8, .link = SYMMEM_LINK_PCIE};
+    topo_choice_t want;
+    topo_choose(&pcie, &want);
+    int changed = 0;
+    for (int i = 0; i < want.table.nrules; i++)
+        changed += i >= before.nrules || want.table.rules[i].algo != before.rules[i].algo ||
+                   want.table.rules[i].max_bytes != before.rules[i].max_bytes;
+    CHECK(changed > 0);
+    CHECK(symmem_coll_tune_measured(c, &pcie) == changed);
+    CHECK(topo_table_hash(&c->defaults) == topo_table_hash(&want.table));
+    free(c);
+}
+
 int main(void)
 {
     static const test_case_t cases[] = {
@@ -225,6 +374,11 @@ int main(void)
         {"malformed_files_name_the_line", malformed_files_name_the_line, 10},
         {"long_lines", long_lines, 10},
         {"table_edits", table_edits, 10},
+        {"message_bytes", message_bytes, 10},
+        {"clear_and_set_bounds", clear_and_set_bounds, 10},
+        {"file_format_tolerance", file_format_tolerance, 10},
+        {"print_and_save_again", print_and_save_again, 10},
+        {"measured_defaults", measured_defaults, 10},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
 }

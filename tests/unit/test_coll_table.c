@@ -47,14 +47,21 @@ static void tmp_path(char *out, size_t len)
     snprintf(out, len, "/tmp/symmem-tune-test-%d.txt", (int)getpid());
 }
 
+/* Replace the file at `path` with `text`. */
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
 static void save_load_round_trip_keeps_other_sections(void)
 {
     char path[128];
     tmp_path(path, sizeof path);
-    FILE *f = fopen(path, "w");
-    CHECK(f);
-    fprintf(f, "[other-machine]\nall_reduce 4K oneshot_pull\nall_reduce inf staged\n");
-    fclose(f);
+    write_text(path, "[other-machine]\nall_reduce 4K oneshot_pull\nall_reduce inf staged\n");
     symmem_coll_tuning_t *c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
     CHECK_OK(symmem_coll_tune_clear(c, SYMMEM_COLL_ALL_REDUCE));
     CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, 16 * KIB, SYMMEM_ALGO_TWOSHOT_PULL));
@@ -101,10 +108,7 @@ static void malformed_files_name_the_line(void)
     char path[128];
     tmp_path(path, sizeof path);
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-        FILE *f = fopen(path, "w");
-        CHECK(f);
-        fputs(bad[k].text, f);
-        fclose(f);
+        write_text(path, bad[k].text);
         symmem_coll_tuning_t *c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
         CHECK_ST(symmem_coll_tune_load(c, path), SYMMEM_INVALID_ARGUMENT);
         CHECK_ERR_HAS(bad[k].needle);
@@ -262,10 +266,8 @@ static void file_format_tolerance(void)
 {
     char path[128];
     tmp_path(path, sizeof path);
-    FILE *f = fopen(path, "w");
-    CHECK(f);
-    fputs("all_reduce 1M copy_engine\r\n[ fpA\t]\r\n\r\n\tall_reduce\t4K\toneshot_pull  \r\nall_reduce inf staged\t\r\n", f);
-    fclose(f);
+    write_text(path, "all_reduce 1M copy_engine\r\n[ fpA\t]\r\n\r\n\tall_reduce\t4K\toneshot_pull  \r\n"
+                     "all_reduce inf staged\t\r\n");
     symmem_coll_tuning_t *c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
     CHECK_OK(symmem_coll_tune_load(c, path));
     CHECK(c->table.nrules == 2);
@@ -277,10 +279,7 @@ static void file_format_tolerance(void)
     CHECK_OK(symmem_coll_tune_load(c, path)); /* its rules stay as they were */
     CHECK(c->table.nrules == 1 && symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 1) == SYMMEM_ALGO_STAGED);
     free(c);
-    f = fopen(path, "w");
-    CHECK(f);
-    fputs("[fpA]\nbarrier inf staged\n", f);
-    fclose(f);
+    write_text(path, "[fpA]\nbarrier inf staged\n");
     c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
     CHECK_ST(symmem_coll_tune_load(c, path), SYMMEM_INVALID_ARGUMENT);
     CHECK_ERR_HAS(":2: unknown op \"barrier\"");
@@ -320,12 +319,9 @@ static void print_and_save_again(void)
     CHECK(count_lines(path, "[fpA]") == 1 && count_lines(path, "all_reduce ") == ar);
     CHECK(count_lines(path, "reduce_scatter ") == rs && count_lines(path, "all_gather ") == 1);
 
-    f = fopen(path, "w"); /* someone else's header, another key's section, then ours, then another */
-    CHECK(f);
-    fputs("# an old header\n\n[other1]\n# a note in a section\nall_reduce inf staged\n[fpA]\nall_reduce inf oneshot_pull\n"
-          "[other2]\nall_gather inf twoshot_pull\n",
-          f);
-    fclose(f);
+    /* someone else's header, another key's section (with a comment), then ours, then another */
+    write_text(path, "# an old header\n\n[other1]\n# a note in a section\nall_reduce inf staged\n[fpA]\n"
+                     "all_reduce inf oneshot_pull\n[other2]\nall_gather inf twoshot_pull\n");
     CHECK_OK(symmem_coll_tune_save(c, path));
     CHECK_OK(symmem_coll_tune_clear(c, SYMMEM_COLL_KIND_COUNT));
     CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_GATHER, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PUSH));

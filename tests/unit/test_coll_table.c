@@ -1,5 +1,6 @@
-/* The algorithm table (no GPU): the built-in NVLink defaults against what 2x H200 measured, the tuning file's
- * save/load round trip, sections of other topologies kept, and malformed files rejected with the line. */
+/* The algorithm table (no GPU): the built-in NVLink defaults against what 2x H200 measured, the size a call is
+ * looked up by, editing the rules, the tuning file's save/load round trip, sections of other topologies kept,
+ * hand-written files read, and malformed files rejected with the line. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,15 @@ static void tmp_path(char *out, size_t len)
     snprintf(out, len, "/tmp/symmem-tune-test-%d.txt", (int)getpid());
 }
 
+/* Remove the file and the lock file a save leaves beside it. */
+static void remove_saved(const char *path)
+{
+    char lock[160];
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    unlink(path);
+    unlink(lock);
+}
+
 /* Replace the file at `path` with `text`. */
 static void write_text(const char *path, const char *text)
 {
@@ -91,7 +101,7 @@ static void save_load_round_trip_keeps_other_sections(void)
     CHECK(c->table.nrules == 0);
     CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 256 * MIB) == SYMMEM_ALGO_TWOSHOT_LAMPORT);
     free(c);
-    unlink(path);
+    remove_saved(path);
 }
 
 static void malformed_files_name_the_line(void)
@@ -339,7 +349,7 @@ static void print_and_save_again(void)
     CHECK(d->table.nrules == 1 && symmem_coll_choose(d, SYMMEM_COLL_ALL_GATHER, 1) == SYMMEM_ALGO_TWOSHOT_PULL);
     free(d);
     free(c);
-    unlink(path);
+    remove_saved(path);
 }
 
 /* New figures rebuild the defaults and count the rules that changed */

@@ -6,7 +6,10 @@
  * name they see; probe every socket they see, again and again, with junk, oversized lengths, forged HELLOs
  * (rank -1002, valid-looking ranks), messages carrying 200 descriptors; and hold idle connections. The job
  * must complete and verify its memory, its ranks must end with the descriptors they started with, and the
- * attackers must receive no byte (so no byte of the secret) and no descriptor. Prints what was tried.
+ * attackers must receive no byte (so no byte of the secret) and no descriptor. Prints what was tried. It
+ * runs in a network namespace of its own: the attackers probe every socket they see, and outside one they
+ * would also probe other jobs' and other tests' sockets on this machine, some of which expect no stranger
+ * (test_bootstrap's stand-in ranks take the first connection that comes).
  *
  * a_flood_keeps_the_timeout: 16 processes of uid 65534 connect to every symmem socket they see, as fast as
  * they can, while 2-rank and 4-rank jobs with SYMMEM_TIMEOUT_MS=3000 start (and one whose peer never comes):
@@ -43,7 +46,7 @@ typedef struct report {
     int names_seen;          /* distinct symmem socket names in /proc/net/unix */
     int squats_tried, squats_bound;
     int connects_tried, connects_ok; /* connects_ok: accepted by a listener of the job's uid */
-    int own_uid_ignored;     /* listeners of the attackers' own uid (other tests' impostors): not counted */
+    int own_uid_ignored;     /* listeners of the attackers' own uid (their own squats): not counted */
     int junk, oversized, forged_hellos, fd_messages, fds_offered;
     int held;                /* idle connections held open */
     long bytes_received;
@@ -52,8 +55,8 @@ typedef struct report {
 } report_t;
 
 /* Sets of names (64-bit hashes, open addressing), shared by the attackers and read by the test afterwards:
- * the names they bound themselves, and the names they saw that none of them bound, i.e. the job's (and any
- * other job's on this machine). Large enough for thousands of other sockets coming and going. */
+ * the names they bound themselves, and the names they saw that none of them bound, i.e. the job's. Large
+ * enough for thousands of sockets coming and going. */
 #define SET_SLOTS 65536
 typedef struct name_set {
     _Atomic uint64_t slot[SET_SLOTS];
@@ -199,8 +202,8 @@ static void probe(attacker_t *a, const char *name, int kind)
         close(fd);
         return;
     }
-    /* Only the job's listeners count: a socket of this uid (an impostor of another test running at the
-     * same time) may well talk to us. */
+    /* Only the job's listeners count: a socket of this uid (a squat of the attackers' own) may well talk
+     * to us. */
     struct ucred cred;
     socklen_t clen = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 || cred.uid == getuid()) {
@@ -351,6 +354,12 @@ static void another_user_gets_nothing(void)
 {
     if (geteuid() != 0) {
         printf("  skipped: needs root to run the attackers as uid %d (CI runs as root)\n", NOBODY);
+        exit(TEST_SKIP_CODE);
+    }
+    if (unshare(CLONE_NEWNET) != 0) {
+        printf("  skipped: cannot make a network namespace of its own (unshare(CLONE_NEWNET): %s), and the "
+               "attackers must not reach other jobs' sockets\n",
+               strerror(errno));
         exit(TEST_SKIP_CODE);
     }
     symmem_unique_id_t id;

@@ -155,10 +155,12 @@ static void names_are_secret_derived(void)
 
 /* An impostor holds rank 1's name (as if the name had leaked) and answers like a listener without the
  * secret. It must get neither the secret nor anything beyond a HELLO, and rank 0 must say who it was. */
-static void impostor_listener(const symmem_unique_id_t *id, int as_nobody, int report_fd)
+static void impostor_listener(const symmem_unique_id_t *id, int as_nobody, int ready_fd, int report_fd)
 {
     if (as_nobody && !drop_to_nobody()) _exit(2);
     int l = bind_name(id, 1, 8);
+    const char bound = 1;
+    if (write(ready_fd, &bound, 1) != 1) _exit(3);
     unsigned char got[4096];
     size_t n = 0;
     struct pollfd p = {l, POLLIN, 0};
@@ -191,11 +193,17 @@ static void impostor_case(int as_nobody, const char *needle)
 {
     symmem_unique_id_t id;
     CHECK_OK(symmem_get_unique_id(&id));
-    int pipefd[2];
-    CHECK(pipe(pipefd) == 0);
+    int pipefd[2], ready[2];
+    CHECK(pipe(pipefd) == 0 && pipe(ready) == 0);
     pid_t imp = fork();
-    if (imp == 0) impostor_listener(&id, as_nobody, pipefd[1]);
-    usleep(200000); /* the impostor binds first */
+    if (imp == 0) impostor_listener(&id, as_nobody, ready[1], pipefd[1]);
+    close(ready[1]);
+    /* Rank 0 starts once the impostor holds the name, however slowly a loaded machine runs the impostor: the
+     * case is about what rank 0 says to a listener that exists, not about a name nobody has bound. */
+    char bound = 0;
+    struct pollfd p = {ready[0], POLLIN, 0};
+    CHECK(poll(&p, 1, 30000) == 1 && read(ready[0], &bound, 1) == 1 && bound == 1);
+    close(ready[0]);
     symmem_options_t o = host_opts(5000);
     symmem_comm_t c;
     CHECK(symmem_comm_init(2, 0, &id, &o, &c) != SYMMEM_OK);

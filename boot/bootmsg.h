@@ -7,9 +7,11 @@
  *   l -> c  CHALLENGE  header(rank l, nranks_l) + nonce_l + MAC("listener", ...)
  *   c -> l  PROOF      MAC("connector", ...)
  *   l -> c  WELCOME    status (0: admitted; 1: admitted, but the rank counts differ)
- * MAC(role, ...) = HMAC-SHA256(secret, label | role | tag | c | l | nranks_c | nranks_l | nonce_c | nonce_l):
- * both nonces are fresh, both directions are bound to the ranks, the counts and the id's tag, and the
- * secret itself never crosses the socket. ABORT (the status and error text of a rank that gave up) tells
+ * MAC(role, ...) = HMAC-SHA256(secret, label | role | tag | c | l | nranks_c | nranks_l | nonce_c | nonce_l),
+ * label "symmem-boot-v2" with its NUL, role one byte, the four integers 4 bytes little-endian each (so ranks
+ * of two builds agree; tests/unit/test_bootstrap.c composes it byte for byte): both nonces are fresh, both
+ * directions are bound to the ranks, the counts and the id's tag, and the secret itself never crosses the
+ * socket. ABORT (the status and error text of a rank that gave up) tells
  * connected peers why, so they can name the real cause. DATA and FD carry the collectives after setup. */
 #ifndef SYMMEM_BOOT_BOOTMSG_H
 #define SYMMEM_BOOT_BOOTMSG_H
@@ -104,8 +106,9 @@ void symmem_boot_mac(const unsigned char *secret, size_t secret_len, const unsig
                      const unsigned char nonce_l[SYMMEM_BOOT_NONCE_BYTES], unsigned char out[SYMMEM_BOOT_MAC_BYTES]);
 
 /* The secret-derived part of rank `rank`'s socket name: SYMMEM_BOOT_NAME_HEX hex digits of
- * HMAC-SHA256(secret, "symmem-boot-name" | tag | rank), plus a NUL. Without the secret the names of ranks
- * that have not bound yet cannot be predicted, even from the names already visible in /proc/net/unix. */
+ * HMAC-SHA256(secret, "symmem-boot-name" with its NUL | tag | rank as 4 bytes little-endian): its first 16
+ * bytes in lowercase hex, plus a NUL. Without the secret the names of ranks that have not bound yet cannot be
+ * predicted, even from the names already visible in /proc/net/unix. */
 void symmem_boot_name(const unsigned char *secret, size_t secret_len, const unsigned char *tag, size_t tag_len,
                       int rank, char out[SYMMEM_BOOT_NAME_HEX + 1]);
 

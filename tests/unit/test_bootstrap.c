@@ -16,6 +16,7 @@
 #include <sys/un.h>
 #include <time.h>
 
+#include "base/hmac.h"
 #include "boot/boot_internal.h"
 #include "boot/bootmsg.h"
 #include "boot/bootstrap.h"
@@ -149,6 +150,62 @@ static void names_are_secret_derived(void)
             for (int j = 0; j < k; j++) CHECK(strcmp(seen[j], x.sun_path + 1) != 0);
             snprintf(seen[k++], sizeof seen[0], "%s", x.sun_path + 1);
         }
+}
+
+/* The handshake MAC and the socket names byte for byte as boot/bootmsg.h and docs/security.md define them,
+ * composed here independently: each label with its terminating NUL, the role as one byte, every integer as
+ * 4 bytes little-endian, the name the first 16 bytes of its HMAC in lowercase hex. Two ranks of one library
+ * agree whatever the layout, so only this pins it (ranks of two builds must agree too), and a name written
+ * past its 33 bytes shows in the guard byte after them. */
+static void put_le32(unsigned char *p, int32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)((uint32_t)v >> (8 * i));
+}
+
+static void mac_and_names_follow_the_layout(void)
+{
+    unsigned char secret[SYMMEM_BOOT_SECRET_BYTES], tag[SYMMEM_BOOT_TAG_BYTES];
+    unsigned char nonce_c[SYMMEM_BOOT_NONCE_BYTES], nonce_l[SYMMEM_BOOT_NONCE_BYTES];
+    CHECK_OK(boot_fill_random(secret, sizeof secret));
+    CHECK_OK(boot_fill_random(tag, sizeof tag));
+    CHECK_OK(boot_fill_random(nonce_c, sizeof nonce_c));
+    CHECK_OK(boot_fill_random(nonce_l, sizeof nonce_l));
+    static const struct {
+        char role;
+        int c, l, nc, nl;
+    } cases[] = {{'L', 0, 1, 2, 2}, {'C', 0, 1, 2, 2}, {'C', 3, 0x1234567, 0x7f010203, -2}, {'L', 1, 0, 2, 2}};
+    unsigned char seen[4][SYMMEM_BOOT_MAC_BYTES];
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        unsigned char msg[sizeof "symmem-boot-v2" + 1 + sizeof tag + 16 + 2 * SYMMEM_BOOT_NONCE_BYTES], *p = msg;
+        memcpy(p, "symmem-boot-v2", sizeof "symmem-boot-v2"), p += sizeof "symmem-boot-v2";
+        *p++ = (unsigned char)cases[k].role;
+        memcpy(p, tag, sizeof tag), p += sizeof tag;
+        const int32_t ints[4] = {cases[k].c, cases[k].l, cases[k].nc, cases[k].nl};
+        for (int i = 0; i < 4; i++) put_le32(p, ints[i]), p += 4;
+        memcpy(p, nonce_c, sizeof nonce_c), p += sizeof nonce_c;
+        memcpy(p, nonce_l, sizeof nonce_l), p += sizeof nonce_l;
+        CHECK(p == msg + sizeof msg);
+        unsigned char want[SYMMEM_SHA256_BYTES];
+        symmem_hmac_sha256(secret, sizeof secret, msg, sizeof msg, want);
+        symmem_boot_mac(secret, sizeof secret, tag, sizeof tag, cases[k].role, cases[k].c, cases[k].l, cases[k].nc,
+                        cases[k].nl, nonce_c, nonce_l, seen[k]);
+        CHECK(memcmp(seen[k], want, sizeof want) == 0);
+        for (size_t j = 0; j < k; j++) CHECK(memcmp(seen[j], seen[k], sizeof want) != 0);
+    }
+    static const int ranks[] = {0, 1, 15, 0x01020304};
+    for (size_t k = 0; k < sizeof ranks / sizeof ranks[0]; k++) {
+        unsigned char msg[sizeof "symmem-boot-name" + sizeof tag + 4], *p = msg, d[SYMMEM_SHA256_BYTES];
+        memcpy(p, "symmem-boot-name", sizeof "symmem-boot-name"), p += sizeof "symmem-boot-name";
+        memcpy(p, tag, sizeof tag), p += sizeof tag;
+        put_le32(p, ranks[k]);
+        symmem_hmac_sha256(secret, sizeof secret, msg, sizeof msg, d);
+        char want[SYMMEM_BOOT_NAME_HEX + 1];
+        for (int i = 0; i < SYMMEM_BOOT_NAME_HEX / 2; i++) snprintf(want + 2 * i, 3, "%02x", d[i]);
+        char got[SYMMEM_BOOT_NAME_HEX + 2];
+        memset(got, '#', sizeof got);
+        symmem_boot_name(secret, sizeof secret, tag, sizeof tag, ranks[k], got);
+        CHECK(strcmp(got, want) == 0 && got[SYMMEM_BOOT_NAME_HEX + 1] == '#');
+    }
 }
 
 /* ---- impostors ----------------------------------------------------------------------------------------------- */
@@ -627,6 +684,9 @@ static void header_checks_name_the_field(void)
     CHECK(symmem_boot_parse(buf, sizeof h - 1, 64, &got, &payload, &why) == 0);
     CHECK(symmem_boot_parse(buf, sizeof buf, 63, &got, &payload, &why) == -1 &&
           strstr(why, "longer than this connection accepts"));
+    symmem_boot_hdr_make(&h, SYMMEM_BOOT_DATA, 1, 2, 6, 0); /* a header alone is a whole message of length 0 */
+    memcpy(buf, &h, sizeof h);
+    CHECK(symmem_boot_parse(buf, sizeof h, 64, &got, &payload, &why) == (long)sizeof h && got.seq == 6);
     buf[0] ^= 0xff;
     why = NULL;
     CHECK(symmem_boot_parse(buf, 1, 64, &got, &payload, &why) == -1 && strstr(why, "bad magic"));
@@ -1002,6 +1062,7 @@ int main(void)
 {
     static const test_case_t cases[] = {
         {"names_are_secret_derived", names_are_secret_derived, 10},
+        {"mac_and_names_follow_the_layout", mac_and_names_follow_the_layout, 10},
         {"impostor_of_another_user_gets_nothing", impostor_of_another_user_gets_nothing, 30},
         {"impostor_without_the_secret_is_found_out", impostor_without_the_secret_is_found_out, 30},
         {"full_backlog_keeps_the_deadline", full_backlog_keeps_the_deadline, 30},

@@ -1,7 +1,8 @@
 /* The bootstrap under misuse and attack, with the host backend: impostors at a rank's socket name, a
  * listener that never accepts, idle and junk connections, descriptor floods, an exhausted descriptor table,
- * a missing rank (who gets blamed), socket files in SYMMEM_SOCKET_DIR. Each case is a bug that existed;
- * the cases that need a second user (setresuid) skip when not run as root. */
+ * a missing rank (who gets blamed), socket files in SYMMEM_SOCKET_DIR; the wire format and the MAC byte for
+ * byte. Most cases are a bug that existed, the rest what mutation testing found unchecked; the cases that
+ * need a second user (setresuid) skip when not run as root. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -741,6 +742,81 @@ static void stray_descriptor_is_named(void)
     CHECK(wait_ok(r0) & wait_ok(r1));
 }
 
+/* Rank 1 attaches two descriptors to its part of a descriptor exchange, where the protocol carries one (both
+ * fit the receive buffer's padding, so the kernel delivers both): rank 0 stores none past the one slot,
+ * closes both, fails the exchange naming rank 1, and ends with the descriptors it started with. */
+static void rank_with_extra_fd(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_options_t o = host_opts(20000);
+    symmem_comm_t c;
+    CHECK_OK(symmem_comm_init(nranks, rank, id, &o, &c));
+    const uint64_t tag = 0x5eed;
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    CHECK(devnull >= 0);
+    int before = test_open_fds();
+    if (rank == 1) {
+        symmem_boot_hdr_t h;
+        symmem_boot_hdr_make(&h, SYMMEM_BOOT_FD, 1, nranks, c->boot->seq + 1, sizeof tag);
+        unsigned char msg[sizeof h + sizeof tag];
+        memcpy(msg, &h, sizeof h);
+        memcpy(msg + sizeof h, &tag, sizeof tag);
+        send_fds(c->boot->fds[0], devnull, 2, msg, sizeof msg);
+        struct pollfd p = {c->boot->fds[0], POLLIN, 0}; /* stay until rank 0 has sent its part */
+        CHECK(poll(&p, 1, 10000) == 1);
+    } else {
+        int fds[2] = {-1, -1};
+        CHECK_ST(symmem_comm_exchange_fds(c, devnull, tag, fds), SYMMEM_PEER_FAILURE);
+        CHECK_ERR_HAS("rank 1 sent more file descriptors than the protocol allows (the extra ones were closed)");
+        CHECK(fds[0] == -1 && fds[1] == -1 && test_open_fds() == before);
+    }
+    close(devnull);
+    symmem_comm_destroy(c);
+}
+
+static void extra_descriptor_is_named(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    pid_t r0 = fork_rank(rank_with_extra_fd, 0, 2, &id), r1 = fork_rank(rank_with_extra_fd, 1, 2, &id);
+    CHECK(wait_ok(r0) & wait_ok(r1));
+}
+
+/* Rank 1 sends a DATA message nobody asked for, then gives up (an ABORT with its reason) and exits. Rank 0's
+ * next call finds the connection closed when it sends, reads what rank 1 left queued, skips the DATA and
+ * reports rank 1's own reason and status, not "closed its connection". */
+static void rank_that_gives_up(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    symmem_options_t o = host_opts(20000);
+    symmem_comm_t c;
+    CHECK_OK(symmem_comm_init(nranks, rank, id, &o, &c));
+    if (rank == 1) {
+        unsigned char junk[300];
+        memset(junk, 0x33, sizeof junk);
+        symmem_boot_hdr_t h;
+        symmem_boot_hdr_make(&h, SYMMEM_BOOT_DATA, 1, nranks, c->boot->seq + 1, sizeof junk);
+        CHECK_OK(boot_send_msg(c->boot, 0, &h, junk, -1, boot_now_ms() + 5000, "test"));
+        symmem_boot_abort(c->boot, SYMMEM_TIMEOUT, "rank 2 of the job never came");
+        _exit(0); /* its sockets close with it */
+    }
+    struct pollfd p = {c->boot->fds[1], 0, 0}; /* POLLHUP: rank 1 has exited */
+    for (int i = 0; i < 1000 && !(p.revents & POLLHUP); i++) CHECK(poll(&p, 1, 10) >= 0);
+    CHECK(p.revents & POLLHUP);
+    CHECK_ST(symmem_comm_barrier(c), SYMMEM_TIMEOUT);
+    /* the reason is the whole tail: no byte past the ABORT's text, none of the skipped DATA */
+    const char *err = symmem_last_error(), *want = "barrier: rank 1 gave up: rank 2 of the job never came";
+    CHECK_ERR_HAS(want);
+    CHECK(strlen(err) >= strlen(want) && strcmp(err + strlen(err) - strlen(want), want) == 0);
+    symmem_comm_destroy(c);
+}
+
+static void a_peer_that_gave_up_is_named_on_send(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    pid_t r0 = fork_rank(rank_that_gives_up, 0, 2, &id), r1 = fork_rank(rank_that_gives_up, 1, 2, &id);
+    CHECK(wait_ok(r0) & wait_ok(r1));
+}
+
 /* ---- blame ------------------------------------------------------------------------------------------------------ */
 
 /* Rank 1 of 3 never starts. Rank 0 used to be stuck connecting to rank 1, so rank 2 reported "rank(s) 0, 1
@@ -1077,6 +1153,8 @@ int main(void)
         {"cut_short_header_is_named", cut_short_header_is_named, 10},
         {"header_checks_name_the_field", header_checks_name_the_field, 10},
         {"stray_descriptor_is_named", stray_descriptor_is_named, 30},
+        {"extra_descriptor_is_named", extra_descriptor_is_named, 30},
+        {"a_peer_that_gave_up_is_named_on_send", a_peer_that_gave_up_is_named_on_send, 30},
         {"socket_dir_mode", socket_dir_mode, 60},
         {"socket_dir_parents_are_checked", socket_dir_parents_are_checked, 30},
         {"init_destroy_cycles_leak_nothing", init_destroy_cycles_leak_nothing, 240},

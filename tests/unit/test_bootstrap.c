@@ -817,6 +817,87 @@ static void a_peer_that_gave_up_is_named_on_send(void)
     CHECK(wait_ok(r0) & wait_ok(r1));
 }
 
+/* What rank 1 sends in place of its part of rank 0's allgather of 4 bytes (after init, over the mesh):
+ * whole but with a wrong magic, in three pieces with pauses between, or half a header before it exits. */
+enum { PART_BAD_MAGIC, PART_IN_PIECES, PART_CUT_BY_EXIT };
+
+static void rank_sending_part(int rank, int nranks, const symmem_unique_id_t *id, int how)
+{
+    symmem_options_t o = host_opts(20000);
+    symmem_comm_t c;
+    CHECK_OK(symmem_comm_init(nranks, rank, id, &o, &c));
+    const uint32_t mine = 0xa0b0c0d0u + (uint32_t)rank;
+    if (rank == 1) {
+        symmem_boot_hdr_t h;
+        symmem_boot_hdr_make(&h, SYMMEM_BOOT_DATA, 1, nranks, c->boot->seq + 1, sizeof mine);
+        if (how == PART_BAD_MAGIC) h.magic ^= 1u;
+        unsigned char msg[sizeof h + sizeof mine];
+        memcpy(msg, &h, sizeof h);
+        memcpy(msg + sizeof h, &mine, sizeof mine);
+        const int fd = c->boot->fds[0];
+        static const size_t cuts[] = {0, 10, sizeof h + 2, sizeof msg};
+        for (int k = 0; k < 3; k++) {
+            if (how == PART_CUT_BY_EXIT && k == 1) break; /* only the first 10 bytes */
+            CHECK(send(fd, msg + cuts[k], cuts[k + 1] - cuts[k], MSG_NOSIGNAL) == (ssize_t)(cuts[k + 1] - cuts[k]));
+            if (how == PART_IN_PIECES) usleep(20000); /* so that rank 0 most likely reads each piece alone */
+        }
+        /* Rank 0's part, read whole, so that leaving closes the connection with nothing unread (an end of
+         * stream for rank 0, not a reset). */
+        unsigned char theirs[sizeof msg];
+        size_t got = 0;
+        while (got < sizeof theirs) {
+            struct pollfd p = {fd, POLLIN, 0};
+            CHECK(poll(&p, 1, 10000) == 1);
+            ssize_t n = recv(fd, theirs + got, sizeof theirs - got, 0);
+            CHECK(n > 0);
+            got += (size_t)n;
+        }
+        memcpy(&h, theirs, sizeof h);
+        CHECK(symmem_boot_hdr_check(&h) == NULL && h.rank == 0);
+        if (how == PART_CUT_BY_EXIT) _exit(0);
+        if (how == PART_BAD_MAGIC) { /* stay until rank 0 has failed: leaving first would be another error */
+            struct pollfd p = {fd, POLLIN, 0};
+            CHECK(poll(&p, 1, 10000) == 1);
+        }
+    } else {
+        uint32_t all[2] = {0, 0};
+        const symmem_status_t st = symmem_comm_allgather(c, &mine, all, sizeof mine);
+        if (how == PART_IN_PIECES) {
+            CHECK_OK(st);
+            CHECK(all[0] == mine && all[1] == 0xa0b0c0d1u);
+        } else if (how == PART_BAD_MAGIC) {
+            CHECK(st == SYMMEM_PEER_FAILURE);
+            CHECK_ERR_HAS("garbage from rank 1 (not a symmem bootstrap message (bad magic))");
+        } else {
+            CHECK(st == SYMMEM_PEER_FAILURE);
+            CHECK_ERR_HAS("rank 1 closed its connection");
+        }
+    }
+    symmem_comm_destroy(c);
+}
+
+static void run_part(int how)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    pid_t r[2];
+    for (int rank = 0; rank < 2; rank++)
+        if ((r[rank] = fork()) == 0) {
+            rank_sending_part(rank, 2, &id, how);
+            _exit(0);
+        }
+    CHECK(wait_ok(r[0]) & wait_ok(r[1]));
+}
+
+/* A rank's message read after init: its header is checked as in the handshake (a wrong magic is named);
+ * one that arrives in pieces is put together; one cut short by its sender's exit is the sender's end. */
+static void messages_after_init_are_checked_whole(void)
+{
+    run_part(PART_BAD_MAGIC);
+    run_part(PART_IN_PIECES);
+    run_part(PART_CUT_BY_EXIT);
+}
+
 /* ---- blame ------------------------------------------------------------------------------------------------------ */
 
 /* Rank 1 of 3 never starts. Rank 0 used to be stuck connecting to rank 1, so rank 2 reported "rank(s) 0, 1
@@ -1155,6 +1236,7 @@ int main(void)
         {"stray_descriptor_is_named", stray_descriptor_is_named, 30},
         {"extra_descriptor_is_named", extra_descriptor_is_named, 30},
         {"a_peer_that_gave_up_is_named_on_send", a_peer_that_gave_up_is_named_on_send, 30},
+        {"messages_after_init_are_checked_whole", messages_after_init_are_checked_whole, 60},
         {"socket_dir_mode", socket_dir_mode, 60},
         {"socket_dir_parents_are_checked", socket_dir_parents_are_checked, 30},
         {"init_destroy_cycles_leak_nothing", init_destroy_cycles_leak_nothing, 240},

@@ -744,8 +744,9 @@ static void stray_descriptor_is_named(void)
 
 /* Rank 1 attaches two descriptors to its part of a descriptor exchange, where the protocol carries one (both
  * fit the receive buffer's padding, so the kernel delivers both): rank 0 stores none past the one slot,
- * closes both, fails the exchange naming rank 1, and ends with the descriptors it started with. */
-static void rank_with_extra_fd(int rank, int nranks, const symmem_unique_id_t *id)
+ * closes both, fails the exchange naming rank 1, and ends with the descriptors it started with. Then the
+ * same part with no descriptor at all: rank 1 sent none (not "the kernel dropped it"). */
+static void rank_with_fds(int rank, int nranks, const symmem_unique_id_t *id, int count)
 {
     symmem_options_t o = host_opts(20000);
     symmem_comm_t c;
@@ -760,31 +761,47 @@ static void rank_with_extra_fd(int rank, int nranks, const symmem_unique_id_t *i
         unsigned char msg[sizeof h + sizeof tag];
         memcpy(msg, &h, sizeof h);
         memcpy(msg + sizeof h, &tag, sizeof tag);
-        send_fds(c->boot->fds[0], devnull, 2, msg, sizeof msg);
+        if (count > 0) send_fds(c->boot->fds[0], devnull, count, msg, sizeof msg);
+        else CHECK(send(c->boot->fds[0], msg, sizeof msg, MSG_NOSIGNAL) == (ssize_t)sizeof msg);
         struct pollfd p = {c->boot->fds[0], POLLIN, 0}; /* stay until rank 0 has sent its part */
         CHECK(poll(&p, 1, 10000) == 1);
     } else {
         int fds[2] = {-1, -1};
         CHECK_ST(symmem_comm_exchange_fds(c, devnull, tag, fds), SYMMEM_PEER_FAILURE);
-        CHECK_ERR_HAS("rank 1 sent more file descriptors than the protocol allows (the extra ones were closed)");
+        const char *two = "rank 1 sent more file descriptors than the protocol allows (the extra ones were closed)";
+        CHECK_ERR_HAS(count > 0 ? two : "rank 1 sent no file descriptor");
         CHECK(fds[0] == -1 && fds[1] == -1 && test_open_fds() == before);
     }
     close(devnull);
     symmem_comm_destroy(c);
 }
 
+static void rank_with_two_fds(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    rank_with_fds(rank, nranks, id, 2);
+}
+
+static void rank_with_no_fd(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    rank_with_fds(rank, nranks, id, 0);
+}
+
 static void extra_descriptor_is_named(void)
 {
-    symmem_unique_id_t id;
-    CHECK_OK(symmem_get_unique_id(&id));
-    pid_t r0 = fork_rank(rank_with_extra_fd, 0, 2, &id), r1 = fork_rank(rank_with_extra_fd, 1, 2, &id);
-    CHECK(wait_ok(r0) & wait_ok(r1));
+    for (int k = 0; k < 2; k++) {
+        symmem_unique_id_t id;
+        CHECK_OK(symmem_get_unique_id(&id));
+        rank_fn fn = k == 0 ? rank_with_two_fds : rank_with_no_fd;
+        pid_t r0 = fork_rank(fn, 0, 2, &id), r1 = fork_rank(fn, 1, 2, &id);
+        CHECK(wait_ok(r0) & wait_ok(r1));
+    }
 }
 
 /* Rank 1 sends a DATA message nobody asked for, then gives up (an ABORT with its reason) and exits. Rank 0's
  * next call finds the connection closed when it sends, reads what rank 1 left queued, skips the DATA and
- * reports rank 1's own reason and status, not "closed its connection". */
-static void rank_that_gives_up(int rank, int nranks, const symmem_unique_id_t *id)
+ * reports rank 1's own reason and status, not "closed its connection". Then without the DATA, rank 1 staying
+ * until rank 0's part has come: rank 0 reads the ABORT as its next message, and reports the same. */
+static void rank_that_gives_up(int rank, int nranks, const symmem_unique_id_t *id, int stays)
 {
     symmem_options_t o = host_opts(20000);
     symmem_comm_t c;
@@ -794,13 +811,17 @@ static void rank_that_gives_up(int rank, int nranks, const symmem_unique_id_t *i
         memset(junk, 0x33, sizeof junk);
         symmem_boot_hdr_t h;
         symmem_boot_hdr_make(&h, SYMMEM_BOOT_DATA, 1, nranks, c->boot->seq + 1, sizeof junk);
-        CHECK_OK(boot_send_msg(c->boot, 0, &h, junk, -1, boot_now_ms() + 5000, "test"));
+        if (!stays) CHECK_OK(boot_send_msg(c->boot, 0, &h, junk, -1, boot_now_ms() + 5000, "test"));
         symmem_boot_abort(c->boot, SYMMEM_TIMEOUT, "rank 2 of the job never came");
+        if (stays) { /* until rank 0's part has come: its send succeeds and it reads the ABORT */
+            struct pollfd p = {c->boot->fds[0], POLLIN, 0};
+            CHECK(poll(&p, 1, 10000) == 1);
+        }
         _exit(0); /* its sockets close with it */
     }
     struct pollfd p = {c->boot->fds[1], 0, 0}; /* POLLHUP: rank 1 has exited */
-    for (int i = 0; i < 1000 && !(p.revents & POLLHUP); i++) CHECK(poll(&p, 1, 10) >= 0);
-    CHECK(p.revents & POLLHUP);
+    for (int i = 0; i < 1000 && !stays && !(p.revents & POLLHUP); i++) CHECK(poll(&p, 1, 10) >= 0);
+    CHECK(stays || (p.revents & POLLHUP));
     CHECK_ST(symmem_comm_barrier(c), SYMMEM_TIMEOUT);
     /* the reason is the whole tail: no byte past the ABORT's text, none of the skipped DATA */
     const char *err = symmem_last_error(), *want = "barrier: rank 1 gave up: rank 2 of the job never came";
@@ -809,12 +830,25 @@ static void rank_that_gives_up(int rank, int nranks, const symmem_unique_id_t *i
     symmem_comm_destroy(c);
 }
 
+static void rank_that_gives_up_and_leaves(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    rank_that_gives_up(rank, nranks, id, 0);
+}
+
+static void rank_that_gives_up_and_stays(int rank, int nranks, const symmem_unique_id_t *id)
+{
+    rank_that_gives_up(rank, nranks, id, 1);
+}
+
 static void a_peer_that_gave_up_is_named_on_send(void)
 {
-    symmem_unique_id_t id;
-    CHECK_OK(symmem_get_unique_id(&id));
-    pid_t r0 = fork_rank(rank_that_gives_up, 0, 2, &id), r1 = fork_rank(rank_that_gives_up, 1, 2, &id);
-    CHECK(wait_ok(r0) & wait_ok(r1));
+    for (int k = 0; k < 2; k++) {
+        symmem_unique_id_t id;
+        CHECK_OK(symmem_get_unique_id(&id));
+        rank_fn fn = k == 0 ? rank_that_gives_up_and_leaves : rank_that_gives_up_and_stays;
+        pid_t r0 = fork_rank(fn, 0, 2, &id), r1 = fork_rank(fn, 1, 2, &id);
+        CHECK(wait_ok(r0) & wait_ok(r1));
+    }
 }
 
 /* What rank 1 sends in place of its part of rank 0's allgather of 4 bytes (after init, over the mesh):

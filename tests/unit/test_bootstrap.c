@@ -869,14 +869,9 @@ static void rank_sending_part(int rank, int nranks, const symmem_unique_id_t *id
         memcpy(msg, &h, sizeof h);
         memcpy(msg + sizeof h, &mine, sizeof mine);
         const int fd = c->boot->fds[0];
-        static const size_t cuts[] = {0, 10, sizeof h + 2, sizeof msg};
-        for (int k = 0; k < 3; k++) {
-            if (how == PART_CUT_BY_EXIT && k == 1) break; /* only the first 10 bytes */
-            CHECK(send(fd, msg + cuts[k], cuts[k + 1] - cuts[k], MSG_NOSIGNAL) == (ssize_t)(cuts[k + 1] - cuts[k]));
-            if (how == PART_IN_PIECES) usleep(20000); /* so that rank 0 most likely reads each piece alone */
-        }
-        /* Rank 0's part, read whole, so that leaving closes the connection with nothing unread (an end of
-         * stream for rank 0, not a reset). */
+        /* Rank 0's part first (its allgather sends before it reads), read whole: whatever rank 0 then does,
+         * nothing of it is left unread here, so rank 1's leaving is an end of stream for rank 0 (not a
+         * reset), and rank 0 leaving early cannot cut this read short. */
         unsigned char theirs[sizeof msg];
         size_t got = 0;
         while (got < sizeof theirs) {
@@ -886,8 +881,18 @@ static void rank_sending_part(int rank, int nranks, const symmem_unique_id_t *id
             CHECK(n > 0);
             got += (size_t)n;
         }
-        memcpy(&h, theirs, sizeof h);
-        CHECK(symmem_boot_hdr_check(&h) == NULL && h.rank == 0);
+        symmem_boot_hdr_t in;
+        memcpy(&in, theirs, sizeof in);
+        CHECK(symmem_boot_hdr_check(&in) == NULL && in.rank == 0);
+        /* Then the part: whole (rank 0 may stop reading at the bad header and leave), in three pieces, or
+         * the first 10 bytes. */
+        static const size_t cuts[] = {0, 10, sizeof h + 2, sizeof msg};
+        if (how == PART_BAD_MAGIC) CHECK(send(fd, msg, sizeof msg, MSG_NOSIGNAL) == (ssize_t)sizeof msg);
+        for (int k = 0; how != PART_BAD_MAGIC && k < 3; k++) {
+            if (how == PART_CUT_BY_EXIT && k == 1) break;
+            CHECK(send(fd, msg + cuts[k], cuts[k + 1] - cuts[k], MSG_NOSIGNAL) == (ssize_t)(cuts[k + 1] - cuts[k]));
+            if (how == PART_IN_PIECES) usleep(20000); /* so that rank 0 most likely reads each piece alone */
+        }
         if (how == PART_CUT_BY_EXIT) _exit(0);
         if (how == PART_BAD_MAGIC) { /* stay until rank 0 has failed: leaving first would be another error */
             struct pollfd p = {fd, POLLIN, 0};

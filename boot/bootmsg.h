@@ -11,8 +11,8 @@
  * label "symmem-boot-v2" with its NUL, role one byte, the four integers 4 bytes little-endian each (so ranks
  * of two builds agree; tests/unit/test_bootstrap.c composes it byte for byte): both nonces are fresh, both
  * directions are bound to the ranks, the counts and the id's tag, and the secret itself never crosses the
- * socket. ABORT (the status and error text of a rank that gave up) tells
- * connected peers why, so they can name the real cause. DATA and FD carry the collectives after setup. */
+ * socket. ABORT (the status and error text of a rank that gave up) tells connected peers why, so they can
+ * name the real cause. DATA and FD carry the collectives after setup. */
 #ifndef SYMMEM_BOOT_BOOTMSG_H
 #define SYMMEM_BOOT_BOOTMSG_H
 

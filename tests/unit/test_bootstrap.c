@@ -153,16 +153,17 @@ static void names_are_secret_derived(void)
         }
 }
 
-/* The handshake MAC and the socket names byte for byte as boot/bootmsg.h and docs/security.md define them,
- * composed here independently: each label with its terminating NUL, the role as one byte, every integer as
- * 4 bytes little-endian, the name the first 16 bytes of its HMAC in lowercase hex. Two ranks of one library
- * agree whatever the layout, so only this pins it (ranks of two builds must agree too), and a name written
- * past its 33 bytes shows in the guard byte after them. */
+/* v as 4 bytes, least significant first, whatever the host's byte order. */
 static void put_le32(unsigned char *p, int32_t v)
 {
     for (int i = 0; i < 4; i++) p[i] = (unsigned char)((uint32_t)v >> (8 * i));
 }
 
+/* The handshake MAC and the socket names byte for byte as boot/bootmsg.h and docs/security.md define them,
+ * composed here independently: each label with its terminating NUL, the role as one byte, every integer as
+ * 4 bytes little-endian, the name the first 16 bytes of its HMAC in lowercase hex. Two ranks of one library
+ * agree whatever the layout, so only this pins it (ranks of two builds must agree too), and a name written
+ * past its 33 bytes shows in the guard byte after them. */
 static void mac_and_names_follow_the_layout(void)
 {
     unsigned char secret[SYMMEM_BOOT_SECRET_BYTES], tag[SYMMEM_BOOT_TAG_BYTES];

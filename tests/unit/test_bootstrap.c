@@ -787,15 +787,19 @@ static void rank_with_no_fd(int rank, int nranks, const symmem_unique_id_t *id)
     rank_with_fds(rank, nranks, id, 0);
 }
 
+/* A job of two ranks, each a process running fn, with a fresh id; both must end well. */
+static void two_ranks(rank_fn fn)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    pid_t r0 = fork_rank(fn, 0, 2, &id), r1 = fork_rank(fn, 1, 2, &id);
+    CHECK(wait_ok(r0) & wait_ok(r1));
+}
+
 static void extra_descriptor_is_named(void)
 {
-    for (int k = 0; k < 2; k++) {
-        symmem_unique_id_t id;
-        CHECK_OK(symmem_get_unique_id(&id));
-        rank_fn fn = k == 0 ? rank_with_two_fds : rank_with_no_fd;
-        pid_t r0 = fork_rank(fn, 0, 2, &id), r1 = fork_rank(fn, 1, 2, &id);
-        CHECK(wait_ok(r0) & wait_ok(r1));
-    }
+    two_ranks(rank_with_two_fds);
+    two_ranks(rank_with_no_fd);
 }
 
 /* Rank 1 sends a DATA message nobody asked for, then gives up (an ABORT with its reason) and exits. Rank 0's
@@ -843,13 +847,8 @@ static void rank_that_gives_up_and_stays(int rank, int nranks, const symmem_uniq
 
 static void a_peer_that_gave_up_is_named_on_send(void)
 {
-    for (int k = 0; k < 2; k++) {
-        symmem_unique_id_t id;
-        CHECK_OK(symmem_get_unique_id(&id));
-        rank_fn fn = k == 0 ? rank_that_gives_up_and_leaves : rank_that_gives_up_and_stays;
-        pid_t r0 = fork_rank(fn, 0, 2, &id), r1 = fork_rank(fn, 1, 2, &id);
-        CHECK(wait_ok(r0) & wait_ok(r1));
-    }
+    two_ranks(rank_that_gives_up_and_leaves);
+    two_ranks(rank_that_gives_up_and_stays);
 }
 
 /* What rank 1 sends in place of its part of rank 0's allgather of 4 bytes (after init, over the mesh):

@@ -109,6 +109,15 @@ static int wait_ok(pid_t p)
     return 0;
 }
 
+/* A job of two ranks, each a process running fn, with a fresh id; both must end well. */
+static void two_ranks(rank_fn fn)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    pid_t r0 = fork_rank(fn, 0, 2, &id), r1 = fork_rank(fn, 1, 2, &id);
+    CHECK(wait_ok(r0) & wait_ok(r1));
+}
+
 static void rank_job(int rank, int nranks, const symmem_unique_id_t *id, int timeout_ms)
 {
     symmem_options_t o = host_opts(timeout_ms);
@@ -586,10 +595,7 @@ static void rank_out_of_fds(int rank, int nranks, const symmem_unique_id_t *id)
 
 static void fd_exhaustion_is_named(void)
 {
-    symmem_unique_id_t id;
-    CHECK_OK(symmem_get_unique_id(&id));
-    pid_t r0 = fork_rank(rank_out_of_fds, 0, 2, &id), r1 = fork_rank(rank_out_of_fds, 1, 2, &id);
-    CHECK(wait_ok(r0) & wait_ok(r1));
+    two_ranks(rank_out_of_fds);
 }
 
 /* ---- what the messages say ------------------------------------------------------------------------------------ */
@@ -737,10 +743,7 @@ static void rank_with_stray_fd(int rank, int nranks, const symmem_unique_id_t *i
 
 static void stray_descriptor_is_named(void)
 {
-    symmem_unique_id_t id;
-    CHECK_OK(symmem_get_unique_id(&id));
-    pid_t r0 = fork_rank(rank_with_stray_fd, 0, 2, &id), r1 = fork_rank(rank_with_stray_fd, 1, 2, &id);
-    CHECK(wait_ok(r0) & wait_ok(r1));
+    two_ranks(rank_with_stray_fd);
 }
 
 /* Rank 1 attaches two descriptors to its part of a descriptor exchange, where the protocol carries one (both
@@ -785,15 +788,6 @@ static void rank_with_two_fds(int rank, int nranks, const symmem_unique_id_t *id
 static void rank_with_no_fd(int rank, int nranks, const symmem_unique_id_t *id)
 {
     rank_with_fds(rank, nranks, id, 0);
-}
-
-/* A job of two ranks, each a process running fn, with a fresh id; both must end well. */
-static void two_ranks(rank_fn fn)
-{
-    symmem_unique_id_t id;
-    CHECK_OK(symmem_get_unique_id(&id));
-    pid_t r0 = fork_rank(fn, 0, 2, &id), r1 = fork_rank(fn, 1, 2, &id);
-    CHECK(wait_ok(r0) & wait_ok(r1));
 }
 
 static void extra_descriptor_is_named(void)

@@ -74,6 +74,19 @@ void symmem_autotune_cfg_default(symmem_autotune_cfg_t *cfg)
     cfg->keep_factor = 4.0;
     cfg->keep_us = 20.0;
     cfg->tie = 0.03;
+    cfg->graph_us = 1000.0;
+    cfg->min_ops = 4;
+    cfg->max_ops = 8;
+    cfg->skip_factor = 2.0;
+}
+
+int symmem_autotune_graph_ops(const symmem_autotune_cfg_t *cfg, double pred_us)
+{
+    const int lo = cfg->min_ops > 0 ? cfg->min_ops : 1, hi = cfg->max_ops > lo ? cfg->max_ops : lo;
+    /* compared before converting: a tiny prediction must not overflow the int */
+    if (!(pred_us > 0.0) || cfg->graph_us / pred_us >= (double)hi) return hi;
+    const int k = (int)(cfg->graph_us / pred_us);
+    return k < lo ? lo : k;
 }
 
 static void plan_step(const topo_cost_machine_t *m, const topo_table_t *defaults, const int *available,
@@ -103,6 +116,22 @@ static void plan_step(const topo_cost_machine_t *m, const topo_table_t *defaults
         st->pred_us[i] = pred[a];
         st->ncand++;
     }
+    for (int i = 0; i < st->ncand; i++) st->ops[i] = symmem_autotune_graph_ops(cfg, st->pred_us[i]);
+}
+
+int symmem_autotune_skips(const symmem_autotune_step_t *st, const double *half_us, symmem_algo_t model, double factor,
+                          int *skip)
+{
+    double fastest = -1.0;
+    for (int a = 0; half_us && a < SYMMEM_ALGO_COUNT; a++)
+        if (half_us[a] > 0.0 && (fastest < 0 || half_us[a] < fastest)) fastest = half_us[a];
+    int n = 0;
+    for (int i = 0; i < st->ncand; i++) {
+        const int a = st->algo[i];
+        skip[i] = factor > 0.0 && fastest > 0.0 && a != (int)model && half_us[a] > factor * fastest;
+        n += skip[i];
+    }
+    return n;
 }
 
 void symmem_autotune_plan(const topo_cost_machine_t *m, const topo_table_t *defaults, const int *available,
@@ -124,7 +153,10 @@ static uint64_t plan_hash(const symmem_autotune_plan_t *p)
         const symmem_autotune_step_t *st = &p->step[s];
         h = symmem_fnv64_u64(h, (uint64_t)st->kind);
         h = symmem_fnv64_u64(h, st->bytes);
-        for (int i = 0; i < st->ncand; i++) h = symmem_fnv64_u64(h, (uint64_t)st->algo[i]);
+        for (int i = 0; i < st->ncand; i++) {
+            h = symmem_fnv64_u64(h, (uint64_t)st->algo[i]);
+            h = symmem_fnv64_u64(h, (uint64_t)st->ops[i]);
+        }
     }
     return h;
 }
@@ -242,11 +274,32 @@ symmem_status_t symmem_autotune_run(symmem_comm_t comm, symmem_coll_tuning_t *tu
     int win[SYMMEM_AUTOTUNE_MAX_STEPS];
     int local_failed = 0;
     step_msg_t msg, got[SYMMEM_MAX_RANKS];
+    /* the slowest rank's readings of the last step, by algorithm (-1: none), for the next size's skips */
+    double last_us[SYMMEM_ALGO_COUNT];
+    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) last_us[a] = -1.0;
     for (int s = 0; s < plan.nsteps; s++) {
         const symmem_autotune_step_t *st = &plan.step[s];
+        const symmem_algo_t model = topo_table_lookup(&tu->defaults, (symmem_coll_kind_t)st->kind, st->bytes);
+        /* agreed on every rank: last_us is the maximum over ranks, the plan is the same */
+        const int half = s > 0 && plan.step[s - 1].kind == st->kind && 2 * plan.step[s - 1].bytes == st->bytes;
+        int skip[SYMMEM_ALGO_COUNT];
+        res->skipped += symmem_autotune_skips(st, half ? last_us : NULL, model, cfg->skip_factor, skip);
+        /* what is measured: the candidates not skipped, in order */
+        symmem_autotune_step_t todo = *st;
+        int at[SYMMEM_ALGO_COUNT];
+        todo.ncand = 0;
+        for (int i = 0; i < st->ncand; i++) {
+            if (skip[i]) continue;
+            at[todo.ncand] = i;
+            todo.algo[todo.ncand] = st->algo[i];
+            todo.pred_us[todo.ncand] = st->pred_us[i];
+            todo.ops[todo.ncand++] = st->ops[i];
+        }
         memset(&msg, 0, sizeof msg);
-        for (int i = 0; i < SYMMEM_ALGO_COUNT; i++) msg.us[i] = -1.0;
-        if (!local_failed && ops->measure(ops->ctx, st, msg.us) != 0) local_failed = 1;
+        double us[SYMMEM_ALGO_COUNT];
+        for (int i = 0; i < SYMMEM_ALGO_COUNT; i++) us[i] = msg.us[i] = -1.0;
+        if (!local_failed && ops->measure(ops->ctx, &todo, us) != 0) local_failed = 1;
+        for (int j = 0; j < todo.ncand; j++) msg.us[at[j]] = us[j];
         msg.failed = local_failed;
         msg.elapsed_ms = ops->elapsed_ms(ops->ctx);
         SYMMEM_CHECK(symmem_comm_allgather(comm, &msg, got, sizeof msg));
@@ -262,15 +315,16 @@ symmem_status_t symmem_autotune_run(symmem_comm_t comm, symmem_coll_tuning_t *tu
                 else if (v > slowest[i]) slowest[i] = v;
             }
         }
-        const symmem_algo_t model = topo_table_lookup(&tu->defaults, (symmem_coll_kind_t)st->kind, st->bytes);
+        for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) last_us[a] = -1.0;
+        for (int i = 0; i < st->ncand; i++) last_us[st->algo[i]] = slowest[i];
         win[s] = symmem_autotune_winner(st, slowest, model, cfg->tie);
         if (comm->rank == 0 && symmem_log_enabled(SYMMEM_LOG_DEBUG, SYMMEM_SUBSYS_COLL)) {
-            char text[512];
-            symmem_autotune_step_describe(st, slowest, win[s], model, text, sizeof text);
+            char text[640];
+            symmem_autotune_step_describe(st, slowest, skip, win[s], model, text, sizeof text);
             SYMMEM_DEBUG(SYMMEM_SUBSYS_COLL, "autotune step %d of %d: %s", s + 1, plan.nsteps, text);
         }
         res->steps = s + 1;
-        res->measurements += st->ncand;
+        res->measurements += todo.ncand;
         res->elapsed_ms = elapsed;
         if (failed) {
             res->failed = 1;
@@ -317,8 +371,8 @@ static void size_text(size_t b, char *out, size_t len)
     else snprintf(out, len, "%zu B", b);
 }
 
-void symmem_autotune_step_describe(const symmem_autotune_step_t *st, const double *slowest, int winner,
-                                   symmem_algo_t model, char *out, size_t len)
+void symmem_autotune_step_describe(const symmem_autotune_step_t *st, const double *slowest, const int *skip,
+                                   int winner, symmem_algo_t model, char *out, size_t len)
 {
     char sz[32];
     if (len) out[0] = '\0';
@@ -326,7 +380,8 @@ void symmem_autotune_step_describe(const symmem_autotune_step_t *st, const doubl
     add(out, len, "%s %s:", symmem_coll_kind_name((symmem_coll_kind_t)st->kind), sz);
     for (int i = 0; i < st->ncand; i++) {
         const char *name = symmem_algo_name((symmem_algo_t)st->algo[i]);
-        if (slowest[i] > 0.0) add(out, len, "%s %s %.1f us", i ? "," : "", name, slowest[i]);
+        if (skip && skip[i]) add(out, len, "%s %s skipped", i ? "," : "", name);
+        else if (slowest[i] > 0.0) add(out, len, "%s %s %.1f us x%d", i ? "," : "", name, slowest[i], (int)st->ops[i]);
         else add(out, len, "%s %s not run", i ? "," : "", name);
     }
     if (winner < 0) add(out, len, " -> nothing ran (the model: %s)", symmem_algo_name(model));

@@ -68,10 +68,22 @@ typedef struct symmem_autotune_cfg {
     double keep_factor;   /* candidates: predicted within this factor of the least prediction... */
     double keep_us;       /* ...or within this many microseconds of it */
     double tie;           /* measured within this fraction of the fastest, the model's choice stands */
+    double graph_us;      /* a candidate's graph holds as many operations as fit in this much predicted time... */
+    int min_ops;          /* ...at least this many... */
+    int max_ops;          /* ...and at most this many (symmem_autotune_graph_ops) */
+    double skip_factor;   /* not measured: read over this factor of the fastest at half the size (0: off) */
 } symmem_autotune_cfg_t;
-/* 2000 ms (the parameter), 1 KiB to 4 MiB, factor 4 or 20 us, ties within 3%. The factor is wide because the
- * model is least sure exactly where the choice is hard (bench/NOTES.md, "The cost model"). */
+/* 2000 ms (the parameter), 1 KiB to 4 MiB, factor 4 or 20 us, ties within 3%, graphs of 1000 us in 4 to 8
+ * operations, skips over 2x. The keep factor is wide because the model is least sure exactly where the choice
+ * is hard (bench/NOTES.md, "The cost model"). */
 void symmem_autotune_cfg_default(symmem_autotune_cfg_t *cfg);
+
+/* Operations per graph for a candidate predicted at pred_us: floor(graph_us / pred_us) within [min_ops,
+ * max_ops] (max_ops where the prediction is not positive). Per operation, an algorithm's time depends on how
+ * many run back to back (autotune_gpu.c, time_graph): graphs of 8 read what the bench's graphs of 10 read, to
+ * within 4% per algorithm on the lab, where graphs of 4 read up to 15% slow; above 125 us predicted (1 ms in 8),
+ * fewer operations keep the measuring time bounded (bench/NOTES.md, "The autotune's graph length"). Pure. */
+int symmem_autotune_graph_ops(const symmem_autotune_cfg_t *cfg, double pred_us);
 
 #define SYMMEM_AUTOTUNE_MAX_STEPS 64
 typedef struct symmem_autotune_step {
@@ -80,6 +92,7 @@ typedef struct symmem_autotune_step {
     uint64_t bytes;
     int32_t algo[SYMMEM_ALGO_COUNT]; /* candidates, least predicted first */
     double pred_us[SYMMEM_ALGO_COUNT];
+    int32_t ops[SYMMEM_ALGO_COUNT];  /* operations per timed graph (symmem_autotune_graph_ops) */
 } symmem_autotune_step_t;
 
 typedef struct symmem_autotune_plan {
@@ -92,6 +105,16 @@ typedef struct symmem_autotune_plan {
  * the model table's own choice (defaults) whatever its price. Pure. */
 void symmem_autotune_plan(const topo_cost_machine_t *m, const topo_table_t *defaults, const int *available,
                           const symmem_autotune_cfg_t *cfg, symmem_autotune_plan_t *plan);
+
+/* Which candidates of a step are not measured: skip[i] = 1 for a candidate other than the model's choice that
+ * the slowest rank read at more than factor times the fastest reading at half the size (half_us, indexed by
+ * algorithm: the previous step of the same op when it measured half this size; NULL, or no reading > 0: no
+ * skip). A candidate skipped there has no reading, so it is measured here: a slow candidate is read at every
+ * other size at least, and one that gains with size (the copy engine) is never left out for good. Replayed
+ * over session 22's 1048 logged steps, a factor of 2 changed no choice and left out 19% of the measuring time
+ * (bench/results/h200x1-session22/skip_replay.py). Returns how many are skipped. Pure. */
+int symmem_autotune_skips(const symmem_autotune_step_t *step, const double *half_us, symmem_algo_t model_choice,
+                          double factor, int *skip);
 
 /* ---- measuring and agreeing -------------------------------------------------------------------------------- */
 /* The measuring side, called by every rank for every step in the same order: fill us[i] with this rank's
@@ -108,6 +131,7 @@ typedef struct symmem_autotune_result {
     int steps;          /* steps run (agreed) */
     int planned;        /* steps in the plan */
     int measurements;   /* candidates measured */
+    int skipped;        /* candidates not measured (symmem_autotune_skips) */
     int budget_stop;    /* the budget ended the run early */
     int failed;         /* a rank could not measure (the table holds what was decided before) */
     int changed;        /* measured sizes whose winner differs from the model's choice */
@@ -132,10 +156,11 @@ int symmem_autotune_winner(const symmem_autotune_step_t *step, const double *slo
                            double tie);
 
 /* One step's measurement and decision, for the DEBUG line each step logs on rank 0: "all_reduce 2 MiB: staged
- * 1048.6 us, copy_engine 1010.2 us, twoshot_push 1375.3 us, island not run -> copy_engine (the model: twoshot_push)"
- * (the slowest rank's medians; winner -1: nothing ran). */
-void symmem_autotune_step_describe(const symmem_autotune_step_t *step, const double *slowest_us, int winner,
-                                   symmem_algo_t model_choice, char *out, size_t len);
+ * 1048.6 us x4, copy_engine 1010.2 us x4, twoshot_push skipped, island not run -> copy_engine (the model:
+ * twoshot_push)" (the slowest rank's medians, each with its graph's operations; skip may be NULL; winner -1:
+ * nothing ran). */
+void symmem_autotune_step_describe(const symmem_autotune_step_t *step, const double *slowest_us, const int *skip,
+                                   int winner, symmem_algo_t model_choice, char *out, size_t len);
 
 /* "all_reduce up to 12 KiB oneshot_push, up to 96 KiB twoshot_lamport, above twoshot_push; reduce_scatter ..."
  * for the log. */

@@ -19,10 +19,7 @@
 #include "collectives/autotune.h"
 #include "collectives/coll_internal.h"
 
-#define AT_TIMED 3         /* timed replays per candidate, back to back; the median counts */
-#define AT_TARGET_US 150.0 /* a graph holds about this much of an operation's predicted time... */
-#define AT_MIN_OPS 4       /* ...in at least this many operations (time_graph says why)... */
-#define AT_MAX_OPS 8       /* ...and at most this many */
+#define AT_TIMED 3 /* timed replays per candidate, back to back; the median counts */
 
 typedef struct gpu_ctx {
     symmem_comm_t comm;
@@ -98,7 +95,8 @@ static int cmp_double(const void *a, const void *b)
  *   graph of one than in graphs of eight or ten, and two-shot pull, which has no closing sync, up to 1.9x
  *   slower (consecutive operations overlap across ranks). Timed in graphs of one, the autotune chose the copy
  *   engine where staged was 1.3x faster in the bench (12 ranks, 2 MiB) and staged where two-shot pull was
- *   1.36x faster (4 ranks, 4 MiB); in graphs of at least AT_MIN_OPS, back to back, it chose as the bench.
+ *   1.36x faster (4 ranks, 4 MiB); in graphs of four or more, back to back, it chose as the bench. How many
+ *   a candidate's graph holds is the plan's (symmem_autotune_graph_ops).
  * - How far apart the ranks ended the lead-in (22% of staged's time at 8 lab ranks, 1 MiB): it lands in
  *   the first timed replay, and the median drops it. The barrier bounds it: every rank starts the lead-in
  *   within a flag's latency.
@@ -130,21 +128,17 @@ static int measure(void *p, const symmem_autotune_step_t *st, double *us)
 {
     gpu_ctx_t *g = p;
     cudaGraphExec_t exec[SYMMEM_ALGO_COUNT] = {0};
-    int ops[SYMMEM_ALGO_COUNT];
     uint32_t mine = 0, all[SYMMEM_MAX_RANKS];
     for (int i = 0; i < st->ncand; i++) {
-        const double pred = st->pred_us[i] > 0.0 ? st->pred_us[i] : 1.0;
-        ops[i] = AT_TARGET_US / pred >= AT_MAX_OPS ? AT_MAX_OPS : 1 + (int)(AT_TARGET_US / pred);
-        if (ops[i] < AT_MIN_OPS) ops[i] = AT_MIN_OPS;
         const symmem_coll_call_t c = call_of(g, st, (symmem_algo_t)st->algo[i]);
-        exec[i] = capture(g, &c, ops[i]);
+        exec[i] = capture(g, &c, st->ops[i] > 0 ? st->ops[i] : 1);
         if (exec[i]) mine |= 1u << i;
     }
     uint32_t agreed = mine;
     const symmem_status_t s = symmem_comm_allgather(g->comm, &mine, all, sizeof mine);
     for (int r = 0; r < g->comm->nranks && s == SYMMEM_OK; r++) agreed &= all[r];
     for (int i = 0; i < st->ncand; i++) {
-        if (s == SYMMEM_OK && (agreed >> i & 1u)) us[i] = time_graph(g, exec[i], ops[i]);
+        if (s == SYMMEM_OK && (agreed >> i & 1u)) us[i] = time_graph(g, exec[i], st->ops[i] > 0 ? st->ops[i] : 1);
         if (exec[i]) cudaGraphExecDestroy(exec[i]);
     }
     (void)cudaGetLastError();
@@ -274,9 +268,10 @@ static symmem_status_t run(symmem_comm_t comm, struct symmem_coll *co, const cha
     symmem_autotune_describe(&co->tuning.table, tuned, sizeof tuned);
     symmem_autotune_describe(&model, before, sizeof before);
     SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
-                "autotune (%s): measured %d of %d sizes, %d candidates in %.0f ms (budget %.0f ms%s%s), the slowest "
-                "rank deciding; %d sizes chose otherwise than the cost model; table [%s] %s: %s (the model's: %s)",
-                why, res.steps, res.planned, res.measurements, res.elapsed_ms, cfg.budget_ms,
+                "autotune (%s): measured %d of %d sizes, %d candidates (%d skipped: over %.0fx the fastest at half the "
+                "size) in %.0f ms (budget %.0f ms%s%s), the slowest rank deciding; %d sizes chose otherwise than the "
+                "cost model; table [%s] %s: %s (the model's: %s)",
+                why, res.steps, res.planned, res.measurements, res.skipped, cfg.skip_factor, res.elapsed_ms, cfg.budget_ms,
                 res.budget_stop ? ", reached: larger sizes keep the model's choice" : "",
                 res.failed ? ", stopped: a rank could not measure" : "", res.changed, co->tuning.fingerprint, where,
                 tuned, before);

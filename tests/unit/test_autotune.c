@@ -100,7 +100,7 @@ static void plan_keeps_model_choice_and_prunes(void)
     symmem_autotune_cfg_t cfg;
     symmem_autotune_cfg_default(&cfg); /* autotune.h: 1 KiB to 4 MiB, factor 4 or 20 us, ties 3% */
     CHECK(cfg.min_bytes == 1 * KIB && cfg.max_bytes == 4 * MIB && cfg.keep_factor == 4.0 && cfg.keep_us == 20.0);
-    CHECK(cfg.tie == 0.03);
+    CHECK(cfg.tie == 0.03 && cfg.graph_us == 1000.0 && cfg.min_ops == 4 && cfg.max_ops == 8 && cfg.skip_factor == 2.0);
     CHECK(cfg.budget_ms == (double)symmem_param_int(SYMMEM_PARAM_AUTOTUNE_BUDGET_MS) &&
           strcmp(symmem_param_default(SYMMEM_PARAM_AUTOTUNE_BUDGET_MS), "2000") == 0);
     int av[SYMMEM_ALGO_COUNT];
@@ -134,7 +134,7 @@ static void plan_keeps_model_choice_and_prunes(void)
             for (int i = 0; i < st->ncand; i++)
                 if (st->algo[i] == a) at = i;
             CHECK(kept == (at >= 0));
-            if (at >= 0) CHECK(st->pred_us[at] == us);
+            if (at >= 0) CHECK(st->pred_us[at] == us && st->ops[at] == symmem_autotune_graph_ops(&cfg, us));
             if (at > 0 && st->pred_us[at - 1] == us) CHECK(st->algo[at - 1] < a);
         }
         pruned += st->ncand < SYMMEM_ALGO_COUNT - 1;
@@ -172,17 +172,80 @@ static void step_words(void)
     st.bytes = 2 * MIB;
     st.ncand = 3;
     st.algo[0] = SYMMEM_ALGO_STAGED, st.algo[1] = SYMMEM_ALGO_COPY_ENGINE, st.algo[2] = SYMMEM_ALGO_ISLAND;
+    st.ops[0] = 4, st.ops[1] = 5, st.ops[2] = 8;
     const double t[3] = {1048.61, 1010.24, -1.0};
     char text[512];
-    symmem_autotune_step_describe(&st, t, SYMMEM_ALGO_COPY_ENGINE, SYMMEM_ALGO_TWOSHOT_PUSH, text, sizeof text);
-    CHECK(strcmp(text, "all_reduce 2 MiB: staged 1048.6 us, copy_engine 1010.2 us, island not run -> copy_engine "
+    symmem_autotune_step_describe(&st, t, NULL, SYMMEM_ALGO_COPY_ENGINE, SYMMEM_ALGO_TWOSHOT_PUSH, text, sizeof text);
+    CHECK(strcmp(text, "all_reduce 2 MiB: staged 1048.6 us x4, copy_engine 1010.2 us x5, island not run -> "
+                       "copy_engine (the model: twoshot_push)") == 0);
+    const int skip[3] = {1, 0, 0}; /* a skipped candidate says so, whatever its (absent) time */
+    symmem_autotune_step_describe(&st, t, skip, SYMMEM_ALGO_COPY_ENGINE, SYMMEM_ALGO_TWOSHOT_PUSH, text, sizeof text);
+    CHECK(strcmp(text, "all_reduce 2 MiB: staged skipped, copy_engine 1010.2 us x5, island not run -> copy_engine "
                        "(the model: twoshot_push)") == 0);
     const double none[3] = {-1.0, -1.0, -1.0};
-    symmem_autotune_step_describe(&st, none, -1, SYMMEM_ALGO_TWOSHOT_PUSH, text, sizeof text);
+    symmem_autotune_step_describe(&st, none, NULL, -1, SYMMEM_ALGO_TWOSHOT_PUSH, text, sizeof text);
     CHECK(strstr(text, "-> nothing ran (the model: twoshot_push)") != NULL);
     char small[24]; /* truncated, never overrun */
-    symmem_autotune_step_describe(&st, t, SYMMEM_ALGO_COPY_ENGINE, SYMMEM_ALGO_TWOSHOT_PUSH, small, sizeof small);
+    symmem_autotune_step_describe(&st, t, NULL, SYMMEM_ALGO_COPY_ENGINE, SYMMEM_ALGO_TWOSHOT_PUSH, small, sizeof small);
     CHECK(strlen(small) == sizeof small - 1 && strncmp(small, text, sizeof small - 1) == 0);
+}
+
+/* Operations per graph: as many as fit in graph_us of predicted time, within [min_ops, max_ops]. */
+static void graph_ops_rule(void)
+{
+    symmem_autotune_cfg_t cfg;
+    symmem_autotune_cfg_default(&cfg);
+    CHECK(symmem_autotune_graph_ops(&cfg, 1.0) == 8);     /* small: the most */
+    CHECK(symmem_autotune_graph_ops(&cfg, 125.0) == 8);   /* 1000 / 125 = 8 exactly */
+    CHECK(symmem_autotune_graph_ops(&cfg, 125.1) == 7);   /* floor, not rounded */
+    CHECK(symmem_autotune_graph_ops(&cfg, 200.0) == 5);
+    CHECK(symmem_autotune_graph_ops(&cfg, 250.0) == 4);
+    CHECK(symmem_autotune_graph_ops(&cfg, 251.0) == 4);   /* 3.98: the least */
+    CHECK(symmem_autotune_graph_ops(&cfg, 5000.0) == 4);
+    CHECK(symmem_autotune_graph_ops(&cfg, 0.0) == 8);     /* no prediction: the most */
+    CHECK(symmem_autotune_graph_ops(&cfg, -1.0) == 8);
+    CHECK(symmem_autotune_graph_ops(&cfg, 1e-300) == 8);  /* no overflow of the int */
+    for (double us = 0.5; us < 10000.0; us *= 1.1) {
+        const int k = symmem_autotune_graph_ops(&cfg, us);
+        CHECK(k >= 4 && k <= 8 && (k == 4 || k == 8 || (k * us <= 1000.0 && (k + 1) * us > 1000.0)));
+    }
+    cfg.min_ops = 0, cfg.max_ops = 0; /* nonsense bounds: still at least one operation */
+    CHECK(symmem_autotune_graph_ops(&cfg, 5000.0) == 1 && symmem_autotune_graph_ops(&cfg, 1.0) == 1);
+}
+
+/* The skip rule: at half the size over factor times the fastest, and not the model's choice. */
+static void skip_rule(void)
+{
+    symmem_autotune_step_t st;
+    memset(&st, 0, sizeof st);
+    st.ncand = 4;
+    st.algo[0] = SYMMEM_ALGO_TWOSHOT_PUSH, st.algo[1] = SYMMEM_ALGO_STAGED, st.algo[2] = SYMMEM_ALGO_COPY_ENGINE;
+    st.algo[3] = SYMMEM_ALGO_ONESHOT_PUSH;
+    double half[SYMMEM_ALGO_COUNT];
+    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) half[a] = -1.0;
+    half[SYMMEM_ALGO_TWOSHOT_PUSH] = 10.0;
+    half[SYMMEM_ALGO_STAGED] = 20.0;      /* exactly 2x: measured */
+    half[SYMMEM_ALGO_COPY_ENGINE] = 20.1; /* over 2x: skipped */
+    half[SYMMEM_ALGO_ONESHOT_PUSH] = 90.0;
+    half[SYMMEM_ALGO_TWOSHOT_PULL] = 5.0; /* no candidate here, but the fastest reading at half the size */
+    int skip[SYMMEM_ALGO_COUNT];
+    CHECK(symmem_autotune_skips(&st, half, SYMMEM_ALGO_TWOSHOT_PUSH, 2.0, skip) == 3);
+    CHECK(!skip[0] && skip[1] && skip[2] && skip[3]); /* against 5 us: staged is 4x */
+    half[SYMMEM_ALGO_TWOSHOT_PULL] = -1.0;
+    CHECK(symmem_autotune_skips(&st, half, SYMMEM_ALGO_TWOSHOT_PUSH, 2.0, skip) == 2);
+    CHECK(!skip[0] && !skip[1] && skip[2] && skip[3]);
+    /* the model's choice is measured however slow */
+    CHECK(symmem_autotune_skips(&st, half, SYMMEM_ALGO_ONESHOT_PUSH, 2.0, skip) == 1);
+    CHECK(!skip[0] && !skip[1] && skip[2] && !skip[3]);
+    /* no reading at half the size (skipped there, or did not run): measured */
+    half[SYMMEM_ALGO_COPY_ENGINE] = -1.0;
+    CHECK(symmem_autotune_skips(&st, half, SYMMEM_ALGO_TWOSHOT_PUSH, 2.0, skip) == 1 && !skip[2] && skip[3]);
+    /* factor 0 (off), no half-size step, or no reading at all: nothing skipped */
+    CHECK(symmem_autotune_skips(&st, half, SYMMEM_ALGO_TWOSHOT_PUSH, 0.0, skip) == 0);
+    CHECK(symmem_autotune_skips(&st, NULL, SYMMEM_ALGO_TWOSHOT_PUSH, 2.0, skip) == 0);
+    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) half[a] = -1.0;
+    CHECK(symmem_autotune_skips(&st, half, SYMMEM_ALGO_TWOSHOT_PUSH, 2.0, skip) == 0);
+    for (int i = 0; i < st.ncand; i++) CHECK(!skip[i]);
 }
 
 /* ---- the collective run with injected times ---------------------------------------------------------------- */
@@ -191,7 +254,11 @@ typedef struct fake {
     int steps;         /* steps measured so far */
     double ms_per_step; /* this rank's clock */
     int fail_at;       /* measure returns -1 at this step (-1: never) */
+    uint32_t measured[SYMMEM_AUTOTUNE_MAX_STEPS]; /* by step: the algorithms measure was asked for (bits) */
+    int wrong_ops;     /* candidates whose graph length was not the plan's rule */
 } fake_t;
+
+static double skip_factor = 2.0; /* run_all's; table_from_winners turns the skips off */
 
 static int designated_winners; /* set by table_from_winners: fake_us makes designated() the clear winner */
 
@@ -221,7 +288,13 @@ static int fake_measure(void *p, const symmem_autotune_step_t *st, double *us)
 {
     fake_t *f = p;
     if (f->steps == f->fail_at) return -1;
-    for (int i = 0; i < st->ncand; i++) us[i] = fake_us(f->rank, st, i);
+    symmem_autotune_cfg_t cfg;
+    symmem_autotune_cfg_default(&cfg);
+    for (int i = 0; i < st->ncand; i++) {
+        us[i] = fake_us(f->rank, st, i);
+        f->measured[f->steps] |= 1u << st->algo[i];
+        f->wrong_ops += st->ops[i] != symmem_autotune_graph_ops(&cfg, st->pred_us[i]);
+    }
     f->steps++;
     return 0;
 }
@@ -280,9 +353,10 @@ static void run_all(symmem_comm_t *comms, rank_job_t *jobs, double budget_ms, co
         memset(&jobs[r], 0, sizeof jobs[r]);
         jobs[r].comm = comms[r];
         symmem_coll_tune_init(&jobs[r].tu, "lab-key", &f);
-        jobs[r].fake = (fake_t){r, 0, ms_per_step ? ms_per_step[r] : 0.0, r == fail_rank ? fail_at : -1};
+        jobs[r].fake = (fake_t){r, 0, ms_per_step ? ms_per_step[r] : 0.0, r == fail_rank ? fail_at : -1, {0}, 0};
         symmem_autotune_cfg_default(&jobs[r].cfg);
         jobs[r].cfg.budget_ms = budget_ms;
+        jobs[r].cfg.skip_factor = skip_factor;
         CHECK(pthread_create(&th[r], NULL, rank_run, &jobs[r]) == 0);
     }
     for (int r = 0; r < N; r++) pthread_join(th[r], NULL);
@@ -317,6 +391,59 @@ static void run_agrees_on_the_slowest_rank(symmem_comm_t *comms)
     CHECK(strstr(text, "all_reduce") && strstr(text, "reduce_scatter") && strstr(text, "all_gather"));
 }
 
+/* The skips in a run: what measure is asked for at each size follows the rule from the slowest rank's readings
+ * at half the size, the same on every rank; a candidate skipped at one size is measured at the next; the
+ * graphs are the plan's. */
+static void run_skips_what_was_slow_at_half_the_size(symmem_comm_t *comms)
+{
+    static rank_job_t jobs[N];
+    static symmem_autotune_plan_t plan;
+    symmem_coll_tuning_t tu;
+    run_all_plan(&plan, &tu);
+    run_all(comms, jobs, 1e9, NULL, -1, -1);
+    CHECK(jobs[0].res.steps == plan.nsteps);
+    double last[SYMMEM_ALGO_COUNT];
+    int skipped = 0, measured = 0, planned = 0, measured_after_skip = 0;
+    uint32_t was_skipped = 0; /* at the last step */
+    for (int s = 0; s < plan.nsteps; s++) {
+        const symmem_autotune_step_t *st = &plan.step[s];
+        const symmem_algo_t model = topo_table_lookup(&tu.defaults, (symmem_coll_kind_t)st->kind, st->bytes);
+        const int half = s > 0 && plan.step[s - 1].kind == st->kind && 2 * plan.step[s - 1].bytes == st->bytes;
+        int skip[SYMMEM_ALGO_COUNT];
+        skipped += symmem_autotune_skips(st, half ? last : NULL, model, 2.0, skip);
+        uint32_t want = 0;
+        for (int i = 0; i < st->ncand; i++)
+            if (!skip[i]) want |= 1u << st->algo[i];
+        for (int r = 0; r < N; r++) CHECK(jobs[r].fake.measured[s] == want);
+        /* this step's readings, as the run takes them: the slowest rank's, none where one rank had none */
+        double now[SYMMEM_ALGO_COUNT];
+        for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) now[a] = -1.0;
+        for (int i = 0; i < st->ncand; i++) {
+            if (skip[i]) continue;
+            measured++;
+            measured_after_skip += half && (was_skipped >> st->algo[i] & 1u);
+            double t = 0.0;
+            for (int r = 0; r < N && t >= 0.0; r++) {
+                const double v = fake_us(r, st, i);
+                t = v > 0.0 ? (v > t ? v : t) : -1.0;
+            }
+            now[st->algo[i]] = t;
+        }
+        planned += st->ncand;
+        memcpy(last, now, sizeof last);
+        was_skipped = 0;
+        for (int i = 0; i < st->ncand; i++) {
+            if (!skip[i]) continue;
+            was_skipped |= 1u << st->algo[i];
+            /* skipped: the model's choice never is, and the reading at half the size was over 2x the fastest */
+            CHECK(st->algo[i] != (int32_t)model && half);
+        }
+    }
+    CHECK(skipped > 0 && measured + skipped == planned && measured_after_skip > 0);
+    CHECK(jobs[0].res.skipped == skipped && jobs[0].res.measurements == measured);
+    for (int r = 0; r < N; r++) CHECK(jobs[r].fake.wrong_ops == 0);
+}
+
 /* floor(sqrt(x)), by bisection (the library's is Newton's) */
 static size_t root_floor(uint64_t x)
 {
@@ -340,7 +467,9 @@ static void table_from_winners_run(symmem_comm_t *comms)
     symmem_coll_tuning_t tu;
     run_all_plan(&plan, &tu);
     designated_winners = 1;
+    skip_factor = 0.0; /* every candidate measured: the designated winners are 100x apart from the rest */
     run_all(comms, jobs, 1e9, NULL, -1, -1);
+    skip_factor = 2.0;
     designated_winners = 0;
     int planned = 0;
     for (int s = 0; s < plan.nsteps; s++) planned += plan.step[s].ncand;
@@ -500,6 +629,7 @@ static void budget_stops_at_once(void) { with_comms(budget_stops_every_rank_at_o
 static void failing_rank_stops(void) { with_comms(failing_rank_stops_every_rank); }
 static void round_trip(void) { with_comms(saved_table_round_trips); }
 static void table_from_winners(void) { with_comms(table_from_winners_run); }
+static void run_skips(void) { with_comms(run_skips_what_was_slow_at_half_the_size); }
 
 int main(void)
 {
@@ -509,6 +639,9 @@ int main(void)
         {"plan_keeps_model_choice_and_prunes", plan_keeps_model_choice_and_prunes, 10},
         {"winner_rules", winner_rules, 10},
         {"step_words", step_words, 10},
+        {"graph_ops_rule", graph_ops_rule, 10},
+        {"skip_rule", skip_rule, 10},
+        {"run_skips_what_was_slow_at_half_the_size", run_skips, 60},
         {"agrees_on_the_slowest_rank", agrees_on_the_slowest_rank, 60},
         {"budget_stops_at_once", budget_stops_at_once, 60},
         {"failing_rank_stops", failing_rank_stops, 60},

@@ -58,6 +58,55 @@ static void record_add(topo_sysfs_t *fs, rec_kind_t kind, const char *rel)
     r->count++;
 }
 
+/* The root-relative form of `path` with every link resolved (whole), or of its parent with the last name kept
+ * (a link stays a link): into `tail` of len bytes; 0, or -1 where it is not under the root. */
+static int canonical_rel(const topo_sysfs_t *fs, const char *path, int whole, char *tail, size_t len)
+{
+    char dir[PATH_MAX], real[PATH_MAX];
+    const char *slash = strrchr(path, '/'), *name = "";
+    if (whole) {
+        if (!realpath(path, real)) return -1;
+    } else {
+        if (!slash || (size_t)(slash - path) >= sizeof dir) return -1;
+        memcpy(dir, path, (size_t)(slash - path));
+        dir[slash - path] = '\0';
+        if (!realpath(dir[0] ? dir : "/", real)) return -1;
+        name = slash + 1;
+    }
+    const size_t rn = strlen(fs->root_real);
+    const char *under;
+    if (strcmp(fs->root_real, "/") == 0) under = real;
+    else if (strncmp(real, fs->root_real, rn) == 0 && (real[rn] == '/' || real[rn] == '\0')) under = real + rn;
+    else return -1;
+    while (*under == '/') under++;
+    const int n = topo_fmt(tail, len, "%s%s%s", under, under[0] && name[0] ? "/" : "", name);
+    return n < 0 || (size_t)n >= len || !tail[0] ? -1 : 0;
+}
+
+/* Records what was read at `rel` so that the capture reads the same: every link on the way as a link (by its
+ * directory's real path), and the entry itself by its real path. Recorded by its own path only, a file read
+ * through a link ("bus/X/vendor", bus/X a link) would make the link's path a directory in the copy, where
+ * the link cannot then be made. */
+static void record_path(topo_sysfs_t *fs, rec_kind_t kind, const char *rel)
+{
+    if (!fs->record) return;
+    char path[PATH_MAX], tail[PATH_MAX];
+    topo_sysfs_path(fs, rel, path, sizeof path);
+    const size_t base = strlen(fs->root) + 1;
+    if (strlen(path) <= base) return;
+    for (char *p = path + base;; p++) {
+        char *end = strchr(p, '/');
+        if (end) *end = '\0';
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode) && canonical_rel(fs, path, 0, tail, sizeof tail) == 0)
+            record_add(fs, REC_LINK, tail);
+        if (!end) break;
+        *end = '/';
+        p = end;
+    }
+    record_add(fs, kind, canonical_rel(fs, path, 1, tail, sizeof tail) == 0 ? tail : rel);
+}
+
 symmem_status_t topo_sysfs_open(topo_sysfs_t *fs, const char *root)
 {
     memset(fs, 0, sizeof *fs);
@@ -134,15 +183,14 @@ long topo_sysfs_read_bin(topo_sysfs_t *fs, const char *rel, unsigned char *buf, 
         got += (size_t)r;
     }
     close(fd);
-    record_add(fs, REC_FILE, rel);
+    record_path(fs, REC_FILE, rel);
     return (long)got;
 }
 
 int topo_sysfs_resolve(topo_sysfs_t *fs, const char *rel, char *out, size_t len)
 {
-    char path[PATH_MAX], real[PATH_MAX], target[PATH_MAX];
+    char path[PATH_MAX], real[PATH_MAX];
     topo_sysfs_path(fs, rel, path, sizeof path);
-    ssize_t tn = readlink(path, target, sizeof target - 1);
     if (!realpath(path, real)) return -errno;
     size_t rn = strlen(fs->root_real);
     const char *tail;
@@ -154,8 +202,7 @@ int topo_sysfs_resolve(topo_sysfs_t *fs, const char *rel, char *out, size_t len)
     }
     if (strlen(tail) >= len) return -ENAMETOOLONG;
     strcpy(out, tail);
-    if (tn > 0) record_add(fs, REC_LINK, rel); /* only a link itself needs recreating, not a plain path */
-    record_add(fs, REC_DIR, out);
+    record_path(fs, REC_DIR, rel); /* the links on the way, and what they lead to by its real path (out) */
     return 0;
 }
 
@@ -190,7 +237,7 @@ int topo_sysfs_list(topo_sysfs_t *fs, const char *rel, char **names)
         char *p = block;
         for (size_t i = 0; i < count; i++) p = stpcpy(p, v[i]) + 1;
         *names = block;
-        record_add(fs, REC_DIR, rel);
+        record_path(fs, REC_DIR, rel);
     }
     for (size_t i = 0; i < count; i++) free(v[i]);
     free(v);

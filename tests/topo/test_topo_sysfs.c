@@ -171,9 +171,9 @@ static void listings(void)
     topo_sysfs_close(&fs);
 }
 
-/* What a capture read is copied, links as links, into a tree that reads the same. Files are read by the
- * path a link resolves to, as the topology code reads them (a file read through a link would make the link's
- * path a directory in the copy). */
+/* What a capture read is copied, links as links, into a tree that reads the same: files read by the path a
+ * link resolves to (as the topology code reads them), and files read through the link's own path, which the
+ * copy must keep a link (not a directory holding the file). */
 static void capture(void)
 {
     topo_sysfs_t fs;
@@ -184,6 +184,7 @@ static void capture(void)
     snprintf(file, sizeof file, "%s/vendor", out);
     CHECK(topo_sysfs_read_text(&fs, file, buf, sizeof buf) == 0);
     CHECK(topo_sysfs_read_text(&fs, file, buf, sizeof buf) == 0); /* recorded once */
+    CHECK(topo_sysfs_read_text(&fs, "bus/0000:01:00.0/eight", buf, sizeof buf) == 0);
     char copy[PATH_MAX];
     snprintf(copy, sizeof copy, "%s/copy", top);
     CHECK_OK(topo_sysfs_record_copy(&fs, copy));
@@ -197,6 +198,7 @@ static void capture(void)
     topo_sysfs_t again;
     CHECK_OK(topo_sysfs_open(&again, copy));
     CHECK(topo_sysfs_read_text(&again, "bus/0000:01:00.0/vendor", buf, sizeof buf) == 0 && strcmp(buf, "0x10de") == 0);
+    CHECK(topo_sysfs_read_text(&again, "devices/gpu0/eight", buf, sizeof buf) == 0 && strcmp(buf, "12345678") == 0);
     CHECK(topo_sysfs_read_text(&again, "devices/gpu0/label", buf, sizeof buf) == -ENOENT); /* not read: not copied */
     topo_sysfs_close(&again);
 }

@@ -116,7 +116,7 @@ static void plan_step(const topo_cost_machine_t *m, const topo_table_t *defaults
         st->pred_us[i] = pred[a];
         st->ncand++;
     }
-    for (int i = 0; i < st->ncand; i++) st->ops[i] = symmem_autotune_graph_ops(cfg, st->pred_us[i]);
+    st->ops = symmem_autotune_graph_ops(cfg, st->ncand ? st->pred_us[0] : -1.0);
 }
 
 int symmem_autotune_skips(const symmem_autotune_step_t *st, const double *half_us, symmem_algo_t model, double factor,
@@ -153,10 +153,8 @@ static uint64_t plan_hash(const symmem_autotune_plan_t *p)
         const symmem_autotune_step_t *st = &p->step[s];
         h = symmem_fnv64_u64(h, (uint64_t)st->kind);
         h = symmem_fnv64_u64(h, st->bytes);
-        for (int i = 0; i < st->ncand; i++) {
-            h = symmem_fnv64_u64(h, (uint64_t)st->algo[i]);
-            h = symmem_fnv64_u64(h, (uint64_t)st->ops[i]);
-        }
+        h = symmem_fnv64_u64(h, (uint64_t)st->ops);
+        for (int i = 0; i < st->ncand; i++) h = symmem_fnv64_u64(h, (uint64_t)st->algo[i]);
     }
     return h;
 }
@@ -292,8 +290,7 @@ symmem_status_t symmem_autotune_run(symmem_comm_t comm, symmem_coll_tuning_t *tu
             if (skip[i]) continue;
             at[todo.ncand] = i;
             todo.algo[todo.ncand] = st->algo[i];
-            todo.pred_us[todo.ncand] = st->pred_us[i];
-            todo.ops[todo.ncand++] = st->ops[i];
+            todo.pred_us[todo.ncand++] = st->pred_us[i];
         }
         memset(&msg, 0, sizeof msg);
         double us[SYMMEM_ALGO_COUNT];
@@ -381,7 +378,7 @@ void symmem_autotune_step_describe(const symmem_autotune_step_t *st, const doubl
     for (int i = 0; i < st->ncand; i++) {
         const char *name = symmem_algo_name((symmem_algo_t)st->algo[i]);
         if (skip && skip[i]) add(out, len, "%s %s skipped", i ? "," : "", name);
-        else if (slowest[i] > 0.0) add(out, len, "%s %s %.1f us x%d", i ? "," : "", name, slowest[i], (int)st->ops[i]);
+        else if (slowest[i] > 0.0) add(out, len, "%s %s %.1f us x%d", i ? "," : "", name, slowest[i], (int)st->ops);
         else add(out, len, "%s %s not run", i ? "," : "", name);
     }
     if (winner < 0) add(out, len, " -> nothing ran (the model: %s)", symmem_algo_name(model));

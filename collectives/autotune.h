@@ -78,7 +78,7 @@ typedef struct symmem_autotune_cfg {
  * is hard (bench/NOTES.md, "The cost model"). */
 void symmem_autotune_cfg_default(symmem_autotune_cfg_t *cfg);
 
-/* Operations per graph for a candidate predicted at pred_us: floor(graph_us / pred_us) within [min_ops,
+/* Operations per graph for a step whose least prediction is pred_us: floor(graph_us / pred_us) within [min_ops,
  * max_ops] (max_ops where the prediction is not positive). Per operation, an algorithm's time depends on how
  * many run back to back (autotune_gpu.c, time_graph): graphs of 8 read what the bench's graphs of 10 read, to
  * within 4% per algorithm on the lab, where graphs of 4 read up to 15% slow; above 125 us predicted (1 ms in 8),
@@ -92,7 +92,9 @@ typedef struct symmem_autotune_step {
     uint64_t bytes;
     int32_t algo[SYMMEM_ALGO_COUNT]; /* candidates, least predicted first */
     double pred_us[SYMMEM_ALGO_COUNT];
-    int32_t ops[SYMMEM_ALGO_COUNT];  /* operations per timed graph (symmem_autotune_graph_ops) */
+    int32_t ops;                     /* operations per timed graph, every candidate: symmem_autotune_graph_ops of
+                                        the least prediction (one length for all, since the length itself
+                                        biases a reading: bench/NOTES.md) */
 } symmem_autotune_step_t;
 
 typedef struct symmem_autotune_plan {

@@ -131,14 +131,14 @@ static int measure(void *p, const symmem_autotune_step_t *st, double *us)
     uint32_t mine = 0, all[SYMMEM_MAX_RANKS];
     for (int i = 0; i < st->ncand; i++) {
         const symmem_coll_call_t c = call_of(g, st, (symmem_algo_t)st->algo[i]);
-        exec[i] = capture(g, &c, st->ops[i] > 0 ? st->ops[i] : 1);
+        exec[i] = capture(g, &c, st->ops > 0 ? st->ops : 1);
         if (exec[i]) mine |= 1u << i;
     }
     uint32_t agreed = mine;
     const symmem_status_t s = symmem_comm_allgather(g->comm, &mine, all, sizeof mine);
     for (int r = 0; r < g->comm->nranks && s == SYMMEM_OK; r++) agreed &= all[r];
     for (int i = 0; i < st->ncand; i++) {
-        if (s == SYMMEM_OK && (agreed >> i & 1u)) us[i] = time_graph(g, exec[i], st->ops[i] > 0 ? st->ops[i] : 1);
+        if (s == SYMMEM_OK && (agreed >> i & 1u)) us[i] = time_graph(g, exec[i], st->ops > 0 ? st->ops : 1);
         if (exec[i]) cudaGraphExecDestroy(exec[i]);
     }
     (void)cudaGetLastError();
@@ -271,7 +271,8 @@ static symmem_status_t run(symmem_comm_t comm, struct symmem_coll *co, const cha
                 "autotune (%s): measured %d of %d sizes, %d candidates (%d skipped: over %.0fx the fastest at half the "
                 "size) in %.0f ms (budget %.0f ms%s%s), the slowest rank deciding; %d sizes chose otherwise than the "
                 "cost model; table [%s] %s: %s (the model's: %s)",
-                why, res.steps, res.planned, res.measurements, res.skipped, cfg.skip_factor, res.elapsed_ms, cfg.budget_ms,
+                why, res.steps, res.planned, res.measurements, res.skipped, cfg.skip_factor, res.elapsed_ms,
+                cfg.budget_ms,
                 res.budget_stop ? ", reached: larger sizes keep the model's choice" : "",
                 res.failed ? ", stopped: a rank could not measure" : "", res.changed, co->tuning.fingerprint, where,
                 tuned, before);

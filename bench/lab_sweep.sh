@@ -44,6 +44,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 # A fresh table: every (ranks, placement) key is measured once, at the first init of its run.
 export SYMMEM_TUNE_FILE=$OUT/lab_tune.txt SYMMEM_AUTOTUNE=auto
 rm -f "$SYMMEM_TUNE_FILE" "$SYMMEM_TUNE_FILE.lock"
+# The lab measures the algorithms at the grid they have without GEMMs beside them: no cluster room.
+export SYMMEM_CLUSTER_ROOM=${SYMMEM_CLUSTER_ROOM:-0}
 # The autotune's decisions and the probe's figures, not the per-call traces.
 export SYMMEM_LOG_LEVEL=${SYMMEM_LOG_LEVEL:-INFO} SYMMEM_LOG_SUBSYS=${SYMMEM_LOG_SUBSYS:-COLL}
 

@@ -17,8 +17,28 @@
 #include "collectives/coll_internal.h"
 #include "topology/choice.h"
 
+/* SYMMEM_CLUSTER_ROOM on this rank: what the grid rule was given, for the INFO line once the grid is agreed. */
+typedef struct cluster_room {
+    int asked;                 /* SYMMEM_CLUSTER_ROOM (0 or more) */
+    int here;                  /* ranks of the communicator on this GPU */
+    int gpcs;                  /* the GPU's GPCs; 0: unknown, or not measured (the room does not apply) */
+    int clusters8, clusters16; /* what gpcs came from (symmem_coll_cluster_counts) */
+    int share;                 /* SYMMEM_GRID_SHARE, clamped */
+} cluster_room_t;
+
+/* The GPC count, measured only where the room applies (more than one rank here, a room asked for), so that
+ * the default loads no query kernel. */
+static void measure_gpcs(const symmem_peer_info_t *me, cluster_room_t *rm)
+{
+    rm->clusters8 = rm->clusters16 = -1;
+    if (rm->asked > 0 && rm->here > 1) {
+        symmem_coll_cluster_counts(&rm->clusters8, &rm->clusters16);
+        rm->gpcs = symmem_coll_gpcs_from_clusters(rm->clusters8, rm->clusters16, me->sm_count);
+    }
+}
+
 /* This rank's grid bound from its own GPU (agree_across_ranks takes the minimum over ranks). */
-static int grid_cap(symmem_comm_t comm, int blocks_per_sm, int *capacity)
+static int grid_cap(symmem_comm_t comm, int blocks_per_sm, int *capacity, cluster_room_t *rm)
 {
     const symmem_peer_info_t *me = &comm->peers[comm->rank];
     int here = 0;
@@ -27,10 +47,48 @@ static int grid_cap(symmem_comm_t comm, int blocks_per_sm, int *capacity)
     if (share < 1 || share > 100)
         SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_GRID_SHARE=%" PRId64 " is not a percentage in 1..100; using %d", share,
                     share < 1 ? 1 : 100);
+    const int64_t room = symmem_param_int(SYMMEM_PARAM_CLUSTER_ROOM);
+    if (room < 0)
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_CLUSTER_ROOM=%" PRId64 " is negative; using 0 (no room)", room);
+    memset(rm, 0, sizeof *rm);
+    rm->asked = room < 0 ? 0 : room > INT32_MAX ? INT32_MAX : (int)room;
+    rm->here = here;
+    rm->share = (int)(share < 1 ? 1 : share > 100 ? 100 : share);
+    measure_gpcs(me, rm);
     const int64_t cap = symmem_param_int(SYMMEM_PARAM_MAX_BLOCKS);
     *capacity = blocks_per_sm * me->sm_count;
-    return symmem_coll_grid_rule(blocks_per_sm, me->sm_count, here, (int)(share < 1 ? 1 : share > 100 ? 100 : share),
-                                 cap > 0 && cap < INT32_MAX ? (int)cap : 0);
+    return symmem_coll_grid_rule_room(blocks_per_sm, me->sm_count, here, rm->share,
+                                      cap > 0 && cap < INT32_MAX ? (int)cap : 0, rm->asked, rm->gpcs);
+}
+
+/* Says what SYMMEM_CLUSTER_ROOM did, with the agreed grid. */
+static void cluster_room_log(symmem_comm_t comm, const struct symmem_coll *co, const cluster_room_t *rm)
+{
+    const symmem_peer_info_t *me = &comm->peers[comm->rank];
+    if (rm->asked <= 0) return;
+    if (rm->here <= 1) {
+        SYMMEM_DEBUG(SYMMEM_SUBSYS_COLL,
+                     "SYMMEM_CLUSTER_ROOM=%d does not apply: no other rank of this communicator shares this GPU",
+                     rm->asked);
+        return;
+    }
+    if (rm->gpcs == 0) {
+        SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
+                    "SYMMEM_CLUSTER_ROOM=%d not applied: the GPC count of GPU %s (compute capability %d.%d) is unknown "
+                    "(clusters of 8 and of 16 whole-SM blocks resident at once: %d and %d; -1: refused, or the query "
+                    "failed); its %d ranks take %d%% of all its blocks, %d per rank's kernel",
+                    rm->asked, me->pci_bus_id, me->cc_major, me->cc_minor, rm->clusters8, rm->clusters16, rm->here,
+                    rm->share, co->grid.max_grid);
+        return;
+    }
+    const int64_t rest = (int64_t)me->sm_count - (int64_t)rm->asked * rm->gpcs;
+    const int64_t pool = rest > 0 ? rest : 0;
+    SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
+                "SYMMEM_CLUSTER_ROOM=%d: co-located ranks leave %d idle SMs per GPC of GPU %s (%d GPCs): %" PRId64
+                " blocks (%d%% of the other %" PRId64 " SMs) for this communicator's %d ranks there, %d per rank's "
+                "kernel, %d in all",
+                rm->asked, rm->asked, me->pci_bus_id, rm->gpcs, pool * rm->share / 100, rm->share, pool, rm->here,
+                co->grid.max_grid, co->grid.max_grid * rm->here);
 }
 
 /* Facts every rank must agree on, exchanged once at init. */
@@ -151,7 +209,8 @@ static void table_wishes(symmem_comm_t comm, struct symmem_coll *co)
 
 symmem_status_t symmem_coll_agree(symmem_comm_t comm, struct symmem_coll *co, int blocks_per_sm)
 {
-    co->grid.max_grid = grid_cap(comm, blocks_per_sm, &co->capacity);
+    cluster_room_t room;
+    co->grid.max_grid = grid_cap(comm, blocks_per_sm, &co->capacity, &room);
     int mps = 0;
     if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, comm->device) != cudaSuccess) mps = 0;
     (void)cudaGetLastError();
@@ -163,5 +222,7 @@ symmem_status_t symmem_coll_agree(symmem_comm_t comm, struct symmem_coll *co, in
     co->lam_check = symmem_param_int(SYMMEM_PARAM_LAMPORT_CHECK) != 0;
     table_wishes(comm, co);
     co->probe = probe_wanted(comm);
-    return agree_across_ranks(comm, co);
+    SYMMEM_CHECK(agree_across_ranks(comm, co));
+    cluster_room_log(comm, co, &room);
+    return SYMMEM_OK;
 }

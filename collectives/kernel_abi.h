@@ -1,5 +1,6 @@
 /* The collective kernels' boundary with the host: the launch bounds, the workspace's fixed areas, the
- * device state, the error record, the kernel parameters, and the launch and preload calls (launch.cu).
+ * device state, the error record, the kernel parameters, the launch and preload calls (launch.cu), and the
+ * cluster count behind SYMMEM_CLUSTER_ROOM (clusters.cu).
  * Plain C, so the same structs describe both sides; structs that cross the boundary carry static asserts on
  * their layout. docs/collectives.md has the protocol. */
 #ifndef SYMMEM_COLLECTIVES_KERNEL_ABI_H
@@ -154,6 +155,12 @@ int symmem_coll_preload_one(const void *fn, int threads, symmem_coll_preload_inf
 /* Load every kernel of the collectives into the current device's context now, not at its first launch
  * (CUDA lazy loading can wait for running kernels: see launch.cu). Returns the first cudaError_t. */
 int symmem_coll_preload(symmem_coll_preload_info_t *info);
+
+/* How many clusters of 8 and of 16 blocks that each take a whole SM the current device keeps resident at once
+ * (cudaOccupancyMaxActiveClusters, clusters.cu), for symmem_coll_gpcs_from_clusters: -1 for a size the
+ * device refuses (no clusters before compute capability 9; 16 is a non-portable size) or whose query
+ * fails. Never fails: any CUDA error is cleared. */
+void symmem_coll_cluster_counts(int *clusters8, int *clusters16);
 
 #ifdef __cplusplus
 }

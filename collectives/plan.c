@@ -59,12 +59,30 @@ int symmem_coll_block_threads(const symmem_coll_grid_t *grid, uint64_t positions
 
 int symmem_coll_grid_rule(int blocks_per_sm, int sm_count, int ranks_here, int share_pct, int max_blocks)
 {
-    const int64_t capacity = (int64_t)(blocks_per_sm > 0 ? blocks_per_sm : 1) * (sm_count > 0 ? sm_count : 1);
+    return symmem_coll_grid_rule_room(blocks_per_sm, sm_count, ranks_here, share_pct, max_blocks, 0, 0);
+}
+
+int symmem_coll_grid_rule_room(int blocks_per_sm, int sm_count, int ranks_here, int share_pct, int max_blocks, int room,
+                               int gpcs)
+{
+    const int64_t sms = sm_count > 0 ? sm_count : 1;
+    int64_t pool = (int64_t)(blocks_per_sm > 0 ? blocks_per_sm : 1) * sms;
+    if (ranks_here > 1 && room > 0 && gpcs > 0) { /* blocks counted as SMs: at most the SMs, so never above pool */
+        const int64_t rest = sms - (int64_t)room * gpcs;
+        pool = rest > 0 ? rest : 0;
+    }
     const int64_t share = share_pct < 1 ? 1 : share_pct > 100 ? 100 : share_pct;
-    int64_t g = capacity * share / 100 / (ranks_here > 0 ? ranks_here : 1);
+    int64_t g = pool * share / 100 / (ranks_here > 0 ? ranks_here : 1);
     if (max_blocks > 0 && g > max_blocks) g = max_blocks;
     if (g > SYMMEM_COLL_MAX_GRID) g = SYMMEM_COLL_MAX_GRID;
     return g < 1 ? 1 : (int)g;
+}
+
+int symmem_coll_gpcs_from_clusters(int clusters8, int clusters16, int sm_count)
+{
+    if (clusters8 < 0 || clusters16 < 0) return 0;
+    const int gpcs = clusters8 - clusters16;
+    return gpcs >= 1 && gpcs <= sm_count / 8 ? gpcs : 0;
 }
 
 /* Workspace packs per shard position (one data half, or one Lamport buffer for the Lamport family). */

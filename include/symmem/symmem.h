@@ -404,7 +404,8 @@ typedef struct CUstream_st *symmem_stream_t; /* == cudaStream_t */
  *    its GPU keeps resident, divided among the communicator's ranks on that GPU, so that every rank's
  *    kernel can be resident at once beside other work. Communicators whose collectives may run at the same
  *    time on one GPU (two streams) must have shares that add up to at most 100: see docs/collectives.md,
- *    "Residency". */
+ *    "Residency". Ranks that share a GPU and run kernels in clusters between collectives (a cuBLAS GEMM)
+ *    set SYMMEM_CLUSTER_ROOM=8, which leaves idle SMs in the GPU's GPCs for them (off by default). */
 
 /* All-reduce `count` elements from `sendbuf` into `recvbuf` on every rank. */
 SYMMEM_API symmem_status_t symmem_all_reduce(symmem_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,

@@ -953,11 +953,10 @@ def test_processes_sixteen_ranks(monkeypatch):
     if not multiprocess_ok(SIXTEEN):
         pytest.skip(f"{SIXTEEN} processes need {SIXTEEN} GPUs or MPS (SYMMEM_TEST_MPS=1)")
     if torch.cuda.device_count() < SIXTEEN:
-        # Ranks that share a GPU and run GEMMs between collectives: a rank's GEMM cannot start while the
-        # other ranks' collective blocks, waiting for it, hold the SMs it needs. At the default share (75%)
-        # the forward timed out on one H200 (twice); at 50% and 25% it passes (docs/collectives.md,
-        # "Residency").
-        monkeypatch.setenv("SYMMEM_GRID_SHARE", os.environ.get("SYMMEM_GRID_SHARE", "50"))
+        # Ranks that share a GPU and run GEMMs between collectives: a rank's GEMM, whose blocks each take a
+        # whole SM in clusters of 8, cannot start while the other ranks' collective blocks, waiting for it,
+        # leave no GPC 8 idle SMs. The room keeps 8 idle SMs per GPC (docs/collectives.md, "Residency").
+        monkeypatch.setenv("SYMMEM_CLUSTER_ROOM", os.environ.get("SYMMEM_CLUSTER_ROOM", "8"))
     run_processes(SIXTEEN, body_sixteen)
 
 

@@ -58,6 +58,17 @@ static void record_add(topo_sysfs_t *fs, rec_kind_t kind, const char *rel)
     r->count++;
 }
 
+/* The part of `real` (a real path: absolute, no links, no doubled slash) below the root, without its leading
+ * slash: "" for the root itself, NULL where `real` is not under the root (a sibling such as rootx/ beside
+ * root/ included). */
+static const char *below_root(const topo_sysfs_t *fs, const char *real)
+{
+    if (strcmp(fs->root_real, "/") == 0) return real + 1;
+    const size_t rn = strlen(fs->root_real);
+    if (strncmp(real, fs->root_real, rn) != 0) return NULL;
+    return real[rn] == '\0' ? real + rn : real[rn] == '/' ? real + rn + 1 : NULL;
+}
+
 /* The root-relative form of `path` with every link resolved (whole), or of its parent with the last name kept
  * (a link stays a link): into `tail` of len bytes; 0, or -1 where it is not under the root. */
 static int canonical_rel(const topo_sysfs_t *fs, const char *path, int whole, char *tail, size_t len)
@@ -73,12 +84,8 @@ static int canonical_rel(const topo_sysfs_t *fs, const char *path, int whole, ch
         if (!realpath(dir[0] ? dir : "/", real)) return -1;
         name = slash + 1;
     }
-    const size_t rn = strlen(fs->root_real);
-    const char *under;
-    if (strcmp(fs->root_real, "/") == 0) under = real;
-    else if (strncmp(real, fs->root_real, rn) == 0 && (real[rn] == '/' || real[rn] == '\0')) under = real + rn;
-    else return -1;
-    while (*under == '/') under++;
+    const char *under = below_root(fs, real);
+    if (!under) return -1;
     const int n = topo_fmt(tail, len, "%s%s%s", under, under[0] && name[0] ? "/" : "", name);
     return n < 0 || (size_t)n >= len || !tail[0] ? -1 : 0;
 }
@@ -192,14 +199,9 @@ int topo_sysfs_resolve(topo_sysfs_t *fs, const char *rel, char *out, size_t len)
     char path[PATH_MAX], real[PATH_MAX];
     topo_sysfs_path(fs, rel, path, sizeof path);
     if (!realpath(path, real)) return -errno;
-    size_t rn = strlen(fs->root_real);
-    const char *tail;
-    if (strcmp(fs->root_real, "/") == 0) {
-        tail = real + 1;
-    } else {
-        if (strncmp(real, fs->root_real, rn) != 0 || real[rn] != '/') return -EXDEV;
-        tail = real + rn + 1;
-    }
+    const char *tail = below_root(fs, real);
+    /* outside the root, or a link back to a captured tree's root itself (the live root "/" resolves to "") */
+    if (!tail || (!tail[0] && !fs->live)) return -EXDEV;
     if (strlen(tail) >= len) return -ENAMETOOLONG;
     strcpy(out, tail);
     record_path(fs, REC_DIR, rel); /* the links on the way, and what they lead to by its real path (out) */

@@ -81,8 +81,7 @@ static void cluster_room_log(symmem_comm_t comm, const struct symmem_coll *co, c
                     rm->share, co->grid.max_grid);
         return;
     }
-    const int64_t rest = (int64_t)me->sm_count - (int64_t)rm->asked * rm->gpcs;
-    const int64_t pool = rest > 0 ? rest : 0;
+    const int64_t pool = symmem_coll_room_pool(me->sm_count, rm->asked, rm->gpcs);
     SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
                 "SYMMEM_CLUSTER_ROOM=%d: co-located ranks leave %d idle SMs per GPC of GPU %s (%d GPCs): %" PRId64
                 " blocks (%d%% of the other %" PRId64 " SMs) for this communicator's %d ranks there, %d per rank's "

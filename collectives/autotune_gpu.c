@@ -129,16 +129,17 @@ static int measure(void *p, const symmem_autotune_step_t *st, double *us)
     gpu_ctx_t *g = p;
     cudaGraphExec_t exec[SYMMEM_ALGO_COUNT] = {0};
     uint32_t mine = 0, all[SYMMEM_MAX_RANKS];
+    const int ops = st->ops > 0 ? st->ops : 1;
     for (int i = 0; i < st->ncand; i++) {
         const symmem_coll_call_t c = call_of(g, st, (symmem_algo_t)st->algo[i]);
-        exec[i] = capture(g, &c, st->ops > 0 ? st->ops : 1);
+        exec[i] = capture(g, &c, ops);
         if (exec[i]) mine |= 1u << i;
     }
     uint32_t agreed = mine;
     const symmem_status_t s = symmem_comm_allgather(g->comm, &mine, all, sizeof mine);
     for (int r = 0; r < g->comm->nranks && s == SYMMEM_OK; r++) agreed &= all[r];
     for (int i = 0; i < st->ncand; i++) {
-        if (s == SYMMEM_OK && (agreed >> i & 1u)) us[i] = time_graph(g, exec[i], st->ops > 0 ? st->ops : 1);
+        if (s == SYMMEM_OK && (agreed >> i & 1u)) us[i] = time_graph(g, exec[i], ops);
         if (exec[i]) cudaGraphExecDestroy(exec[i]);
     }
     (void)cudaGetLastError();

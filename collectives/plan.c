@@ -67,15 +67,19 @@ int symmem_coll_grid_rule_room(int blocks_per_sm, int sm_count, int ranks_here, 
 {
     const int64_t sms = sm_count > 0 ? sm_count : 1;
     int64_t pool = (int64_t)(blocks_per_sm > 0 ? blocks_per_sm : 1) * sms;
-    if (ranks_here > 1 && room > 0 && gpcs > 0) { /* blocks counted as SMs: at most the SMs, so never above pool */
-        const int64_t rest = sms - (int64_t)room * gpcs;
-        pool = rest > 0 ? rest : 0;
-    }
+    /* blocks counted as SMs: at most the SMs, so never above pool */
+    if (ranks_here > 1 && room > 0 && gpcs > 0) pool = symmem_coll_room_pool(sm_count, room, gpcs);
     const int64_t share = share_pct < 1 ? 1 : share_pct > 100 ? 100 : share_pct;
     int64_t g = pool * share / 100 / (ranks_here > 0 ? ranks_here : 1);
     if (max_blocks > 0 && g > max_blocks) g = max_blocks;
     if (g > SYMMEM_COLL_MAX_GRID) g = SYMMEM_COLL_MAX_GRID;
     return g < 1 ? 1 : (int)g;
+}
+
+int64_t symmem_coll_room_pool(int sm_count, int room, int gpcs)
+{
+    const int64_t rest = (int64_t)(sm_count > 0 ? sm_count : 1) - (int64_t)room * gpcs;
+    return rest > 0 ? rest : 0;
 }
 
 int symmem_coll_gpcs_from_clusters(int clusters8, int clusters16, int sm_count)

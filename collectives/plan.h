@@ -55,6 +55,9 @@ int symmem_coll_grid_rule(int blocks_per_sm, int sm_count, int ranks_here, int s
  * ranks, 3 at 16. */
 int symmem_coll_grid_rule_room(int blocks_per_sm, int sm_count, int ranks_here, int share_pct, int max_blocks, int room,
                                int gpcs);
+/* The blocks that co-located ranks hold together under the room, before the share: sm_count - room * gpcs, at
+ * least 0 (what symmem_coll_grid_rule_room divides, and what init's INFO line reports). */
+int64_t symmem_coll_room_pool(int sm_count, int room, int gpcs);
 /* The GPU's GPC count, which CUDA does not report, from how many clusters of 8 and of 16 whole-SM blocks it
  * keeps resident at once (cudaOccupancyMaxActiveClusters; negative: that size refused or its query failed).
  * A GPC of s SMs holds floor(s/8) clusters of 8 and floor(s/16) of 16, one more of 8 wherever 8 <= s <= 23:

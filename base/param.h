@@ -53,7 +53,7 @@ extern "C" {
       "percent (1..100) of the GPU's resident thread blocks that the ranks of a communicator on one GPU hold " \
       "at most; communicators used at the same time on one GPU need shares that add up to at most 100 "    \
       "(docs/collectives.md, \"Residency\")")                                                              \
-    X(CLUSTER_ROOM, INT, "0",                                                                              \
+    X(CLUSTER_ROOM, INT, "8",                                                                              \
       "idle SMs per GPC that the ranks of a communicator sharing a GPU leave free for kernels in clusters " \
       "beside their collectives, such as a GEMM in clusters of 8: those ranks hold at most SMs - room x "  \
       "GPCs blocks together, of which the communicator takes its SYMMEM_GRID_SHARE; 0 disables; one rank " \

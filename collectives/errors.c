@@ -128,8 +128,8 @@ static void record_text(symmem_comm_t comm, const volatile symmem_coll_error_rec
         snprintf(msg + n, len - n,
                  ". Rank %d runs on this GPU too (%s): work it queued before this call that needs whole SMs, such "
                  "as a GEMM in clusters, can wait for the SMs this call's blocks hold; ranks that share a GPU and "
-                 "run such kernels need SYMMEM_CLUSTER_ROOM=8 or a lower SYMMEM_GRID_SHARE (docs/collectives.md, "
-                 "\"Residency\")",
+                 "run such kernels need idle SMs left for them: SYMMEM_CLUSTER_ROOM=8 (the default) or more, or a "
+                 "lower SYMMEM_GRID_SHARE (docs/collectives.md, \"Residency\")",
                  peer, comm->peers[comm->rank].pci_bus_id);
     }
 }

@@ -404,8 +404,8 @@ typedef struct CUstream_st *symmem_stream_t; /* == cudaStream_t */
  *    its GPU keeps resident, divided among the communicator's ranks on that GPU, so that every rank's
  *    kernel can be resident at once beside other work. Communicators whose collectives may run at the same
  *    time on one GPU (two streams) must have shares that add up to at most 100: see docs/collectives.md,
- *    "Residency". Ranks that share a GPU and run kernels in clusters between collectives (a cuBLAS GEMM)
- *    set SYMMEM_CLUSTER_ROOM=8, which leaves idle SMs in the GPU's GPCs for them (off by default). */
+ *    "Residency". Ranks that share a GPU leave SYMMEM_CLUSTER_ROOM (default 8) idle SMs per GPC for
+ *    kernels in clusters that run between collectives, such as a cuBLAS GEMM. */
 
 /* All-reduce `count` elements from `sendbuf` into `recvbuf` on every rank. */
 SYMMEM_API symmem_status_t symmem_all_reduce(symmem_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,

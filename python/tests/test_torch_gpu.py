@@ -949,14 +949,13 @@ def _tp_forward(rank, comm, ctx, layers, tokens, hidden):
     del graph
 
 
-def test_processes_sixteen_ranks(monkeypatch):
+def test_processes_sixteen_ranks():
+    """At the library's defaults. Where the ranks share a GPU and run GEMMs between collectives, a rank's
+    GEMM, whose blocks each take a whole SM in clusters of 8, can start only while the other ranks'
+    collective blocks, waiting for its data, leave some GPC 8 idle SMs: the default SYMMEM_CLUSTER_ROOM
+    keeps them (docs/collectives.md, "Residency")."""
     if not multiprocess_ok(SIXTEEN):
         pytest.skip(f"{SIXTEEN} processes need {SIXTEEN} GPUs or MPS (SYMMEM_TEST_MPS=1)")
-    if torch.cuda.device_count() < SIXTEEN:
-        # Ranks that share a GPU and run GEMMs between collectives: a rank's GEMM, whose blocks each take a
-        # whole SM in clusters of 8, cannot start while the other ranks' collective blocks, waiting for it,
-        # leave no GPC 8 idle SMs. The room keeps 8 idle SMs per GPC (docs/collectives.md, "Residency").
-        monkeypatch.setenv("SYMMEM_CLUSTER_ROOM", os.environ.get("SYMMEM_CLUSTER_ROOM", "8"))
     run_processes(SIXTEEN, body_sixteen)
 
 

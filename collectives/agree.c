@@ -26,8 +26,8 @@ typedef struct cluster_room {
     int share;                 /* SYMMEM_GRID_SHARE, clamped */
 } cluster_room_t;
 
-/* The GPC count, measured only where the room applies (more than one rank here, a room asked for), so that
- * the default loads no query kernel. */
+/* The GPC count, measured only where the room applies (more than one rank here, a room above 0), so that
+ * one rank per GPU, and SYMMEM_CLUSTER_ROOM=0, load no query kernel. */
 static void measure_gpcs(const symmem_peer_info_t *me, cluster_room_t *rm)
 {
     rm->clusters8 = rm->clusters16 = -1;

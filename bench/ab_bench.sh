@@ -28,6 +28,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# Both builds at the same grid: co-located ranks leave no cluster room here, as a tree from before the room
+# (which ignores the variable) does not either.
+export SYMMEM_CLUSTER_ROOM=${SYMMEM_CLUSTER_ROOM:-0}
 export PATH=/usr/local/cuda/bin:$PATH
 AB=${AB_DIR:-build-ab}
 mkdir -p "$AB"

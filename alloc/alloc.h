@@ -67,8 +67,11 @@ uint64_t symmem_buffer_seq(symmem_buffer_t buf);
 symmem_status_t symmem_alloc_create(symmem_comm_t comm, size_t size, symmem_buffer_t *out);
 /* Local: free buf if it is a live buffer (1), else nothing (0). */
 int symmem_alloc_release(symmem_buffer_t buf);
-/* The live buffer of comm whose local part holds ptr, or NULL (what symmem_buffer_lookup returns). */
+/* The live buffer of comm whose local part holds ptr, or NULL (what symmem_buffer_lookup returns). Takes no
+ * lock (a snapshot of the communicator's buffers by address): every collective call asks it twice. */
 symmem_buffer_t symmem_alloc_find(symmem_comm_t comm, const void *ptr);
+/* At the communicator's release, after its buffers: frees the snapshots that symmem_alloc_find searched. */
+void symmem_alloc_index_free(symmem_comm_t comm);
 
 /* Free every live buffer of a communicator (at destroy), warning about each. */
 void symmem_buffers_release_all(symmem_comm_t c);

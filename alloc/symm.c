@@ -29,6 +29,72 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static symmem_handle_set_t registry_live = SYMMEM_HANDLE_SET_INIT;
 static struct symmem_buffer *registry;
 
+/* ---- the per-communicator index ---------------------------------------------------------------------
+ * Every collective call asks whether its input and output lie in a symmetric buffer of its communicator
+ * (symmem_alloc_find: the call's form and its zero-copy plan), and for ordinary tensors the answer is no.
+ * So that the question costs neither a lock nor a walk over every buffer of every communicator, each
+ * communicator publishes its live buffers' local parts sorted by address as an immutable snapshot, rebuilt
+ * under registry_lock whenever one of its buffers comes or goes; a lookup loads the snapshot and bisects it.
+ * A replaced snapshot may still be searched by a lookup on another thread: lookups count themselves in
+ * alloc_index_readers around the search, and a rebuild frees the replaced snapshots only when it sees no
+ * lookup in flight (the count and the snapshot pointer are sequentially consistent, so a lookup that starts
+ * after that check loads the new snapshot); otherwise they wait for the next rebuild or the release. */
+typedef struct alloc_span {
+    uintptr_t lo, hi; /* this rank's part: [peers[rank], peers[rank] + mapped_size) */
+    struct symmem_buffer *buf;
+} alloc_span_t;
+
+struct symmem_alloc_index {
+    struct symmem_alloc_index *older;
+    size_t n;
+    alloc_span_t span[];
+};
+
+static void index_free_chain(struct symmem_alloc_index *ix)
+{
+    while (ix) {
+        struct symmem_alloc_index *older = ix->older;
+        free(ix);
+        ix = older;
+    }
+}
+
+/* Called under registry_lock. Out of memory: the communicator's lookups walk the registry instead. */
+static void index_rebuild(symmem_comm_t c)
+{
+    size_t n = 0;
+    for (struct symmem_buffer *p = registry; p; p = p->next) n += p->comm == c && p->peers[c->rank];
+    struct symmem_alloc_index *ix = malloc(sizeof *ix + n * sizeof ix->span[0]);
+    if (!ix) {
+        __atomic_store_n(&c->alloc_index_stale, 1, __ATOMIC_SEQ_CST);
+        return;
+    }
+    ix->n = 0;
+    for (struct symmem_buffer *p = registry; p; p = p->next) {
+        if (p->comm != c || !p->peers[c->rank]) continue;
+        const alloc_span_t e = {(uintptr_t)p->peers[c->rank], (uintptr_t)p->peers[c->rank] + p->mapped_size, p};
+        size_t i = ix->n++;
+        for (; i > 0 && ix->span[i - 1].lo > e.lo; i--) ix->span[i] = ix->span[i - 1];
+        ix->span[i] = e;
+    }
+    ix->older = c->alloc_index;
+    __atomic_store_n(&c->alloc_index, ix, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&c->alloc_index_stale, 0, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&c->alloc_index_readers, __ATOMIC_SEQ_CST) == 0) {
+        index_free_chain(ix->older);
+        ix->older = NULL;
+    }
+}
+
+void symmem_alloc_index_free(symmem_comm_t c)
+{
+    pthread_mutex_lock(&registry_lock);
+    struct symmem_alloc_index *ix = c->alloc_index;
+    c->alloc_index = NULL;
+    pthread_mutex_unlock(&registry_lock);
+    index_free_chain(ix);
+}
+
 static int registry_add(struct symmem_buffer *b)
 {
     pthread_mutex_lock(&registry_lock);
@@ -38,6 +104,7 @@ static int registry_add(struct symmem_buffer *b)
         b->next = registry;
         if (registry) registry->prev = b;
         registry = b;
+        index_rebuild(b->comm);
     }
     pthread_mutex_unlock(&registry_lock);
     return ok;
@@ -52,6 +119,7 @@ static int registry_take(struct symmem_buffer *b)
         if (b->prev) b->prev->next = b->next;
         else registry = b->next;
         if (b->next) b->next->prev = b->prev;
+        index_rebuild(b->comm);
     }
     pthread_mutex_unlock(&registry_lock);
     return found;
@@ -403,14 +471,31 @@ symmem_buffer_t symmem_buffer_lookup(symmem_comm_t c, const void *ptr)
 
 symmem_buffer_t symmem_alloc_find(symmem_comm_t c, const void *ptr)
 {
-    symmem_buffer_t found = NULL;
-    const char *p = ptr;
-    pthread_mutex_lock(&registry_lock);
-    for (struct symmem_buffer *b = registry; b && !found; b = b->next) {
-        if (b->comm != c) continue;
-        const char *mine = b->peers[c->rank];
-        if (p >= mine && p < mine + b->mapped_size) found = b;
+    const uintptr_t p = (uintptr_t)ptr;
+    if (__atomic_load_n(&c->alloc_index_stale, __ATOMIC_SEQ_CST)) {
+        symmem_buffer_t found = NULL;
+        pthread_mutex_lock(&registry_lock);
+        for (struct symmem_buffer *b = registry; b && !found; b = b->next) {
+            if (b->comm != c || !b->peers[c->rank]) continue;
+            const uintptr_t mine = (uintptr_t)b->peers[c->rank];
+            if (p >= mine && p < mine + b->mapped_size) found = b;
+        }
+        pthread_mutex_unlock(&registry_lock);
+        return found;
     }
-    pthread_mutex_unlock(&registry_lock);
+    __atomic_fetch_add(&c->alloc_index_readers, 1, __ATOMIC_SEQ_CST);
+    const struct symmem_alloc_index *ix = __atomic_load_n(&c->alloc_index, __ATOMIC_SEQ_CST);
+    symmem_buffer_t found = NULL;
+    if (ix) {
+        /* the last span starting at or below p (spans never overlap: each is its own mapping) */
+        size_t lo = 0, hi = ix->n;
+        while (lo < hi) {
+            const size_t mid = lo + (hi - lo) / 2;
+            if (ix->span[mid].lo <= p) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo > 0 && p < ix->span[lo - 1].hi) found = ix->span[lo - 1].buf;
+    }
+    __atomic_fetch_sub(&c->alloc_index_readers, 1, __ATOMIC_RELEASE);
     return found;
 }

@@ -64,9 +64,17 @@ struct symmem_comm {
     struct symmem_boot *boot;
 
     uint64_t alloc_seq; /* alloc/: symmem_alloc calls so far, the same on every rank */
+    /* alloc/: this communicator's live buffers by address, an immutable snapshot that every collective call
+     * searches without a lock (alloc/symm.c, symmem_alloc_find), with the count of searches in flight that
+     * says when a replaced snapshot can be freed; 1 in alloc_index_stale while no snapshot could be made (out
+     * of memory): lookups then walk the registry under its lock. */
+    struct symmem_alloc_index *alloc_index;
+    int alloc_index_readers;
+    int alloc_index_stale;
 
-    pthread_mutex_t lock;        /* guards async_error and async_error_msg */
-    symmem_status_t async_error; /* sticky: once set every collective call fails with it */
+    pthread_mutex_t lock;        /* guards async_error_msg and the writes of async_error */
+    symmem_status_t async_error; /* sticky: once set every collective call fails with it; written under the
+                                    lock after the message (release), so a call reads it without the lock */
     char async_error_msg[1024]; /* a timeout's message with its hints (collectives/errors.c) */
 
     struct symmem_coll *coll; /* owned by collectives/ */

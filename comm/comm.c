@@ -68,6 +68,7 @@ static void comm_release(symmem_comm_t c)
     symmem_watch_remove(c);
     if (c->backend == SYMMEM_BACKEND_CUDA) symmem_coll_comm_fini(c);
     symmem_buffers_release_all(c);
+    symmem_alloc_index_free(c);
     symmem_boot_destroy(c->boot);
     c->magic = 0;
     pthread_mutex_destroy(&c->lock);

@@ -33,6 +33,8 @@ int symmem_algo_lookup(const char *name);
 /* Whether `algo` is a value of SYMMEM_ALGO_LIST (the values below SYMMEM_ALGO_COUNT need not all be:
  * branches reserve values for algorithms added elsewhere). */
 int symmem_algo_listed(int algo);
+/* The form named `name` ("ord", "sym_in", "sym_out", "sym": symmem_form_name's spelling), or -1. */
+int symmem_form_lookup(const char *name);
 
 #ifdef __cplusplus
 }

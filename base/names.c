@@ -120,3 +120,23 @@ int symmem_coll_kind_from_name(const char *s)
 #undef KIND_FROM_
     return -1;
 }
+
+const char *symmem_form_name(symmem_form_t form)
+{
+    switch (form) {
+#define FORM_NAME_(name, value, text)                                                                      \
+    case SYMMEM_FORM_##name: return text;
+        SYMMEM_FORM_LIST(FORM_NAME_)
+#undef FORM_NAME_
+    default: return "invalid_form";
+    }
+}
+
+int symmem_form_lookup(const char *name)
+{
+#define FORM_FIND_(fname, value, text)                                                                     \
+    if (strcmp(name, text) == 0) return value;
+    SYMMEM_FORM_LIST(FORM_FIND_)
+#undef FORM_FIND_
+    return -1;
+}

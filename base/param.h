@@ -79,10 +79,12 @@ extern "C" {
       "table's bounds): auto (on PCIe, or with host_numa placement), force, or 0")                         \
     X(AUTOTUNE, STR, "auto",                                                                               \
       "measure the algorithm table at the first communicator init on a machine (per topology, rank count, " \
-      "placement and version; within SYMMEM_AUTOTUNE_BUDGET_MS) and save it where symmem-bench --tune "    \
+      "placement, grid, workspace and version, in each form of call; within SYMMEM_AUTOTUNE_BUDGET_MS) "   \
+      "and save it where symmem-bench --tune "                                                             \
       "does: auto (when no tuning file has it), off (the cost model's table) or force (at every init)")    \
-    X(AUTOTUNE_BUDGET_MS, INT, "2000",                                                                     \
-      "the autotune starts no new size after this many milliseconds (on the slowest rank)")                \
+    X(AUTOTUNE_BUDGET_MS, INT, "8000",                                                                     \
+      "the autotune starts no new size after this many milliseconds (on the slowest rank); sizes it did "   \
+      "not reach keep the cost model's choice")                                                            \
     X(TUNE_FILE, STR, "",                                                                                  \
       "algorithm table written by symmem-bench --tune, used when it exists (empty: tune.txt in the cache " \
       "folder, SYMMEM_TOPO_CACHE_DIR)")                                                                    \

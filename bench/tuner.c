@@ -1,9 +1,10 @@
 /* symmem-bench's algorithm table: what SYMMEM_ALGO_AUTO resolves to (asked of the library's own table,
- * symmem_coll_choose, by the byte count the library looks it up by), and --tune: every concrete algorithm
- * per size; rank 0 picks the fastest correct one per size from the slowest-rank times and broadcasts the
- * choice over the shared-memory channel; every rank replaces the table of this op with contiguous size
- * ranges (symmem_coll_tune_clear/_set), rank 0 writes it to FILE (symmem_coll_tune_save), and auto is
- * measured again with the new table. See bench/NOTES.md.
+ * symmem_coll_choose, by the call's form and the byte count the library looks it up by), and --tune: every
+ * concrete algorithm per size; rank 0 turns the slowest-rank times of the correct ones into the rules of
+ * this op and form with the autotune's own decision and builder (symmem_autotune_table_from_times, so both
+ * make the same table of the same times) and broadcasts them over the shared-memory channel; every rank
+ * replaces its rules of this op and form (symmem_coll_tune_replace), rank 0 writes the table to FILE
+ * (symmem_coll_tune_save), and auto is measured again with the new table. See bench/NOTES.md.
  * The one file of the benchmarks that uses the collectives' internal tuning API (collectives/tune.h, a
  * hidden part of symmem_static): the tuner sets a live communicator's table, which no public call does. */
 #include <math.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "collectives/autotune.h"
 #include "collectives/tune.h"
 
 size_t bench_table_key(const bench_t *b, const geom_t *g)
@@ -20,9 +22,13 @@ size_t bench_table_key(const bench_t *b, const geom_t *g)
     return symmem_coll_message_bytes(b->ctx.nranks, b->o.coll->kind, g->count, b->o.dt);
 }
 
+/* The form of the bench's calls: both buffers symmetric (-z 1) or cudaMalloc memory (-z 0). */
+static symmem_form_t bench_form(const bench_t *b) { return b->o.zero_copy ? SYMMEM_FORM_SYMMETRIC : SYMMEM_FORM_ORDINARY; }
+
 int bench_auto_choice(const bench_t *b, const geom_t *g)
 {
-    return (int)symmem_coll_choose(symmem_coll_tuning(b->ctx.r[0].comm), b->o.coll->kind, bench_table_key(b, g));
+    return (int)symmem_coll_choose(symmem_coll_tuning(b->ctx.r[0].comm), b->o.coll->kind, bench_form(b),
+                                   bench_table_key(b, g));
 }
 
 int bench_model_choice(const bench_t *b, const geom_t *g)
@@ -103,93 +109,70 @@ int bench_tune_begin(bench_t *b)
     return 0;
 }
 
-/* Rank 0 picks each size's winner (its times are already the slowest rank's) and broadcasts it through
- * the shared-memory channel, so every rank builds the table from the same decisions. Returns the number
- * of sizes with a winner, or -1 if the channel failed. */
-static int tune_decide(bench_t *b, size_rec_t *recs, int nrec)
+/* Rank 0 decides each size's winner from its times (already the slowest rank's; wrong or failed runs count
+ * as not run) as the autotune decides a step (symmem_autotune_decide) and broadcasts it over the
+ * shared-memory channel; every rank then builds the rules of this op and form from the same winners with the
+ * autotune's builder (symmem_autotune_rules): symmem_autotune_table_from_times, one size at a time. Returns
+ * the number of rules, or -1 if the channel failed. */
+static int tune_decide(bench_t *b, size_rec_t *recs, int nrec, topo_table_t *rules)
 {
     cc_ctx_t *ctx = &b->ctx;
-    const int root = cc_is_root(ctx);
-    int nwin = 0;
+    const symmem_coll_kind_t kind = b->o.coll->kind;
+    const symmem_coll_tuning_t *c = symmem_coll_tuning(ctx->r[0].comm);
+    symmem_autotune_cfg_t cfg;
+    symmem_autotune_cfg_default(&cfg);
+    symmem_autotune_point_t pts[BENCH_MAX_SIZES];
     for (int k = 0; k < nrec; k++) {
         int w = -1;
-        double wus = 0;
-        for (int a = SYMMEM_ALGO_AUTO + 1; a < SYMMEM_ALGO_COUNT && root; a++) {
-            const result_t *r = &recs[k].res[a];
-            if (r->ok && r->wrong == 0 && (w < 0 || r->us < wus)) { /* unsupported or wrong never wins */
-                w = a;
-                wus = r->us;
+        if (cc_is_root(ctx)) {
+            double us[SYMMEM_ALGO_COUNT];
+            for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) {
+                const result_t *r = &recs[k].res[a];
+                us[a] = a > SYMMEM_ALGO_AUTO && r->ok && r->wrong == 0 ? r->us : -1.0;
             }
+            w = symmem_autotune_decide(&c->defaults, kind, recs[k].key, us, cfg.tie);
         }
         uint64_t mine[CC_MAX_RANKS], all[CC_MAX_RANKS];
         for (int i = 0; i < CC_MAX_RANKS; i++) mine[i] = (uint64_t)(int64_t)w;
         if (cc_allgather_u64(ctx, mine, all) != 0) return -1;
         const int agreed = (int)(int64_t)all[0]; /* rank 0's */
         recs[k].winner = agreed > SYMMEM_ALGO_AUTO && agreed < SYMMEM_ALGO_COUNT ? agreed : -1;
-        nwin += recs[k].winner >= 0;
+        pts[k].bytes = recs[k].key;
+        pts[k].winner = recs[k].winner;
+        pts[k].pinned = 0;
     }
-    return nwin;
+    rules->nrules = 0;
+    if (symmem_autotune_rules(rules, &c->defaults, kind, bench_form(b), pts, nrec) != 0) return -1;
+    return rules->nrules;
 }
 
-/* floor(sqrt(lo*hi)), kept in [lo, hi) */
-static size_t geo_mid(size_t lo, size_t hi)
-{
-    size_t t = (size_t)floor(sqrt((double)lo * (double)hi));
-    if (t < lo) t = lo;
-    if (t >= hi) t = hi - 1;
-    return t;
-}
-
-/* Contiguous ranges from the agreed winners: a run of sizes with the same winner holds up to the
- * geometric midpoint between its last size and the next measured size with a winner; the last run
- * holds up to SIZE_MAX. Sizes below the first measured one fall under the first rule. */
-static int tune_ranges(const size_rec_t *recs, int nrec, size_t *max_bytes, int *algo)
-{
-    int nr = 0;
-    size_t last_key = 0;
-    for (int k = 0; k < nrec; k++) {
-        const int w = recs[k].winner;
-        if (w < 0) continue;
-        if (nr > 0 && algo[nr - 1] == w) {
-            last_key = recs[k].key;
-            continue;
-        }
-        if (nr > 0) max_bytes[nr - 1] = geo_mid(last_key, recs[k].key);
-        algo[nr] = w;
-        last_key = recs[k].key;
-        nr++;
-    }
-    if (nr > 0) max_bytes[nr - 1] = SIZE_MAX;
-    return nr;
-}
-
-/* Every rank: replace this op's rules with the ranges, then check that every rank now chooses the same
+/* Every rank: replace this op's rules of the bench's form, then check that every rank now chooses the same
  * algorithm at every measured size (the library compares tables only at init). On failure every rank
- * clears the op (built-in default; still the same everywhere). Agreed; 0 or -1. */
-static int tune_apply(bench_t *b, const size_rec_t *recs, int nrec, const size_t *max_bytes, const int *algo, int nr)
+ * clears the op's rules of that form (built-in default; still the same everywhere). Agreed; 0 or -1. */
+static int tune_apply(bench_t *b, const size_rec_t *recs, int nrec, const topo_table_t *rules)
 {
     cc_ctx_t *ctx = &b->ctx;
     const symmem_coll_kind_t kind = b->o.coll->kind;
+    const topo_table_t none = {0};
     uint64_t failed = 0, hl[CC_MAX_RANKS] = {0}, ha[CC_MAX_RANKS];
     for (int i = 0; i < ctx->nlocal; i++) {
         symmem_coll_tuning_t *c = symmem_coll_tuning(ctx->r[i].comm);
-        symmem_status_t st = symmem_coll_tune_clear(c, kind);
-        for (int j = 0; j < nr && st == SYMMEM_OK; j++)
-            st = symmem_coll_tune_set(c, kind, max_bytes[j], (symmem_algo_t)algo[j]);
+        const symmem_status_t st = symmem_coll_tune_replace(c, kind, bench_form(b), rules);
         if (st != SYMMEM_OK) {
             cc_log(ctx, "--tune: rank %d: setting the table: %s: %s", ctx->r[i].rank, symmem_status_name(st),
                    symmem_last_error());
             failed++;
         }
         int chosen[BENCH_MAX_SIZES];
-        for (int k = 0; k < nrec; k++) chosen[k] = (int)symmem_coll_choose(c, kind, recs[k].key);
+        for (int k = 0; k < nrec; k++) chosen[k] = (int)symmem_coll_choose(c, kind, bench_form(b), recs[k].key);
         hl[i] = cc_hash(chosen, (size_t)nrec * sizeof chosen[0]);
     }
     int differ = 0;
     if (cc_allgather_u64(ctx, hl, ha) != 0) return -1;
     for (int k = 1; k < ctx->nranks; k++) differ |= ha[k] != ha[0];
     if (cc_sum_u64(ctx, failed) == 0 && !differ) return 0;
-    for (int i = 0; i < ctx->nlocal; i++) symmem_coll_tune_clear(symmem_coll_tuning(ctx->r[i].comm), kind);
+    for (int i = 0; i < ctx->nlocal; i++)
+        symmem_coll_tune_replace(symmem_coll_tuning(ctx->r[i].comm), kind, bench_form(b), &none);
     if (cc_is_root(ctx))
         printf("# --tune: %s; %s falls back to the built-in table, nothing written\n",
                differ ? "ranks ended up with different choices" : "the table could not be set (see above)",
@@ -258,20 +241,21 @@ int bench_tune_finish(bench_t *b, size_rec_t *recs, int nrec, double busf, uint6
     cc_ctx_t *ctx = &b->ctx;
     const int root = cc_is_root(ctx);
     const char *path = bench_tune_path(&b->o);
-    size_t max_bytes[BENCH_MAX_SIZES];
-    int algo[BENCH_MAX_SIZES];
-    const int nwin = tune_decide(b, recs, nrec);
-    if (nwin < 0) return -1;
-    const int nr = tune_ranges(recs, nrec, max_bytes, algo);
+    static topo_table_t rules;
+    const int nr = tune_decide(b, recs, nrec, &rules);
+    if (nr < 0) return -1;
+    int nwin = 0;
+    for (int k = 0; k < nrec; k++) nwin += recs[k].winner >= 0;
     if (nr == 0) {
         if (root) printf("# --tune: no algorithm ran correctly at any size: table unchanged, nothing written\n");
         return -1;
     }
-    if (tune_apply(b, recs, nrec, max_bytes, algo, nr) != 0) return -1;
+    if (tune_apply(b, recs, nrec, &rules) != 0) return -1;
     int rc = 0;
     if (root) {
         symmem_coll_tuning_t *c = symmem_coll_tuning(ctx->r[0].comm);
-        printf("#\n# tuned: %d of %d sizes had a winner, %d rule(s) for %s\n", nwin, nrec, nr, symmem_coll_kind_name(b->o.coll->kind));
+        printf("#\n# tuned: %d of %d sizes had a winner, %d rule(s) for %s.%s\n", nwin, nrec, nr,
+               symmem_coll_kind_name(b->o.coll->kind), symmem_form_name(bench_form(b)));
         const symmem_status_t st = symmem_coll_tune_save(c, path);
         if (st == SYMMEM_OK)
             printf("# written to %s (use it: SYMMEM_TUNE_FILE=%s); the table now in effect:\n", path, path);

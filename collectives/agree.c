@@ -172,14 +172,15 @@ static int probe_wanted(symmem_comm_t comm)
     return topo_probe_useful(comm->link_class) || comm->placement == SYMMEM_PLACEMENT_HOST_NUMA;
 }
 
-/* The tuning key: the topology fingerprint (rank count, ranks per GPU, GPU, links), the placement (host
- * memory is another machine as far as the table goes) and the library version (another version may have
- * other algorithms). The same string on every rank. */
-static void tune_key(symmem_comm_t comm, char *out, size_t len)
+/* The tuning key (symmem_coll_tune_key) from this rank's grid bound, before the ranks agree on it: ranks
+ * whose bounds differ load different sections or none, and the table hash check below then drops the table
+ * on every rank. */
+static void tune_key(symmem_comm_t comm, const struct symmem_coll *co, char *out, size_t len)
 {
-    snprintf(out, len, "%s.%s.v%d.%d.%d", comm->fingerprint,
-             comm->placement == SYMMEM_PLACEMENT_HOST_NUMA ? "host_numa" : "device", SYMMEM_VERSION_MAJOR,
-             SYMMEM_VERSION_MINOR, SYMMEM_VERSION_PATCH);
+    size_t ws = symmem_param_size(SYMMEM_PARAM_WORKSPACE_BYTES);
+    if (ws < SYMMEM_COLL_MIN_WORKSPACE) ws = SYMMEM_COLL_MIN_WORKSPACE; /* as the workspace plans it */
+    symmem_coll_tune_key(out, len, comm->fingerprint, comm->placement == SYMMEM_PLACEMENT_HOST_NUMA, co->grid.max_grid,
+                         co->grid.min_threads, ws);
 }
 
 /* SYMMEM_ALGO, then the table measured on this machine (symmem-bench --tune, or the autotune of an earlier
@@ -190,7 +191,7 @@ static void table_wishes(symmem_comm_t comm, struct symmem_coll *co)
     topo_choice_facts_t facts;
     char key[sizeof co->tuning.fingerprint];
     symmem_coll_choice_facts(comm, co, 0.0, 0.0, 0.0, &facts);
-    tune_key(comm, key, sizeof key);
+    tune_key(comm, co, key, sizeof key);
     symmem_coll_tune_init(&co->tuning, key, &facts);
     const char *env = symmem_param_str(SYMMEM_PARAM_ALGO);
     const int env_algo = env[0] ? symmem_algo_lookup(env) : SYMMEM_ALGO_AUTO;

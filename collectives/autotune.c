@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -71,13 +72,23 @@ void symmem_autotune_cfg_default(symmem_autotune_cfg_t *cfg)
     cfg->budget_ms = b < 0 ? 0.0 : (double)b;
     cfg->min_bytes = (size_t)1 << 10;
     cfg->max_bytes = (size_t)4 << 20;
+    cfg->forms[SYMMEM_COLL_ALL_REDUCE] = SYMMEM_FORM_BIT(SYMMEM_FORM_ORDINARY) |
+                                         SYMMEM_FORM_BIT(SYMMEM_FORM_SYMMETRIC_INPUT) |
+                                         SYMMEM_FORM_BIT(SYMMEM_FORM_SYMMETRIC);
+    cfg->forms[SYMMEM_COLL_REDUCE_SCATTER] = cfg->forms[SYMMEM_COLL_ALL_GATHER] =
+        SYMMEM_FORM_BIT(SYMMEM_FORM_ORDINARY) | SYMMEM_FORM_BIT(SYMMEM_FORM_SYMMETRIC_INPUT);
+    cfg->refine = 2;
+    cfg->refine_ratio = 1.15;
     cfg->keep_factor = 4.0;
     cfg->keep_us = 20.0;
     cfg->tie = 0.03;
-    cfg->graph_us = 1000.0;
+    cfg->graph_us = 2500.0;
     cfg->min_ops = 4;
-    cfg->max_ops = 8;
+    cfg->max_ops = 32;
     cfg->skip_factor = 2.0;
+    cfg->agree = 0.03;
+    cfg->max_rounds = 4;
+    cfg->warmup_ms = 100.0;
 }
 
 int symmem_autotune_graph_ops(const symmem_autotune_cfg_t *cfg, double pred_us)
@@ -89,11 +100,13 @@ int symmem_autotune_graph_ops(const symmem_autotune_cfg_t *cfg, double pred_us)
     return k < lo ? lo : k;
 }
 
-static void plan_step(const topo_cost_machine_t *m, const topo_table_t *defaults, const int *available,
-                      const symmem_autotune_cfg_t *cfg, symmem_coll_kind_t kind, size_t bytes, symmem_autotune_step_t *st)
+void symmem_autotune_plan_step(const topo_cost_machine_t *m, const topo_table_t *defaults, const int *available,
+                               const symmem_autotune_cfg_t *cfg, symmem_coll_kind_t kind, symmem_form_t form,
+                               size_t bytes, symmem_autotune_step_t *st)
 {
     memset(st, 0, sizeof *st);
     st->kind = (int32_t)kind;
+    st->form = (int32_t)form;
     st->bytes = bytes;
     const symmem_algo_t model = topo_table_lookup(defaults, kind, bytes);
     double pred[SYMMEM_ALGO_COUNT], least = -1;
@@ -139,10 +152,14 @@ void symmem_autotune_plan(const topo_cost_machine_t *m, const topo_table_t *defa
 {
     memset(plan, 0, sizeof *plan);
     for (int k = SYMMEM_COLL_ALL_REDUCE; k <= SYMMEM_COLL_ALL_GATHER; k++)
-        for (size_t b = cfg->min_bytes; b > 0 && b <= cfg->max_bytes && plan->nsteps < SYMMEM_AUTOTUNE_MAX_STEPS; b *= 2) {
-            symmem_autotune_step_t *st = &plan->step[plan->nsteps];
-            plan_step(m, defaults, available, cfg, (symmem_coll_kind_t)k, b, st);
-            if (st->ncand > 0) plan->nsteps++;
+        for (int f = 0; f < SYMMEM_FORM_COUNT; f++) {
+            if (!(cfg->forms[k] & SYMMEM_FORM_BIT(f))) continue;
+            for (size_t b = cfg->min_bytes; b > 0 && b <= cfg->max_bytes && plan->nsteps < SYMMEM_AUTOTUNE_MAX_STEPS;
+                 b *= 2) {
+                symmem_autotune_step_t *st = &plan->step[plan->nsteps];
+                symmem_autotune_plan_step(m, defaults, available, cfg, (symmem_coll_kind_t)k, (symmem_form_t)f, b, st);
+                if (st->ncand > 0) plan->nsteps++;
+            }
         }
 }
 
@@ -152,6 +169,7 @@ static uint64_t plan_hash(const symmem_autotune_plan_t *p)
     for (int s = 0; s < p->nsteps; s++) {
         const symmem_autotune_step_t *st = &p->step[s];
         h = symmem_fnv64_u64(h, (uint64_t)st->kind);
+        h = symmem_fnv64_u64(h, (uint64_t)st->form);
         h = symmem_fnv64_u64(h, st->bytes);
         h = symmem_fnv64_u64(h, (uint64_t)st->ops);
         for (int i = 0; i < st->ncand; i++) h = symmem_fnv64_u64(h, (uint64_t)st->algo[i]);
@@ -186,167 +204,406 @@ typedef struct step_msg {
 static uint64_t isqrt(uint64_t x)
 {
     if (x < 2) return x;
-    uint64_t r = x, y = (x + 1) / 2;
+    uint64_t r = x, y = x / 2 + 1;
     while (y < r) r = y, y = (r + x / r) / 2;
     return r;
 }
 
-/* floor(sqrt(lo * hi)) within [lo, hi) (lo, hi up to 2^31: the product fits) */
-static size_t geo_mid(size_t lo, size_t hi)
+size_t symmem_autotune_mid(size_t lo, size_t hi)
 {
-    size_t t = (size_t)isqrt((uint64_t)lo * (uint64_t)hi);
+    /* exact where the product fits (every size the table measures), else sqrt(lo) * sqrt(hi) */
+    size_t t = lo != 0 && (uint64_t)hi > UINT64_MAX / (uint64_t)lo
+                   ? (size_t)(isqrt((uint64_t)lo) * isqrt((uint64_t)hi))
+                   : (size_t)isqrt((uint64_t)lo * (uint64_t)hi);
     if (t < lo) t = lo;
     if (t >= hi) t = hi - 1;
     return t;
 }
 
-/* Neighbouring rules of one kind with the same algorithm are one rule (the larger bound). */
+static int cmp_point(const void *a, const void *b)
+{
+    const symmem_autotune_point_t *x = a, *y = b;
+    return x->bytes < y->bytes ? -1 : x->bytes > y->bytes;
+}
+
+/* The points with a winner, ascending; at most SYMMEM_AUTOTUNE_MAX_STEPS. */
+static int sorted_points(const symmem_autotune_point_t *pts, int n, symmem_autotune_point_t *out)
+{
+    int k = 0;
+    for (int i = 0; i < n && k < SYMMEM_AUTOTUNE_MAX_STEPS; i++)
+        if (pts[i].winner > SYMMEM_ALGO_AUTO) out[k++] = pts[i];
+    qsort(out, (size_t)k, sizeof out[0], cmp_point);
+    return k;
+}
+
+int symmem_autotune_cuts(const symmem_autotune_point_t *pts, int n, double refine_ratio, size_t unit, uint64_t *mid,
+                         int32_t *a, int32_t *b, int max)
+{
+    symmem_autotune_point_t p[SYMMEM_AUTOTUNE_MAX_STEPS];
+    const int k = sorted_points(pts, n, p);
+    int m = 0;
+    if (unit == 0) unit = 1;
+    for (int i = 0; i + 1 < k && m < max; i++) {
+        if (p[i].winner == p[i + 1].winner || (double)p[i + 1].bytes <= (double)p[i].bytes * refine_ratio) continue;
+        const uint64_t x = symmem_autotune_mid(p[i].bytes, p[i + 1].bytes) / unit * unit;
+        if (x <= p[i].bytes || x >= p[i + 1].bytes) continue;
+        mid[m] = x;
+        a[m] = p[i].winner;
+        b[m] = p[i + 1].winner;
+        m++;
+    }
+    return m;
+}
+
+/* Neighbouring rules of one kind and form with the same algorithm are one rule (the larger bound). */
 static void merge_same(topo_table_t *t)
 {
     int w = 0;
     for (int i = 0; i < t->nrules; i++) {
-        if (w > 0 && t->rules[w - 1].kind == t->rules[i].kind && t->rules[w - 1].algo == t->rules[i].algo) w--;
+        if (w > 0 && t->rules[w - 1].kind == t->rules[i].kind && t->rules[w - 1].form == t->rules[i].form &&
+            t->rules[w - 1].algo == t->rules[i].algo)
+            w--;
         t->rules[w++] = t->rules[i];
     }
     t->nrules = w;
 }
 
-/* The rules of one kind from its measured steps (sizes ascending, winners >= 0): a run of sizes with one
- * winner holds up to the geometric midpoint to the next measured size; the last run up to the midpoint to
- * the next power of two; the model's rules above. */
-static void kind_rules(topo_table_t *out, const topo_table_t *defaults, int kind, const size_t *bytes, const int *win,
-                       int n)
+int symmem_autotune_rules(topo_table_t *out, const topo_table_t *defaults, symmem_coll_kind_t kind, symmem_form_t form,
+                          const symmem_autotune_point_t *pts, int n)
 {
-    if (n == 0) return;
-    for (int i = 0; i < n; i++) {
-        if (i + 1 < n && win[i + 1] == win[i]) continue;
-        const size_t bound = i + 1 < n ? geo_mid(bytes[i], bytes[i + 1]) : geo_mid(bytes[i], 2 * bytes[i]);
-        topo_table_add(out, kind, bound, (symmem_algo_t)win[i]);
+    symmem_autotune_point_t p[SYMMEM_AUTOTUNE_MAX_STEPS];
+    const int k = sorted_points(pts, n, p);
+    if (k == 0) return 0;
+    int rc = 0;
+    for (int i = 0; i < k; i++) {
+        if (i + 1 < k && p[i + 1].winner == p[i].winner) continue;
+        size_t bound;
+        if (i + 1 == k) bound = symmem_autotune_mid(p[i].bytes, 2 * p[i].bytes);
+        else if (p[i].pinned) bound = p[i].bytes;              /* a declared size holds exactly itself */
+        else if (p[i + 1].pinned) bound = p[i + 1].bytes - 1; /* ...and so does the next one */
+        else bound = symmem_autotune_mid(p[i].bytes, p[i + 1].bytes);
+        rc |= topo_table_add_form(out, kind, form, bound, (symmem_algo_t)p[i].winner);
     }
     /* above: the model's rules (its last one, SIZE_MAX, covers every larger size) */
-    const size_t top = geo_mid(bytes[n - 1], 2 * bytes[n - 1]);
+    const size_t top = symmem_autotune_mid(p[k - 1].bytes, 2 * p[k - 1].bytes);
     for (int i = 0; i < defaults->nrules; i++)
-        if (defaults->rules[i].kind == kind && defaults->rules[i].max_bytes > top)
-            topo_table_add(out, kind, defaults->rules[i].max_bytes, defaults->rules[i].algo);
+        if (defaults->rules[i].kind == (int)kind && defaults->rules[i].max_bytes > top)
+            rc |= topo_table_add_form(out, kind, form, defaults->rules[i].max_bytes, defaults->rules[i].algo);
+    merge_same(out);
+    return rc;
 }
 
-static void build_table(const symmem_autotune_plan_t *p, const int *win, int steps, const topo_table_t *defaults,
-                        topo_table_t *out, int *changed)
+int symmem_autotune_decide(const topo_table_t *defaults, symmem_coll_kind_t kind, uint64_t bytes,
+                           const double *us, double tie)
 {
-    out->nrules = 0;
-    *changed = 0;
-    for (int k = SYMMEM_COLL_ALL_REDUCE; k <= SYMMEM_COLL_ALL_GATHER; k++) {
-        size_t bytes[SYMMEM_AUTOTUNE_MAX_STEPS];
-        int w[SYMMEM_AUTOTUNE_MAX_STEPS], n = 0;
-        for (int s = 0; s < steps; s++) {
-            if (p->step[s].kind != k || win[s] < 0) continue;
-            bytes[n] = p->step[s].bytes;
-            w[n++] = win[s];
-            *changed += win[s] != (int)topo_table_lookup(defaults, (symmem_coll_kind_t)k, p->step[s].bytes);
-        }
-        kind_rules(out, defaults, k, bytes, w, n);
+    symmem_autotune_step_t st;
+    double slowest[SYMMEM_ALGO_COUNT];
+    memset(&st, 0, sizeof st);
+    st.kind = (int32_t)kind, st.bytes = bytes;
+    for (int a = SYMMEM_ALGO_AUTO + 1; a < SYMMEM_ALGO_COUNT; a++)
+        if (us[a] > 0.0) st.algo[st.ncand] = a, slowest[st.ncand++] = us[a];
+    return symmem_autotune_winner(&st, slowest, topo_table_lookup(defaults, kind, bytes), tie);
+}
+
+int symmem_autotune_table_from_times(topo_table_t *out, const topo_table_t *defaults, symmem_coll_kind_t kind,
+                                     symmem_form_t form, const uint64_t *bytes, const double (*us)[SYMMEM_ALGO_COUNT],
+                                     int n, double tie)
+{
+    symmem_autotune_point_t pts[SYMMEM_AUTOTUNE_MAX_STEPS];
+    int k = 0;
+    for (int i = 0; i < n && k < SYMMEM_AUTOTUNE_MAX_STEPS; i++) {
+        pts[k].bytes = bytes[i];
+        pts[k].winner = symmem_autotune_decide(defaults, kind, bytes[i], us[i], tie);
+        pts[k++].pinned = 0;
     }
-    merge_same(out);
+    return symmem_autotune_rules(out, defaults, kind, form, pts, k);
+}
+
+int symmem_autotune_pinned(const topo_table_t *t, symmem_coll_kind_t kind, symmem_form_t form, size_t bytes)
+{
+    for (int i = 0; i < t->nrules; i++) {
+        const topo_rule_t *r = &t->rules[i];
+        if (r->kind == (int)kind && r->form == (int)form && (r->max_bytes == bytes || r->max_bytes + 1 == bytes))
+            return 1;
+    }
+    return 0;
+}
+
+int symmem_autotune_pin(symmem_coll_tuning_t *tu, symmem_coll_kind_t kind, symmem_form_t form, size_t bytes,
+                        symmem_algo_t algo)
+{
+    topo_table_t t = tu->table;
+    if (!topo_table_has_form(&t, kind, (int)form)) {
+        /* the rules that answered for this form until now become its own */
+        const symmem_form_t from = symmem_coll_table_form(tu, kind, form);
+        const topo_table_t *src = topo_table_has_form(&t, kind, (int)from) ? &tu->table : &tu->defaults;
+        const int src_form = src == &tu->table ? (int)from : TOPO_FORM_ANY;
+        for (int i = 0; i < src->nrules; i++)
+            if (src->rules[i].kind == (int)kind && src->rules[i].form == src_form &&
+                topo_table_add_form(&t, kind, form, src->rules[i].max_bytes, src->rules[i].algo) != 0)
+                return -1;
+    }
+    if (bytes > 1 &&
+        topo_table_add_form(&t, kind, form, bytes - 1, topo_table_lookup_form(&t, kind, (int)form, bytes - 1)) != 0)
+        return -1;
+    if (topo_table_add_form(&t, kind, form, bytes, algo) != 0) return -1;
+    merge_same(&t);
+    tu->table = t;
+    return 0;
 }
 
 /* ---- the run ----------------------------------------------------------------------------------------------------- */
+/* The state of a run across its steps (the same on every rank: every field comes from agreed values). */
+typedef struct run_state {
+    symmem_comm_t comm;
+    symmem_coll_tuning_t *tu;
+    const symmem_autotune_ops_t *ops;
+    const symmem_autotune_cfg_t *cfg;
+    symmem_autotune_result_t *res;
+    int local_failed;
+    int stop; /* a rank failed: no further step */
+    int over; /* the budget is spent: the next step that would start is not (res->budget_stop then) */
+    /* the slowest rank's readings of the last step, by algorithm (-1: none), for the next size's skips */
+    double last_us[SYMMEM_ALGO_COUNT];
+    int32_t last_kind, last_form;
+    uint64_t last_bytes;
+} run_state_t;
+
+/* One step on every rank: the skips, the measurement, the allgather, the winner (returned; -1: nothing ran).
+ * Sets rs->stop when a rank failed or the budget is spent. An error only when the exchange failed. */
+static symmem_status_t run_step(run_state_t *rs, const symmem_autotune_step_t *st, int counted, int *winner)
+{
+    const int n = rs->comm->nranks;
+    const symmem_autotune_cfg_t *cfg = rs->cfg;
+    const symmem_algo_t model = topo_table_lookup(&rs->tu->defaults, (symmem_coll_kind_t)st->kind, st->bytes);
+    /* agreed on every rank: last_us is the maximum over ranks, the steps are the same */
+    const int half = rs->last_kind == st->kind && rs->last_form == st->form && 2 * rs->last_bytes == st->bytes;
+    int skip[SYMMEM_ALGO_COUNT];
+    rs->res->skipped += symmem_autotune_skips(st, half ? rs->last_us : NULL, model, cfg->skip_factor, skip);
+    /* what is measured: the candidates not skipped, in order */
+    symmem_autotune_step_t todo = *st;
+    int at[SYMMEM_ALGO_COUNT];
+    todo.ncand = 0;
+    for (int i = 0; i < st->ncand; i++) {
+        if (skip[i]) continue;
+        at[todo.ncand] = i;
+        todo.algo[todo.ncand] = st->algo[i];
+        todo.pred_us[todo.ncand++] = st->pred_us[i];
+    }
+    step_msg_t msg, got[SYMMEM_MAX_RANKS];
+    memset(&msg, 0, sizeof msg);
+    double us[SYMMEM_ALGO_COUNT];
+    for (int i = 0; i < SYMMEM_ALGO_COUNT; i++) us[i] = msg.us[i] = -1.0;
+    if (!rs->local_failed && rs->ops->measure(rs->ops->ctx, &todo, us) != 0) rs->local_failed = 1;
+    for (int j = 0; j < todo.ncand; j++) msg.us[at[j]] = us[j];
+    msg.failed = rs->local_failed;
+    msg.elapsed_ms = rs->ops->elapsed_ms(rs->ops->ctx);
+    SYMMEM_CHECK(symmem_comm_allgather(rs->comm, &msg, got, sizeof msg));
+    double slowest[SYMMEM_ALGO_COUNT], elapsed = 0;
+    int failed = 0;
+    for (int i = 0; i < st->ncand; i++) slowest[i] = 0.0;
+    for (int r = 0; r < n; r++) {
+        failed |= got[r].failed != 0;
+        if (got[r].elapsed_ms > elapsed) elapsed = got[r].elapsed_ms;
+        for (int i = 0; i < st->ncand; i++) {
+            const double v = got[r].us[i];
+            if (!(v > 0.0) || slowest[i] < 0) slowest[i] = -1.0;
+            else if (v > slowest[i]) slowest[i] = v;
+        }
+    }
+    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) rs->last_us[a] = -1.0;
+    for (int i = 0; i < st->ncand; i++) rs->last_us[st->algo[i]] = slowest[i];
+    rs->last_kind = st->kind;
+    rs->last_form = st->form;
+    rs->last_bytes = st->bytes;
+    *winner = symmem_autotune_winner(st, slowest, model, cfg->tie);
+    if (rs->comm->rank == 0 && symmem_log_enabled(SYMMEM_LOG_DEBUG, SYMMEM_SUBSYS_COLL)) {
+        char text[700];
+        symmem_autotune_step_describe(st, slowest, skip, *winner, model, text, sizeof text);
+        SYMMEM_DEBUG(SYMMEM_SUBSYS_COLL, "autotune step %d (%s): %s", rs->res->steps + 1,
+                     counted ? "planned" : st->pinned ? "declared" : "bisection", text);
+    }
+    rs->res->steps++;
+    rs->res->measurements += todo.ncand;
+    rs->res->elapsed_ms = elapsed;
+    if (*winner >= 0 && *winner != (int)model) rs->res->changed++;
+    if (failed) rs->res->failed = 1, rs->stop = 1;
+    rs->over = elapsed > cfg->budget_ms;
+    return SYMMEM_OK;
+}
+
+/* Whether another step may start: not after a failure, nor once the budget is spent (said once, by the step
+ * that does not start, so a budget spent by the last step is no stop). */
+static int may_start(run_state_t *rs)
+{
+    if (rs->stop) return 0;
+    if (rs->over) rs->res->budget_stop = 1, rs->stop = 1;
+    return !rs->stop;
+}
+
+/* What a call of `kind` can have as its size: the table's bytes of whole 64-byte packs (per shard where the
+ * op is sharded), so that every measured size is one a bf16 call makes. */
+static size_t size_unit(symmem_coll_kind_t kind, int n) { return kind == SYMMEM_COLL_ALL_REDUCE ? 64 : 64 * (size_t)n; }
+
+/* Bisect one op and form's points (pts[0..*n), grown in place) between neighbouring winners that differ. */
+static symmem_status_t refine(run_state_t *rs, const topo_cost_machine_t *m, const int *available,
+                              symmem_coll_kind_t kind, symmem_form_t form, symmem_autotune_point_t *pts, int *n)
+{
+    for (int round = 0; round < rs->cfg->refine && !rs->stop; round++) {
+        uint64_t mid[SYMMEM_AUTOTUNE_MAX_STEPS];
+        int32_t a[SYMMEM_AUTOTUNE_MAX_STEPS], b[SYMMEM_AUTOTUNE_MAX_STEPS];
+        const int cuts = symmem_autotune_cuts(pts, *n, rs->cfg->refine_ratio, size_unit(kind, rs->comm->nranks), mid, a,
+                                              b, SYMMEM_AUTOTUNE_MAX_STEPS - *n);
+        for (int c = 0; c < cuts && may_start(rs); c++) {
+            symmem_autotune_step_t st;
+            symmem_autotune_plan_step(m, &rs->tu->defaults, available, rs->cfg, kind, form, mid[c], &st);
+            /* the two neighbours' winners are the candidates: the cut lies between them */
+            st.ncand = 0;
+            const int32_t both[2] = {a[c], b[c]};
+            for (int j = 0; j < 2; j++) {
+                if (j == 1 && both[1] == both[0]) break;
+                st.algo[st.ncand] = both[j];
+                st.pred_us[st.ncand++] = topo_cost_us(m, kind, (symmem_algo_t)both[j], mid[c]);
+            }
+            int w;
+            SYMMEM_CHECK(run_step(rs, &st, 0, &w));
+            rs->res->refined++;
+            pts[*n].bytes = mid[c];
+            pts[*n].winner = w;
+            pts[*n].pinned = 0;
+            (*n)++;
+        }
+        if (cuts == 0) break;
+    }
+    return SYMMEM_OK;
+}
+
+/* The table agreed by hash: tu->table takes `t` on every rank, or drops to the model's everywhere. */
+static symmem_status_t agree_table(symmem_comm_t comm, symmem_coll_tuning_t *tu, const topo_table_t *t,
+                                   symmem_autotune_result_t *res, int drop_to_empty)
+{
+    uint64_t h = topo_table_hash(t), hs[SYMMEM_MAX_RANKS];
+    SYMMEM_CHECK(symmem_comm_allgather(comm, &h, hs, sizeof h));
+    res->agreed = 1;
+    for (int r = 0; r < comm->nranks; r++) res->agreed &= hs[r] == h;
+    res->hash = h;
+    if (res->agreed) {
+        tu->table = *t;
+    } else {
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "autotune: the ranks built different tables (a bug: please report it); "
+                                        "every rank drops its table for the model's");
+        if (drop_to_empty) tu->table.nrules = 0;
+    }
+    return SYMMEM_OK;
+}
+
+static symmem_status_t check_plan(symmem_comm_t comm, const symmem_autotune_plan_t *plan, uint64_t extra, int *same)
+{
+    uint64_t mine = symmem_fnv64_u64(plan_hash(plan), extra), all[SYMMEM_MAX_RANKS];
+    SYMMEM_CHECK(symmem_comm_allgather(comm, &mine, all, sizeof mine));
+    *same = -1;
+    for (int r = 0; r < comm->nranks && *same < 0; r++)
+        if (all[r] != mine) *same = r;
+    return SYMMEM_OK;
+}
+
 symmem_status_t symmem_autotune_run(symmem_comm_t comm, symmem_coll_tuning_t *tu, const topo_cost_machine_t *m,
                                     const int *available, const symmem_autotune_ops_t *ops,
                                     const symmem_autotune_cfg_t *cfg, symmem_autotune_result_t *res)
 {
-    const int n = comm->nranks;
     memset(res, 0, sizeof *res);
-    symmem_autotune_plan_t plan;
-    symmem_autotune_plan(m, &tu->defaults, available, cfg, &plan);
-    res->planned = plan.nsteps;
+    symmem_autotune_plan_t *p = calloc(1, sizeof *p); /* large: off the stack */
+    if (!p) return symmem_set_error(SYMMEM_OUT_OF_MEMORY, "autotune: out of host memory");
+    symmem_autotune_plan(m, &tu->defaults, available, cfg, p);
+    res->planned = p->nsteps;
     /* the plan is a pure function of agreed facts; should it differ anyway, no rank measures */
-    uint64_t mine = plan_hash(&plan), all[SYMMEM_MAX_RANKS];
-    SYMMEM_CHECK(symmem_comm_allgather(comm, &mine, all, sizeof mine));
-    for (int r = 0; r < n; r++)
-        if (all[r] != mine) {
+    int other;
+    symmem_status_t st = check_plan(comm, p, 0, &other);
+    if (st != SYMMEM_OK || other >= 0) {
+        if (st == SYMMEM_OK)
             SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "autotune: rank %d planned other measurements than this rank (rank %d); "
                                             "nothing measured, the model's table stands",
-                        r, comm->rank);
-            return SYMMEM_OK;
-        }
-    int win[SYMMEM_AUTOTUNE_MAX_STEPS];
-    int local_failed = 0;
-    step_msg_t msg, got[SYMMEM_MAX_RANKS];
-    /* the slowest rank's readings of the last step, by algorithm (-1: none), for the next size's skips */
-    double last_us[SYMMEM_ALGO_COUNT];
-    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) last_us[a] = -1.0;
-    for (int s = 0; s < plan.nsteps; s++) {
-        const symmem_autotune_step_t *st = &plan.step[s];
-        const symmem_algo_t model = topo_table_lookup(&tu->defaults, (symmem_coll_kind_t)st->kind, st->bytes);
-        /* agreed on every rank: last_us is the maximum over ranks, the plan is the same */
-        const int half = s > 0 && plan.step[s - 1].kind == st->kind && 2 * plan.step[s - 1].bytes == st->bytes;
-        int skip[SYMMEM_ALGO_COUNT];
-        res->skipped += symmem_autotune_skips(st, half ? last_us : NULL, model, cfg->skip_factor, skip);
-        /* what is measured: the candidates not skipped, in order */
-        symmem_autotune_step_t todo = *st;
-        int at[SYMMEM_ALGO_COUNT];
-        todo.ncand = 0;
-        for (int i = 0; i < st->ncand; i++) {
-            if (skip[i]) continue;
-            at[todo.ncand] = i;
-            todo.algo[todo.ncand] = st->algo[i];
-            todo.pred_us[todo.ncand++] = st->pred_us[i];
-        }
-        memset(&msg, 0, sizeof msg);
-        double us[SYMMEM_ALGO_COUNT];
-        for (int i = 0; i < SYMMEM_ALGO_COUNT; i++) us[i] = msg.us[i] = -1.0;
-        if (!local_failed && ops->measure(ops->ctx, &todo, us) != 0) local_failed = 1;
-        for (int j = 0; j < todo.ncand; j++) msg.us[at[j]] = us[j];
-        msg.failed = local_failed;
-        msg.elapsed_ms = ops->elapsed_ms(ops->ctx);
-        SYMMEM_CHECK(symmem_comm_allgather(comm, &msg, got, sizeof msg));
-        double slowest[SYMMEM_ALGO_COUNT], elapsed = 0;
-        int failed = 0;
-        for (int i = 0; i < st->ncand; i++) slowest[i] = 0.0;
-        for (int r = 0; r < n; r++) {
-            failed |= got[r].failed != 0;
-            if (got[r].elapsed_ms > elapsed) elapsed = got[r].elapsed_ms;
-            for (int i = 0; i < st->ncand; i++) {
-                const double v = got[r].us[i];
-                if (!(v > 0.0) || slowest[i] < 0) slowest[i] = -1.0;
-                else if (v > slowest[i]) slowest[i] = v;
-            }
-        }
-        for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) last_us[a] = -1.0;
-        for (int i = 0; i < st->ncand; i++) last_us[st->algo[i]] = slowest[i];
-        win[s] = symmem_autotune_winner(st, slowest, model, cfg->tie);
-        if (comm->rank == 0 && symmem_log_enabled(SYMMEM_LOG_DEBUG, SYMMEM_SUBSYS_COLL)) {
-            char text[640];
-            symmem_autotune_step_describe(st, slowest, skip, win[s], model, text, sizeof text);
-            SYMMEM_DEBUG(SYMMEM_SUBSYS_COLL, "autotune step %d of %d: %s", s + 1, plan.nsteps, text);
-        }
-        res->steps = s + 1;
-        res->measurements += todo.ncand;
-        res->elapsed_ms = elapsed;
-        if (failed) {
-            res->failed = 1;
-            break;
-        }
-        if (elapsed > cfg->budget_ms && s + 1 < plan.nsteps) {
-            res->budget_stop = 1;
-            break;
-        }
+                        other, comm->rank);
+        free(p);
+        return st;
     }
+    run_state_t rs;
+    memset(&rs, 0, sizeof rs);
+    rs.comm = comm, rs.tu = tu, rs.ops = ops, rs.cfg = cfg, rs.res = res, rs.last_kind = -1;
     topo_table_t t;
-    build_table(&plan, win, res->steps, &tu->defaults, &t, &res->changed);
-    uint64_t h = topo_table_hash(&t), hs[SYMMEM_MAX_RANKS];
-    SYMMEM_CHECK(symmem_comm_allgather(comm, &h, hs, sizeof h));
-    res->agreed = 1;
-    for (int r = 0; r < n; r++) res->agreed &= hs[r] == h;
-    res->hash = h;
-    if (res->agreed) {
-        tu->table = t;
-    } else {
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "autotune: the ranks built different tables (a bug: please report it); "
-                                        "every rank drops its table for the model's");
-        tu->table.nrules = 0;
+    t.nrules = 0;
+    /* one op and form at a time: its planned sizes, then the bisection between them */
+    for (int s = 0; s < p->nsteps && st == SYMMEM_OK;) {
+        const int kind = p->step[s].kind, form = p->step[s].form;
+        symmem_autotune_point_t pts[SYMMEM_AUTOTUNE_MAX_STEPS];
+        int n = 0;
+        for (; s < p->nsteps && p->step[s].kind == kind && p->step[s].form == form; s++) {
+            if (!may_start(&rs)) continue;
+            int w;
+            st = run_step(&rs, &p->step[s], 1, &w);
+            if (st != SYMMEM_OK) break;
+            pts[n].bytes = p->step[s].bytes, pts[n].winner = w, pts[n].pinned = 0;
+            n++;
+        }
+        if (st == SYMMEM_OK) st = refine(&rs, m, available, (symmem_coll_kind_t)kind, (symmem_form_t)form, pts, &n);
+        if (st == SYMMEM_OK && symmem_autotune_rules(&t, &tu->defaults, (symmem_coll_kind_t)kind, (symmem_form_t)form,
+                                                     pts, n) != 0)
+            SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "autotune: the table is full (%d rules): %s.%s keeps part of its rules",
+                        TOPO_TABLE_MAX_RULES, symmem_coll_kind_name((symmem_coll_kind_t)kind),
+                        symmem_form_name((symmem_form_t)form));
     }
-    return SYMMEM_OK;
+    free(p);
+    SYMMEM_CHECK(st);
+    return agree_table(comm, tu, &t, res, 1);
+}
+
+symmem_status_t symmem_autotune_pins(symmem_comm_t comm, symmem_coll_tuning_t *tu, const topo_cost_machine_t *m,
+                                     const int *available, const symmem_autotune_ops_t *ops,
+                                     const symmem_autotune_cfg_t *cfg, const size_t *bytes, int n, unsigned forms,
+                                     symmem_autotune_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    symmem_autotune_plan_t *p = calloc(1, sizeof *p);
+    if (!p) return symmem_set_error(SYMMEM_OUT_OF_MEMORY, "symmem_tune_sizes: out of host memory");
+    for (int f = 0; f < SYMMEM_FORM_COUNT; f++) {
+        if (!(forms & SYMMEM_FORM_BIT(f))) continue;
+        for (int i = 0; i < n && p->nsteps < SYMMEM_AUTOTUNE_MAX_STEPS; i++) {
+            int dup = 0;
+            for (int j = 0; j < i && !dup; j++) dup = bytes[j] == bytes[i];
+            if (dup || bytes[i] == 0 ||
+                symmem_autotune_pinned(&tu->table, SYMMEM_COLL_ALL_REDUCE, (symmem_form_t)f, bytes[i]))
+                continue;
+            symmem_autotune_step_t *st = &p->step[p->nsteps];
+            symmem_autotune_plan_step(m, &tu->defaults, available, cfg, SYMMEM_COLL_ALL_REDUCE, (symmem_form_t)f,
+                                      bytes[i], st);
+            st->pinned = 1;
+            if (st->ncand > 0) p->nsteps++;
+        }
+    }
+    res->planned = p->nsteps;
+    int other;
+    symmem_status_t st = check_plan(comm, p, forms, &other);
+    if (st == SYMMEM_OK && other >= 0)
+        st = symmem_set_error(SYMMEM_INVALID_USAGE,
+                              "symmem_tune_sizes: rank %d passed other sizes or forms than rank %d (or its table "
+                              "already held other sizes): every rank must pass the same",
+                              other, comm->rank);
+    run_state_t rs;
+    memset(&rs, 0, sizeof rs);
+    rs.comm = comm, rs.tu = tu, rs.ops = ops, rs.cfg = cfg, rs.res = res, rs.last_kind = -1;
+    symmem_coll_tuning_t next = *tu;
+    for (int s = 0; s < p->nsteps && st == SYMMEM_OK && may_start(&rs); s++) {
+        int w;
+        st = run_step(&rs, &p->step[s], 1, &w);
+        if (st == SYMMEM_OK && w > SYMMEM_ALGO_AUTO &&
+            symmem_autotune_pin(&next, SYMMEM_COLL_ALL_REDUCE, (symmem_form_t)p->step[s].form, p->step[s].bytes,
+                                (symmem_algo_t)w) != 0)
+            SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "symmem_tune_sizes: the table is full (%d rules): %zu bytes not pinned",
+                        TOPO_TABLE_MAX_RULES, (size_t)p->step[s].bytes);
+    }
+    free(p);
+    SYMMEM_CHECK(st);
+    return agree_table(comm, tu, &next.table, res, 0);
 }
 
 /* ---- words -------------------------------------------------------------------------------------------------------- */
@@ -374,7 +631,8 @@ void symmem_autotune_step_describe(const symmem_autotune_step_t *st, const doubl
     char sz[32];
     if (len) out[0] = '\0';
     size_text(st->bytes, sz, sizeof sz);
-    add(out, len, "%s %s:", symmem_coll_kind_name((symmem_coll_kind_t)st->kind), sz);
+    add(out, len, "%s.%s %s:", symmem_coll_kind_name((symmem_coll_kind_t)st->kind),
+        symmem_form_name((symmem_form_t)st->form), sz);
     for (int i = 0; i < st->ncand; i++) {
         const char *name = symmem_algo_name((symmem_algo_t)st->algo[i]);
         if (skip && skip[i]) add(out, len, "%s %s skipped", i ? "," : "", name);
@@ -388,17 +646,20 @@ void symmem_autotune_step_describe(const symmem_autotune_step_t *st, const doubl
 void symmem_autotune_describe(const topo_table_t *t, char *out, size_t len)
 {
     if (len) out[0] = '\0';
-    for (int k = SYMMEM_COLL_ALL_REDUCE; k <= SYMMEM_COLL_ALL_GATHER; k++) {
-        int first = 1;
-        for (int i = 0; i < t->nrules; i++) {
-            const topo_rule_t *r = &t->rules[i];
-            if (r->kind != k) continue;
-            char sz[32];
-            size_text(r->max_bytes, sz, sizeof sz);
-            if (first) add(out, len, "%s%s ", out[0] ? "; " : "", symmem_coll_kind_name((symmem_coll_kind_t)k));
-            if (r->max_bytes == SIZE_MAX) add(out, len, "%s%s", first ? "" : ", above ", symmem_algo_name(r->algo));
-            else add(out, len, "%sup to %s %s", first ? "" : ", ", sz, symmem_algo_name(r->algo));
-            first = 0;
+    for (int k = SYMMEM_COLL_ALL_REDUCE; k <= SYMMEM_COLL_ALL_GATHER; k++)
+        for (int f = TOPO_FORM_ANY; f < SYMMEM_FORM_COUNT; f++) {
+            int first = 1;
+            for (int i = 0; i < t->nrules; i++) {
+                const topo_rule_t *r = &t->rules[i];
+                if (r->kind != k || r->form != f) continue;
+                char sz[32];
+                size_text(r->max_bytes, sz, sizeof sz);
+                if (first)
+                    add(out, len, "%s%s%s%s ", out[0] ? "; " : "", symmem_coll_kind_name((symmem_coll_kind_t)k),
+                        f == TOPO_FORM_ANY ? "" : ".", f == TOPO_FORM_ANY ? "" : symmem_form_name((symmem_form_t)f));
+                if (r->max_bytes == SIZE_MAX) add(out, len, "%s%s", first ? "" : ", above ", symmem_algo_name(r->algo));
+                else add(out, len, "%sup to %s %s", first ? "" : ", ", sz, symmem_algo_name(r->algo));
+                first = 0;
+            }
         }
-    }
 }

@@ -1,10 +1,12 @@
-/* The autotune at a communicator's init (autotune.h): the decision with every rank, the measurements (CUDA
- * graphs of the collectives on a private stream, timed with events), the save, the log.
+/* The autotune at a communicator's init (autotune.h) and the declared sizes (symmem_tune_sizes): the decision
+ * with every rank, the measurements (CUDA graphs of the collectives on a private stream, timed with events),
+ * the save, the log.
  *
- * What is measured is what symmem-bench measures by default: bf16 sum, the input and output in a symmetric
- * buffer of the communicator (zero copy, in the communicator's placement), back-to-back operations captured
- * into one graph (a framework's decode step), timed as graph after graph on one stream once the ranks are
- * in step (time_graph); the slowest rank decides (autotune.c). */
+ * What is measured is the call as it will be made: bf16 sum, the input and output in the step's form
+ * (symmem_form_t): a symmetric buffer of the communicator (in its placement) for a symmetric side, plain
+ * cudaMalloc memory, as a framework's caching allocator has it, for an ordinary one; back-to-back operations
+ * captured into one graph (a framework's decode step), timed as graph after graph on one stream once the
+ * ranks are in step (time_graph), repeated until two medians agree; the slowest rank decides (autotune.c). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,12 +25,15 @@
 
 typedef struct gpu_ctx {
     symmem_comm_t comm;
+    const symmem_autotune_cfg_t *cfg;
     cudaStream_t stream;
     cudaEvent_t ev[AT_TIMED + 1]; /* ev[k] ends replay k (ev[0]: the lead-in) */
     symmem_buffer_t buf;
-    char *in, *out; /* this rank's halves of buf */
+    char *in, *out;         /* this rank's halves of buf: the symmetric sides */
+    char *ord_in, *ord_out; /* cudaMalloc memory: the ordinary sides */
     size_t half;
     double t0_ms;
+    int warmed; /* the warm-up ran (before the first step's timing) */
 } gpu_ctx_t;
 
 static double now_ms(void)
@@ -48,8 +53,8 @@ static symmem_coll_call_t call_of(const gpu_ctx_t *g, const symmem_autotune_step
     symmem_coll_call_t c;
     memset(&c, 0, sizeof c);
     c.kind = (symmem_coll_kind_t)st->kind;
-    c.send = g->in;
-    c.recv = g->out;
+    c.send = (st->form & SYMMEM_FORM_SYMMETRIC_INPUT) ? g->in : g->ord_in;
+    c.recv = (st->form & SYMMEM_FORM_SYMMETRIC_OUTPUT) ? g->out : g->ord_out;
     c.count = c.kind == SYMMEM_COLL_ALL_REDUCE ? st->bytes / elem_size : st->bytes / elem_size / n;
     c.dtype = SYMMEM_BFLOAT16;
     c.op = SYMMEM_OP_SUM;
@@ -88,20 +93,17 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* The replays of one graph, each a time per operation in the state a graph of many runs in (symmem-bench's
- * graphs of ten, a decode step's graph): a device barrier, an untimed lead-in replay, then AT_TIMED replays
- * back to back with an event after each; replay k's time runs from the event before it to its own, and the
- * median counts. What this keeps out (bench/NOTES.md, "The autotune times graphs of four, back to back"):
+ * graphs, a decode step's graph): a device barrier, an untimed lead-in replay, then AT_TIMED replays back to
+ * back with an event after each; replay k's time runs from the event before it to its own, and the median
+ * counts. What this keeps out (bench/NOTES.md, "The autotune: method"):
  * - The state of a lone operation. Per operation on the lab, the copy engine runs up to 27% faster in a
  *   graph of one than in graphs of eight or ten, and two-shot pull, which has no closing sync, up to 1.9x
- *   slower (consecutive operations overlap across ranks). Timed in graphs of one, the autotune chose the copy
- *   engine where staged was 1.3x faster in the bench (12 ranks, 2 MiB) and staged where two-shot pull was
- *   1.36x faster (4 ranks, 4 MiB); in graphs of four or more, back to back, it chose as the bench. How many
- *   a candidate's graph holds is the plan's (symmem_autotune_graph_ops).
- * - How far apart the ranks ended the lead-in (22% of staged's time at 8 lab ranks, 1 MiB): it lands in
- *   the first timed replay, and the median drops it. The barrier bounds it: every rank starts the lead-in
- *   within a flag's latency.
+ *   slower (consecutive operations overlap across ranks). How many a candidate's graph holds is the plan's
+ *   (symmem_autotune_graph_ops).
+ * - How far apart the ranks ended the lead-in: it lands in the first timed replay, and the median drops it.
+ *   The barrier bounds it: every rank starts the lead-in within a flag's latency.
  * The median per operation, or -1. */
-static double time_graph(gpu_ctx_t *g, cudaGraphExec_t exec, int ops)
+static double time_graph_once(gpu_ctx_t *g, cudaGraphExec_t exec, int ops)
 {
     int ok = symmem_coll_enqueue_barrier(g->comm, g->stream, "the autotune's alignment") == SYMMEM_OK;
     if (!ok) symmem_clear_error();
@@ -121,6 +123,60 @@ static double time_graph(gpu_ctx_t *g, cudaGraphExec_t exec, int ops)
     return t[AT_TIMED / 2];
 }
 
+/* time_graph_once until two consecutive medians agree within cfg->agree (the steady state: a reading taken
+ * while the GPU or the MPS server still warms up, or beside a passing hiccup, differs from the next), at most
+ * cfg->max_rounds; the lower of the agreeing pair, else the median of the rounds. Every rank runs the same
+ * number of rounds (each round starts with a device barrier, which a rank that stopped early would never
+ * reach): a rank's wish to go on is agreed over the host before each further round. */
+static double time_graph(gpu_ctx_t *g, cudaGraphExec_t exec, int ops)
+{
+    double r[16], agreed = -1.0;
+    const int max = g->cfg->max_rounds < 2 ? 2 : g->cfg->max_rounds > 16 ? 16 : g->cfg->max_rounds;
+    int k = 0;
+    for (;;) {
+        r[k] = time_graph_once(g, exec, ops);
+        /* 0: this rank's last two medians agree; 1: it wants another round; 2: it failed (every rank stops) */
+        int32_t state = 1, all[SYMMEM_MAX_RANKS];
+        if (r[k] < 0) state = 2;
+        else if (k > 0) {
+            const double lo = r[k] < r[k - 1] ? r[k] : r[k - 1], hi = r[k] < r[k - 1] ? r[k - 1] : r[k];
+            if (hi <= lo * (1.0 + g->cfg->agree)) state = 0, agreed = lo;
+        }
+        if (symmem_comm_allgather(g->comm, &state, all, sizeof state) != SYMMEM_OK) return symmem_clear_error(), -1.0;
+        int more = 0, failed = 0;
+        for (int q = 0; q < g->comm->nranks; q++) more |= all[q] == 1, failed |= all[q] == 2;
+        k++;
+        if (state == 2) return -1.0;
+        if (failed || !more || k == max) break;
+    }
+    if (agreed > 0 && r[k - 1] > 0 && k >= 2) {
+        /* the last pair agreed on this rank (or rounds ran on for a peer): the lower of the last two */
+        const double lo = r[k - 1] < r[k - 2] ? r[k - 1] : r[k - 2], hi = r[k - 1] < r[k - 2] ? r[k - 2] : r[k - 1];
+        if (hi <= lo * (1.0 + g->cfg->agree)) return lo;
+    }
+    /* no two consecutive medians agreed: the median of what was read */
+    qsort(r, (size_t)k, sizeof r[0], cmp_double);
+    return r[k / 2];
+}
+
+/* Before the first timing: collectives back to back for cfg->warmup_ms on every rank (the same count
+ * everywhere: rank 0's clock decides through the allgather), so a cold GPU's clocks or a fresh MPS server do
+ * not read slow into the first sizes. */
+static void warm_up(gpu_ctx_t *g, cudaGraphExec_t exec)
+{
+    const double t0 = now_ms();
+    for (int rounds = 0; rounds < 64; rounds++) {
+        int ok = cudaGraphLaunch(exec, g->stream) == cudaSuccess && cudaStreamSynchronize(g->stream) == cudaSuccess;
+        (void)cudaGetLastError();
+        int32_t more = ok && now_ms() - t0 < g->cfg->warmup_ms, all[SYMMEM_MAX_RANKS];
+        if (symmem_comm_allgather(g->comm, &more, all, sizeof more) != SYMMEM_OK) {
+            symmem_clear_error();
+            return;
+        }
+        if (!all[0]) return;
+    }
+}
+
 /* One step on this rank: every candidate captured, the captures agreed with every rank (a candidate runs only
  * where every rank could make its graph), the agreed ones timed in order. -1 when this rank's communicator
  * failed (a kernel timed out: nothing more can run). */
@@ -138,6 +194,14 @@ static int measure(void *p, const symmem_autotune_step_t *st, double *us)
     uint32_t agreed = mine;
     const symmem_status_t s = symmem_comm_allgather(g->comm, &mine, all, sizeof mine);
     for (int r = 0; r < g->comm->nranks && s == SYMMEM_OK; r++) agreed &= all[r];
+    if (s == SYMMEM_OK && !g->warmed) {
+        g->warmed = 1;
+        for (int i = 0; i < st->ncand; i++)
+            if (agreed >> i & 1u) {
+                warm_up(g, exec[i]);
+                break;
+            }
+    }
     for (int i = 0; i < st->ncand; i++) {
         if (s == SYMMEM_OK && (agreed >> i & 1u)) us[i] = time_graph(g, exec[i], ops);
         if (exec[i]) cudaGraphExecDestroy(exec[i]);
@@ -176,12 +240,21 @@ static int ctx_open(gpu_ctx_t *g, const symmem_autotune_cfg_t *cfg)
     if (symmem_comm_allgather(g->comm, &ok, oks, sizeof ok) != SYMMEM_OK) return -1;
     for (int r = 0; r < g->comm->nranks; r++)
         if (!oks[r]) return -1;
+    /* the ordinary sides first, agreed: a rank without them must not leave the others in the collective alloc */
+    ok = cudaMalloc((void **)&g->ord_in, 2 * half) == cudaSuccess;
+    if (!ok) g->ord_in = NULL;
+    (void)cudaGetLastError();
+    if (symmem_comm_allgather(g->comm, &ok, oks, sizeof ok) != SYMMEM_OK) return -1;
+    for (int r = 0; r < g->comm->nranks; r++)
+        if (!oks[r]) return -1;
+    g->ord_out = g->ord_in + half;
     if (symmem_alloc_create(g->comm, 2 * half, &g->buf) != SYMMEM_OK) return g->buf = NULL, -1;
     g->half = half;
     g->in = symmem_buffer_ptr(g->buf);
     g->out = g->in + half;
     /* defined contents (zeros: no Lamport sentinel, no NaN), on the stream the measurements use */
     if (cudaMemsetAsync(g->in, 0, 2 * half, g->stream) != cudaSuccess) (void)cudaGetLastError();
+    if (cudaMemsetAsync(g->ord_in, 0, 2 * half, g->stream) != cudaSuccess) (void)cudaGetLastError();
     return 0;
 }
 
@@ -189,6 +262,7 @@ static void ctx_close(gpu_ctx_t *g)
 {
     if (g->stream) cudaStreamSynchronize(g->stream);
     if (g->buf) symmem_alloc_release(g->buf);
+    if (g->ord_in) cudaFree(g->ord_in);
     for (int i = 0; i < AT_TIMED + 1; i++)
         if (g->ev[i]) cudaEventDestroy(g->ev[i]);
     if (g->stream) cudaStreamDestroy(g->stream);
@@ -235,6 +309,7 @@ static symmem_status_t run(symmem_comm_t comm, struct symmem_coll *co, const cha
     gpu_ctx_t g;
     memset(&g, 0, sizeof g);
     g.comm = comm;
+    g.cfg = &cfg;
     g.t0_ms = now_ms();
     if (ctx_open(&g, &cfg) != 0) {
         ctx_close(&g);
@@ -264,15 +339,17 @@ static symmem_status_t run(symmem_comm_t comm, struct symmem_coll *co, const cha
         return SYMMEM_OK;
     }
     co->autotune_state = SYMMEM_AUTOTUNE_MEASURED;
-    char where[4200], tuned[1024], before[1024];
+    char where[4200], tuned[4096], before[1024];
     save(comm, co, where, sizeof where);
     symmem_autotune_describe(&co->tuning.table, tuned, sizeof tuned);
     symmem_autotune_describe(&model, before, sizeof before);
     SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
-                "autotune (%s): measured %d of %d sizes, %d candidates (%d skipped: over %.0fx the fastest at half the "
-                "size) in %.0f ms (budget %.0f ms%s%s), the slowest rank deciding; %d sizes chose otherwise than the "
-                "cost model; table [%s] %s: %s (the model's: %s)",
-                why, res.steps, res.planned, res.measurements, res.skipped, cfg.skip_factor, res.elapsed_ms,
+                "autotune (%s): measured %d of %d planned sizes and %d bisection sizes (ordinary and symmetric forms), %d "
+                "candidates (%d skipped: over %.0fx the fastest at half the size) in %.0f ms (budget %.0f ms%s%s), "
+                "the slowest rank deciding; %d sizes chose otherwise than the cost model; table [%s] %s: %s (the "
+                "model's: %s)",
+                why, res.steps - res.refined, res.planned, res.refined, res.measurements, res.skipped, cfg.skip_factor,
+                res.elapsed_ms,
                 cfg.budget_ms,
                 res.budget_stop ? ", reached: larger sizes keep the model's choice" : "",
                 res.failed ? ", stopped: a rank could not measure" : "", res.changed, co->tuning.fingerprint, where,
@@ -322,4 +399,97 @@ void symmem_coll_autotune_host_note(symmem_comm_t comm)
 {
     if (symmem_autotune_mode() == SYMMEM_AUTOTUNE_OFF || !comm || comm->nranks < 2) return;
     SYMMEM_INFO(SYMMEM_SUBSYS_COLL, "autotune: not measuring: the host backend runs no GPU kernels to time");
+}
+
+/* ---- declared sizes (symmem_tune_sizes) -------------------------------------------------------------------- */
+/* Whether this rank can measure now: 1, or 0 with *why. */
+static int can_measure(symmem_comm_t comm, const struct symmem_coll *co, const char **why)
+{
+    if (symmem_autotune_mode() == SYMMEM_AUTOTUNE_OFF) return *why = "SYMMEM_AUTOTUNE=off", 0;
+    if (co->tuning.env_algo != SYMMEM_ALGO_AUTO) return *why = "SYMMEM_ALGO overrides every table", 0;
+    if (!symmem_coll_private_streams_safe(comm, co))
+        return *why = "ranks of this process share the GPU with fewer hardware work queues than ranks (set "
+                      "CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts)",
+               0;
+    return 1;
+}
+
+static symmem_status_t tune_sizes(symmem_comm_t comm, const size_t *bytes, int nsizes, unsigned forms)
+{
+    struct symmem_coll *co = comm->coll;
+    if (capturing())
+        return symmem_set_error(SYMMEM_INVALID_USAGE, "symmem_tune_sizes: a CUDA graph capture is running on this "
+                                                      "device; call it before capturing (it measures with graphs of "
+                                                      "its own)");
+    const size_t limit = symmem_comm_max_message_bytes(comm);
+    size_t want[64];
+    int n = 0;
+    for (int i = 0; i < nsizes; i++)
+        if (bytes[i] > 0 && bytes[i] <= limit) want[n++] = bytes[i];
+    const char *why = "";
+    int32_t mine = can_measure(comm, co, &why), all[SYMMEM_MAX_RANKS];
+    SYMMEM_CHECK(symmem_comm_allgather(comm, &mine, all, sizeof mine));
+    for (int r = 0; r < comm->nranks; r++)
+        if (!all[r]) {
+            SYMMEM_INFO(SYMMEM_SUBSYS_COLL, "symmem_tune_sizes: not measuring: %s", mine ? "another rank cannot" : why);
+            return SYMMEM_OK;
+        }
+    symmem_autotune_cfg_t cfg;
+    symmem_autotune_cfg_default(&cfg);
+    cfg.max_bytes = 4096;
+    for (int i = 0; i < n; i++)
+        if (want[i] > cfg.max_bytes) cfg.max_bytes = want[i];
+    gpu_ctx_t g;
+    memset(&g, 0, sizeof g);
+    g.comm = comm;
+    g.cfg = &cfg;
+    g.t0_ms = now_ms();
+    if (ctx_open(&g, &cfg) != 0) {
+        ctx_close(&g);
+        SYMMEM_CHECK(symmem_coll_poll_error(comm));
+        char msg[sizeof comm->async_error_msg];
+        const symmem_status_t failed = symmem_comm_error(comm, msg, sizeof msg);
+        if (failed != SYMMEM_OK) return symmem_set_error(failed, "%s", msg);
+        symmem_clear_error();
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "symmem_tune_sizes: could not set up its stream or buffers on every rank; the "
+                                        "table is unchanged");
+        return SYMMEM_OK;
+    }
+    int av[SYMMEM_ALGO_COUNT];
+    available(co, av);
+    const symmem_autotune_ops_t ops = {measure, elapsed_ms, &g};
+    symmem_autotune_result_t res;
+    symmem_status_t st = symmem_autotune_pins(comm, &co->tuning, &co->machine, av, &ops, &cfg, want, n,
+                                              forms ? forms : SYMMEM_FORM_BIT(SYMMEM_FORM_ORDINARY), &res);
+    ctx_close(&g);
+    SYMMEM_CHECK(st);
+    SYMMEM_CHECK(symmem_coll_poll_error(comm));
+    char where[4200] = "nothing new to save", tuned[4096];
+    if (res.agreed && res.steps > 0) save(comm, co, where, sizeof where);
+    symmem_autotune_describe(&co->tuning.table, tuned, sizeof tuned);
+    SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
+                "symmem_tune_sizes: %d of %d declared sizes x forms measured (the others held already or out of "
+                "range) in %.0f ms%s%s; %s; table [%s]: %s",
+                res.steps, nsizes, res.elapsed_ms, res.budget_stop ? ", the budget stopped it" : "",
+                res.failed ? ", a rank could not measure" : "", where, co->tuning.fingerprint, tuned);
+    return SYMMEM_OK;
+}
+
+symmem_status_t symmem_tune_sizes(symmem_comm_t comm, const size_t *bytes, int nsizes, unsigned forms)
+{
+    symmem_entry_t e;
+    SYMMEM_CHECK(symmem_entry_begin(comm, "symmem_tune_sizes", &e));
+    symmem_status_t st = SYMMEM_OK;
+    if (nsizes < 0 || nsizes > 64 || (nsizes > 0 && !bytes))
+        st = symmem_set_error(SYMMEM_INVALID_ARGUMENT, "symmem_tune_sizes: %d sizes%s (0 to 64, and not NULL)", nsizes,
+                              nsizes > 0 && !bytes ? " at NULL" : "");
+    else if (forms & ~((1u << SYMMEM_FORM_COUNT) - 1u))
+        st = symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                              "symmem_tune_sizes: forms 0x%x names no form (a mask of SYMMEM_FORM_BIT)", forms);
+    else if (comm->backend == SYMMEM_BACKEND_CUDA && comm->nranks > 1) {
+        st = symmem_coll_check_usable(comm, "symmem_tune_sizes");
+        if (st == SYMMEM_OK) st = tune_sizes(comm, bytes, nsizes, forms);
+    }
+    symmem_entry_end(&e);
+    return st;
 }

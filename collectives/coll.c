@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "alloc/alloc.h"
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/status.h"
@@ -137,6 +138,12 @@ static int launch_island(const struct symmem_coll *co, const symmem_coll_params_
     return symmem_coll_island_launch(&ip, geo->grid, geo->threads, stream, co->pdl);
 }
 
+symmem_form_t symmem_coll_form(symmem_comm_t comm, const symmem_coll_call_t *c)
+{
+    const int in = symmem_alloc_find(comm, c->send) != NULL, out = symmem_alloc_find(comm, c->recv) != NULL;
+    return (symmem_form_t)((in ? SYMMEM_FORM_SYMMETRIC_INPUT : 0) | (out ? SYMMEM_FORM_SYMMETRIC_OUTPUT : 0));
+}
+
 static symmem_status_t run_collective(symmem_comm_t comm, const symmem_coll_call_t *c)
 {
     struct symmem_coll *co = comm->coll;
@@ -144,7 +151,8 @@ static symmem_status_t run_collective(symmem_comm_t comm, const symmem_coll_call
     SYMMEM_CHECK(check_args(comm, c, &in_bytes, &out_bytes));
     if (c->count == 0) return SYMMEM_OK;
     const size_t bytes = symmem_coll_message_bytes(comm->nranks, c->kind, c->count, c->dtype);
-    symmem_algo_t algo = c->algo != SYMMEM_ALGO_AUTO ? c->algo : symmem_coll_choose(&co->tuning, c->kind, bytes);
+    symmem_algo_t algo =
+        c->algo != SYMMEM_ALGO_AUTO ? c->algo : symmem_coll_choose(&co->tuning, c->kind, symmem_coll_form(comm, c), bytes);
     /* a table (tuning file, SYMMEM_ALGO) naming the island algorithm where it is unavailable (warned at init):
      * AUTO runs the staged permutation instead; an explicit request fails below with the reason */
     if (c->algo == SYMMEM_ALGO_AUTO && algo == SYMMEM_ALGO_ISLAND && co->island_error[0]) algo = SYMMEM_ALGO_STAGED;

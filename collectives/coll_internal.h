@@ -81,6 +81,9 @@ typedef struct symmem_coll_call {
     symmem_stream_t stream;
     const char *name; /* the public call, for messages */
 } symmem_coll_call_t;
+/* The call's form for AUTO's table (symmem_form_t): whether its input and its output lie in a symmetric buffer
+ * of the communicator (the lookup the zero-copy rules below start from). */
+symmem_form_t symmem_coll_form(symmem_comm_t comm, const symmem_coll_call_t *c);
 /* Zero copy in (plan.c): the senders' inputs read in place when they lie in a symmetric buffer at the same
  * region on every rank (p->peer_send filled, *h gets what the tag must cover); any_size: the descriptor's
  * SYMMEM_COLL_ZC_ANY. Zero copy out: the results stored straight into every rank's receive buffer (p->peer_recv).

@@ -40,13 +40,31 @@ int symmem_coll_tune_measured(symmem_coll_tuning_t *t, const topo_choice_facts_t
     return changed;
 }
 
-symmem_algo_t symmem_coll_choose(const symmem_coll_tuning_t *t, symmem_coll_kind_t kind, size_t bytes)
+symmem_form_t symmem_coll_table_form(const symmem_coll_tuning_t *t, symmem_coll_kind_t kind, symmem_form_t form)
+{
+    if (!t || topo_table_has_form(&t->table, kind, (int)form)) return form;
+    /* the output's side only decides whether results are stored into peers' outputs: a call whose output is
+     * symmetric loses little with the rules measured for an ordinary output, while the input's side (read in
+     * place or copied in) changes the ranking, so it is never borrowed */
+    const symmem_form_t in_only = (symmem_form_t)((int)form & ~(int)SYMMEM_FORM_SYMMETRIC_OUTPUT);
+    return topo_table_has_form(&t->table, kind, (int)in_only) ? in_only : form;
+}
+
+symmem_algo_t symmem_coll_choose(const symmem_coll_tuning_t *t, symmem_coll_kind_t kind, symmem_form_t form,
+                                 size_t bytes)
 {
     if (!t) return SYMMEM_ALGO_TWOSHOT_PUSH;
     if (t->env_algo != SYMMEM_ALGO_AUTO) return t->env_algo;
-    symmem_algo_t a = topo_table_lookup(&t->table, kind, bytes);
+    symmem_algo_t a = topo_table_lookup_form(&t->table, kind, (int)symmem_coll_table_form(t, kind, form), bytes);
     if (a == SYMMEM_ALGO_AUTO) a = topo_table_lookup(&t->defaults, kind, bytes);
     return a == SYMMEM_ALGO_AUTO ? SYMMEM_ALGO_TWOSHOT_PUSH : a;
+}
+
+void symmem_coll_tune_key(char *out, size_t len, const char *fingerprint, int host_numa, int max_grid, int min_threads,
+                          size_t ws_bytes)
+{
+    snprintf(out, len, "%s.%s.g%dt%d.w%zuK.v%d.%d.%d", fingerprint, host_numa ? "host_numa" : "device", max_grid,
+             min_threads, ws_bytes >> 10, SYMMEM_VERSION_MAJOR, SYMMEM_VERSION_MINOR, SYMMEM_VERSION_PATCH);
 }
 
 size_t symmem_coll_message_bytes(int nranks, symmem_coll_kind_t kind, size_t count, symmem_dtype_t dtype)
@@ -89,6 +107,25 @@ symmem_status_t symmem_coll_tune_set(symmem_coll_tuning_t *tu, symmem_coll_kind_
     if (topo_table_add(&tu->table, kind, max_bytes, algo) != 0)
         return symmem_set_error(SYMMEM_INVALID_USAGE, "symmem_coll_tune_set: table full (%d rules)",
                                 TOPO_TABLE_MAX_RULES);
+    return SYMMEM_OK;
+}
+
+symmem_status_t symmem_coll_tune_replace(symmem_coll_tuning_t *tu, symmem_coll_kind_t kind, symmem_form_t form,
+                                         const topo_table_t *rules)
+{
+    topo_table_t t = tu->table;
+    int k = 0;
+    for (int i = 0; i < t.nrules; i++)
+        if (t.rules[i].kind != (int)kind || t.rules[i].form != (int)form) t.rules[k++] = t.rules[i];
+    t.nrules = k;
+    for (int i = 0; i < rules->nrules; i++) {
+        const topo_rule_t *r = &rules->rules[i];
+        if (r->kind != (int)kind || r->form != (int)form) continue;
+        if (topo_table_add_form(&t, kind, form, r->max_bytes, r->algo) != 0)
+            return symmem_set_error(SYMMEM_INVALID_USAGE, "symmem_coll_tune_replace: table full (%d rules)",
+                                    TOPO_TABLE_MAX_RULES);
+    }
+    tu->table = t;
     return SYMMEM_OK;
 }
 
@@ -146,6 +183,18 @@ symmem_status_t symmem_coll_tune_load(symmem_coll_tuning_t *tu, const char *path
                                   lineno);
             break;
         }
+        /* "all_reduce" (every form) or "all_reduce.ord" (one form: symmem_form_name) */
+        int form = TOPO_FORM_ANY;
+        char *dot = strchr(op, '.');
+        if (dot) {
+            *dot = '\0';
+            form = symmem_form_lookup(dot + 1);
+            if (form < 0) {
+                st = symmem_record_error(SYMMEM_INVALID_ARGUMENT,
+                                         "%s:%d: unknown form \"%s\" (ord, sym_in, sym_out, sym)", path, lineno, dot + 1);
+                break;
+            }
+        }
         const int kind = symmem_coll_kind_from_name(op);
         size_t max_bytes;
         symmem_algo_t algo;
@@ -166,7 +215,7 @@ symmem_status_t symmem_coll_tune_load(symmem_coll_tuning_t *tu, const char *path
             break;
         }
         algo = (symmem_algo_t)a;
-        if (in_section && topo_table_add(&t, kind, max_bytes, algo) != 0) {
+        if (in_section && topo_table_add_form(&t, kind, form, max_bytes, algo) != 0) {
             st = symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: more than %d rules in section [%s]", path, lineno,
                                      TOPO_TABLE_MAX_RULES, tu->fingerprint);
             break;
@@ -189,22 +238,25 @@ static void print_table(const topo_table_t *t, const char *fingerprint, FILE *ou
     fprintf(out, "[%s]\n", fingerprint);
     for (int i = 0; i < t->nrules; i++) {
         const topo_rule_t *r = &t->rules[i];
-        if (r->max_bytes == SIZE_MAX)
-            fprintf(out, "%-15s %12s  %s\n", symmem_coll_kind_name((symmem_coll_kind_t)r->kind), "inf",
-                    symmem_algo_name(r->algo));
+        char op[64];
+        if (r->form == TOPO_FORM_ANY) snprintf(op, sizeof op, "%s", symmem_coll_kind_name((symmem_coll_kind_t)r->kind));
         else
-            fprintf(out, "%-15s %12zu  %s\n", symmem_coll_kind_name((symmem_coll_kind_t)r->kind), r->max_bytes,
-                    symmem_algo_name(r->algo));
+            snprintf(op, sizeof op, "%s.%s", symmem_coll_kind_name((symmem_coll_kind_t)r->kind),
+                     symmem_form_name((symmem_form_t)r->form));
+        if (r->max_bytes == SIZE_MAX) fprintf(out, "%-22s %12s  %s\n", op, "inf", symmem_algo_name(r->algo));
+        else fprintf(out, "%-22s %12zu  %s\n", op, r->max_bytes, symmem_algo_name(r->algo));
     }
 }
 
 void symmem_coll_tune_print(const symmem_coll_tuning_t *tu, FILE *out)
 {
     if (!tu || !out) return;
-    /* the effective table: active rules, plus the defaults for kinds without any */
+    /* the effective table: active rules, plus the defaults (every form) for kinds without any */
     topo_table_t eff = tu->table;
     for (int k = 0; k < SYMMEM_COLL_BARRIER; k++) {
-        if (topo_table_lookup(&eff, (symmem_coll_kind_t)k, 0) != SYMMEM_ALGO_AUTO) continue;
+        int has = 0;
+        for (int i = 0; i < eff.nrules && !has; i++) has = eff.rules[i].kind == k;
+        if (has) continue;
         for (int i = 0; i < tu->defaults.nrules; i++)
             if (tu->defaults.rules[i].kind == k)
                 topo_table_add(&eff, k, tu->defaults.rules[i].max_bytes, tu->defaults.rules[i].algo);
@@ -266,8 +318,9 @@ symmem_status_t symmem_coll_tune_save(const symmem_coll_tuning_t *tu, const char
         return symmem_set_error(SYMMEM_SYSTEM_ERROR, "cannot write %s: %s", tmp, strerror(err));
     }
     (void)fchmod(fd, 0644); /* later inits of the user's other jobs read it; nobody else writes it */
-    fprintf(out, "# symmem algorithm table v1 (SYMMEM_TUNE_FILE): <op> <max_bytes|inf> <algorithm> per line,\n"
-                 "# under the [key] it was measured for: topology fingerprint, placement, library version\n");
+    fprintf(out, "# symmem algorithm table v2 (SYMMEM_TUNE_FILE): <op>[.<form>] <max_bytes|inf> <algorithm> per line,\n"
+                 "# under the [key] it was measured for: topology fingerprint, placement, grid, workspace, library "
+                 "version\n");
     copy_other_sections(tu, path, out);
     symmem_coll_tune_print(tu, out);
     const int bad = ferror(out);

@@ -4,15 +4,18 @@
  * symmem_coll_tuning_t, so the CPU tests need no communicator.
  *
  * Tuning file (text, one rule per line, '#' starts a comment):
- *     # symmem algorithm table v1
- *     [n2.rpd1.sm90x132.nvlink.5d1f0a33]
- *     all_reduce      65536  oneshot_push
- *     all_reduce      inf    twoshot_push
- *     reduce_scatter  inf    twoshot_push
- * A section header names the communicator fingerprint (topology/ranks.h) the rules were measured on; the
- * rules under it say "messages of this op up to max_bytes (inclusive) use this algorithm". Rules of one op
- * are tried in increasing max_bytes; "inf" (or a final rule) covers the rest. Sizes accept K/M/G suffixes.
- * An op without rules in the matching section uses the built-in table. */
+ *     # symmem algorithm table v2
+ *     [n2.rpd1.sm90x132.nvlink.5d1f0a33.device.g50.t64.w64M.v0.1.0]
+ *     all_reduce.ord      65536  oneshot_push
+ *     all_reduce.ord      inf    twoshot_push
+ *     all_reduce.sym      inf    twoshot_pull
+ *     reduce_scatter      inf    twoshot_push
+ * A section header names the tuning key the rules were measured under (symmem_coll_tune_key: the
+ * communicator's fingerprint, topology/ranks.h, and what else changes the ranking); the rules under it say
+ * "messages of this op, in calls of this form (symmem_form_name; none: every form), up to max_bytes
+ * (inclusive) use this algorithm". Rules of one op and form are tried in increasing max_bytes; "inf" (or a
+ * final rule) covers the rest. Sizes accept K/M/G suffixes. An op without rules in the matching section
+ * uses the built-in table. */
 #ifndef SYMMEM_COLLECTIVES_TUNE_H
 #define SYMMEM_COLLECTIVES_TUNE_H
 
@@ -41,9 +44,22 @@ void symmem_coll_tune_init(symmem_coll_tuning_t *t, const char *fingerprint, con
 /* Rebuild the defaults from measured figures (the init probe); returns the number of rules that changed. */
 int symmem_coll_tune_measured(symmem_coll_tuning_t *t, const topo_choice_facts_t *facts);
 
-/* What SYMMEM_ALGO_AUTO resolves to for `kind` at `bytes` (symmem_coll_message_bytes): env_algo, else the
- * active rule, else the default; t NULL: twoshot_push. */
-symmem_algo_t symmem_coll_choose(const symmem_coll_tuning_t *t, symmem_coll_kind_t kind, size_t bytes);
+/* What SYMMEM_ALGO_AUTO resolves to for `kind` in calls of `form` at `bytes` (symmem_coll_message_bytes):
+ * env_algo, else the active rule of the form's table (symmem_coll_table_form), else the default; t NULL:
+ * twoshot_push. A call with an ordinary input never takes a rule measured with a symmetric one. */
+symmem_algo_t symmem_coll_choose(const symmem_coll_tuning_t *t, symmem_coll_kind_t kind, symmem_form_t form,
+                                 size_t bytes);
+/* Whose rules a call of `form` follows: its own where the active table has rules of that form, else those of
+ * the form with the same input and an ordinary output where the table has them (an output read by peers in
+ * place is the smaller difference), else `form` (the built-in rules then answer). */
+symmem_form_t symmem_coll_table_form(const symmem_coll_tuning_t *t, symmem_coll_kind_t kind, symmem_form_t form);
+/* The tuning key of a communicator: its topology fingerprint, the placement (host memory is another machine as
+ * far as the table goes), the grid every call plans with (blocks per kernel, least threads per block: the
+ * residency rules and SYMMEM_MAX_BLOCKS change it), the workspace bytes (which bound the rounds) and the
+ * library version (another version may have other algorithms): everything that changes the ranking, so that
+ * a table measured under other settings is never reused. */
+void symmem_coll_tune_key(char *out, size_t len, const char *fingerprint, int host_numa, int max_grid, int min_threads,
+                          size_t ws_bytes);
 /* The size the table is keyed by: all-reduce count*esize; reduce-scatter and all-gather the size of the
  * larger buffer, nranks*count*esize (the "size" column of nccl-tests). */
 size_t symmem_coll_message_bytes(int nranks, symmem_coll_kind_t kind, size_t count, symmem_dtype_t dtype);
@@ -56,6 +72,10 @@ symmem_status_t symmem_coll_tune_clear(symmem_coll_tuning_t *t, symmem_coll_kind
  * calls (the choice must agree across ranks). */
 symmem_status_t symmem_coll_tune_set(symmem_coll_tuning_t *t, symmem_coll_kind_t kind, size_t max_bytes,
                                      symmem_algo_t algo);
+/* Replace the active rules of `kind` in `form` (exactly that form) with those of `rules` of the same kind and
+ * form (symmem-bench --tune, one op and form per pass). Every rank must make the same call. */
+symmem_status_t symmem_coll_tune_replace(symmem_coll_tuning_t *t, symmem_coll_kind_t kind, symmem_form_t form,
+                                         const topo_table_t *rules);
 /* Read the section of `path` whose fingerprint matches t's: SYMMEM_INVALID_ARGUMENT (table unchanged) on a
  * syntax error, SYMMEM_OK without change when no section matches. A failure is recorded (the last error
  * names file and line), not logged: the caller says what it does about it (communicator init ignores the

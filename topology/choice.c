@@ -11,36 +11,61 @@
 #define MIB ((size_t)1 << 20)
 
 /* ---- the table ------------------------------------------------------------------------------------------ */
-int topo_table_add(topo_table_t *t, int kind, size_t max_bytes, symmem_algo_t algo)
+int topo_table_add_form(topo_table_t *t, int kind, int form, size_t max_bytes, symmem_algo_t algo)
 {
     int i = 0;
     for (; i < t->nrules; i++) {
         topo_rule_t *r = &t->rules[i];
-        if (r->kind == kind && r->max_bytes == max_bytes) {
+        if (r->kind == kind && r->form == form && r->max_bytes == max_bytes) {
             r->algo = algo;
             return 0;
         }
-        if (r->kind > kind || (r->kind == kind && r->max_bytes > max_bytes)) break;
+        if (r->kind > kind || (r->kind == kind && (r->form > form || (r->form == form && r->max_bytes > max_bytes))))
+            break;
     }
     if (t->nrules >= TOPO_TABLE_MAX_RULES) return -1;
     memmove(&t->rules[i + 1], &t->rules[i], (size_t)(t->nrules - i) * sizeof t->rules[0]);
     t->rules[i].kind = kind;
+    t->rules[i].form = form;
     t->rules[i].max_bytes = max_bytes;
     t->rules[i].algo = algo;
     t->nrules++;
     return 0;
 }
 
-symmem_algo_t topo_table_lookup(const topo_table_t *t, symmem_coll_kind_t kind, size_t bytes)
+int topo_table_add(topo_table_t *t, int kind, size_t max_bytes, symmem_algo_t algo)
+{
+    return topo_table_add_form(t, kind, TOPO_FORM_ANY, max_bytes, algo);
+}
+
+int topo_table_has_form(const topo_table_t *t, symmem_coll_kind_t kind, int form)
+{
+    for (int i = 0; i < t->nrules; i++)
+        if (t->rules[i].kind == (int)kind && t->rules[i].form == form) return 1;
+    return 0;
+}
+
+static symmem_algo_t lookup_exact(const topo_table_t *t, symmem_coll_kind_t kind, int form, size_t bytes)
 {
     symmem_algo_t last = SYMMEM_ALGO_AUTO;
     for (int i = 0; i < t->nrules; i++) {
         const topo_rule_t *r = &t->rules[i];
-        if (r->kind != (int)kind) continue;
+        if (r->kind != (int)kind || r->form != form) continue;
         if (bytes <= r->max_bytes) return r->algo;
         last = r->algo;
     }
     return last;
+}
+
+symmem_algo_t topo_table_lookup_form(const topo_table_t *t, symmem_coll_kind_t kind, int form, size_t bytes)
+{
+    const symmem_algo_t a = lookup_exact(t, kind, form, bytes);
+    return a != SYMMEM_ALGO_AUTO || form == TOPO_FORM_ANY ? a : lookup_exact(t, kind, TOPO_FORM_ANY, bytes);
+}
+
+symmem_algo_t topo_table_lookup(const topo_table_t *t, symmem_coll_kind_t kind, size_t bytes)
+{
+    return lookup_exact(t, kind, TOPO_FORM_ANY, bytes);
 }
 
 uint64_t topo_table_hash(const topo_table_t *t)
@@ -48,6 +73,7 @@ uint64_t topo_table_hash(const topo_table_t *t)
     uint64_t h = SYMMEM_FNV64_INIT;
     for (int i = 0; i < t->nrules; i++) {
         h = symmem_fnv64_u64(h, (uint64_t)t->rules[i].kind);
+        h = symmem_fnv64_u64(h, (uint64_t)(int64_t)t->rules[i].form);
         h = symmem_fnv64_u64(h, (uint64_t)t->rules[i].max_bytes);
         h = symmem_fnv64_u64(h, (uint64_t)t->rules[i].algo);
     }

@@ -21,12 +21,16 @@ extern "C" {
 #endif
 
 /* ---- the algorithm table ---------------------------------------------------------------------------- */
-/* Rules "messages of `kind` of at most max_bytes (SIZE_MAX: no bound) use `algo`", sorted by kind, then
- * max_bytes. The built-in table comes from topo_choose; the tuning file (collectives/tune.c) replaces the
- * rules of the kinds it names. */
-#define TOPO_TABLE_MAX_RULES 64
+/* Rules "messages of `kind` of at most max_bytes (SIZE_MAX: no bound), in calls of `form`, use `algo`",
+ * sorted by kind, form, then max_bytes. A rule's form is a symmem_form_t (which of the call's input and
+ * output lie in a symmetric buffer: the algorithms read and write those in place, so each form ranks them
+ * differently), or TOPO_FORM_ANY for every form. The built-in table comes from topo_choose and has rules of
+ * any form; the tuning file and the autotune (collectives/tune.c) give the forms they measured. */
+#define TOPO_TABLE_MAX_RULES 256
+#define TOPO_FORM_ANY (-1)
 typedef struct topo_rule {
     int kind; /* symmem_coll_kind_t */
+    int form; /* symmem_form_t, or TOPO_FORM_ANY */
     size_t max_bytes;
     symmem_algo_t algo;
 } topo_rule_t;
@@ -36,11 +40,18 @@ typedef struct topo_table {
     topo_rule_t rules[TOPO_TABLE_MAX_RULES];
 } topo_table_t;
 
-/* Replace the rule with the same kind and bound, else insert it in order; 0, or -1 when the table is full. */
+/* Replace the rule with the same kind, form and bound, else insert it in order; 0, or -1 when the table is
+ * full. topo_table_add is the form TOPO_FORM_ANY. */
+int topo_table_add_form(topo_table_t *t, int kind, int form, size_t max_bytes, symmem_algo_t algo);
 int topo_table_add(topo_table_t *t, int kind, size_t max_bytes, symmem_algo_t algo);
-/* The first rule of `kind` whose bound holds `bytes`; above every bound the largest rule; AUTO when the kind
- * has no rule. */
+/* The first rule of `kind` and `form` whose bound holds `bytes`; above every bound the largest rule. Where
+ * the table has no rule of that kind and form, the same among its rules of TOPO_FORM_ANY; AUTO when there is
+ * none either. A rule of one concrete form never answers for another. topo_table_lookup is the form
+ * TOPO_FORM_ANY. */
+symmem_algo_t topo_table_lookup_form(const topo_table_t *t, symmem_coll_kind_t kind, int form, size_t bytes);
 symmem_algo_t topo_table_lookup(const topo_table_t *t, symmem_coll_kind_t kind, size_t bytes);
+/* Whether the table has a rule of `kind` and exactly `form`. */
+int topo_table_has_form(const topo_table_t *t, symmem_coll_kind_t kind, int form);
 /* Over kinds, bounds and algorithms (ranks compare it at init). */
 uint64_t topo_table_hash(const topo_table_t *t);
 

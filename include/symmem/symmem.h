@@ -456,6 +456,41 @@ SYMMEM_API symmem_status_t symmem_all_reduce_add_rmsnorm(symmem_comm_t comm, con
                                                          size_t hidden, float eps, symmem_dtype_t dtype,
                                                          symmem_algo_t algo, symmem_stream_t stream);
 
+/* The form of a call, as AUTO's table tells calls apart: which of its input and output lie in a symmetric
+ * buffer of the communicator. The algorithms read such an input in place (no copy into the workspace) and
+ * store the result straight into such an output, so one size ranks them differently in each form: a
+ * framework's ordinary tensors (SYMMEM_FORM_ORDINARY) and symmetric ones each get their own measurements and
+ * rules (docs/collectives.md, "How AUTO chooses"). An in-place call on a symmetric buffer is
+ * SYMMEM_FORM_SYMMETRIC. SYMMEM_FORM_BIT(f) makes the masks symmem_tune_sizes takes. */
+#define SYMMEM_FORM_LIST(X)                                                                                \
+    X(ORDINARY, 0, "ord")                                                                                  \
+    X(SYMMETRIC_INPUT, 1, "sym_in")                                                                        \
+    X(SYMMETRIC_OUTPUT, 2, "sym_out")                                                                      \
+    X(SYMMETRIC, 3, "sym")
+
+typedef enum symmem_form {
+#define SYMMEM_FORM_ENUM_(name, value, text) SYMMEM_FORM_##name = value,
+    SYMMEM_FORM_LIST(SYMMEM_FORM_ENUM_)
+#undef SYMMEM_FORM_ENUM_
+    SYMMEM_FORM_COUNT
+} symmem_form_t;
+#define SYMMEM_FORM_BIT(form) (1u << (unsigned)(form))
+/* "ord", "sym_in", "sym_out", "sym"; "invalid_form" outside the list. */
+SYMMEM_API const char *symmem_form_name(symmem_form_t form);
+
+/* Collective, blocking, not during a CUDA graph capture on this device: measure AUTO's all-reduce choice at
+ * exactly these message sizes (bytes, as symmem_all_reduce's count * dtype size; any values, in any order,
+ * up to 64 of them; 0 and sizes above symmem_comm_max_message_bytes are skipped) in the forms of `forms`
+ * (a mask of SYMMEM_FORM_BIT; 0 means SYMMEM_FORM_ORDINARY alone), and make the table give each size its
+ * measured winner; sizes between keep their rules. What a framework calls with: hidden size x the batch
+ * sizes it captures in CUDA graphs, x the element size. Every rank passes the same sizes and forms (a
+ * difference fails with SYMMEM_INVALID_USAGE on every rank). Sizes the table already holds a measurement
+ * for are not measured again; the table is saved where the autotune saves it (SYMMEM_TUNE_FILE, else the
+ * cache folder), so a later init loads it. With SYMMEM_AUTOTUNE=off or SYMMEM_ALGO set it does nothing and
+ * returns SYMMEM_OK; the host backend returns SYMMEM_OK too (no kernels). Takes about a millisecond per
+ * size and form at decode sizes; the INFO line says what it measured. */
+SYMMEM_API symmem_status_t symmem_tune_sizes(symmem_comm_t comm, const size_t *bytes, int nsizes, unsigned forms);
+
 /* Largest per-rank message (bytes) the collectives handle through the workspace without chunking. 0 for
  * the host backend, and for a handle that is not a live communicator (destroyed, or not from an init
  * call), which is never read: symmem_last_error() then says SYMMEM_INVALID_ARGUMENT's detail. */

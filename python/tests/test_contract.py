@@ -78,7 +78,7 @@ def _header_enumerators():
     text = HEADER.read_text()
     found = {}
     lists = {"SYMMEM_STATUS_LIST": "SYMMEM_", "SYMMEM_DTYPE_LIST": "SYMMEM_", "SYMMEM_REDOP_LIST": "SYMMEM_OP_",
-             "SYMMEM_ALGO_LIST": "SYMMEM_ALGO_"}
+             "SYMMEM_ALGO_LIST": "SYMMEM_ALGO_", "SYMMEM_FORM_LIST": "SYMMEM_FORM_"}
     for macro, prefix in lists.items():
         body = re.search(rf"#define {macro}\(X\)(.*?)\n\n", text, re.S)
         assert body, macro
@@ -102,7 +102,7 @@ def test_library_lists_every_constant_of_the_header():
 
 
 # Names the package takes from the library; a module that binds one to a literal has copied it.
-_CONTRACT_NAMES = re.compile(r"^(OK|INVALID_ARGUMENT|BACKEND_\w+|PLACEMENT_\w+|FLOAT32|FLOAT16|BFLOAT16|OP_\w+|ALGO_\w+"
+_CONTRACT_NAMES = re.compile(r"^(OK|INVALID_ARGUMENT|BACKEND_\w+|PLACEMENT_\w+|FLOAT32|FLOAT16|BFLOAT16|OP_\w+|ALGO_\w+|FORM_\w+"
                              r"|LINK_\w+|RMSNORM_MAX_HIDDEN|UNIQUE_ID_BYTES|OPTIONS_\w+|STATUS_NAMES|LINK_CAPS)$")
 
 

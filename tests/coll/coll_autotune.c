@@ -66,7 +66,8 @@ static int agreed(cc_ctx_t *ctx, symmem_comm_t *comms, int want, uint64_t *hash_
         mine[i] = topo_table_hash(&t->table);
         st_mine[i] = (uint64_t)symmem_coll_autotune_state(comms[i]);
         /* all-reduce comes first in the plan: it has rules whatever the budget left for the other ops */
-        CC_CHECK(ctx, topo_table_lookup(&t->table, SYMMEM_COLL_ALL_REDUCE, 1024) != SYMMEM_ALGO_AUTO);
+        CC_CHECK(ctx, topo_table_lookup_form(&t->table, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 1024) !=
+                          SYMMEM_ALGO_AUTO);
     }
     CC_CHECK(ctx, cc_allgather_u64(ctx, mine, all) == 0);
     CC_CHECK(ctx, cc_allgather_u64(ctx, st_mine, st_all) == 0);
@@ -137,6 +138,7 @@ static int auto_runs(cc_ctx_t *ctx)
                 CC_EXPECT(ctx, failures, wrong == 0, "%s of %zu bytes (AUTO: %s): %zu wrong elements",
                           symmem_coll_kind_name((symmem_coll_kind_t)k), bytes,
                           symmem_algo_name(symmem_coll_choose(symmem_coll_tuning(R->comm), (symmem_coll_kind_t)k,
+                                                              SYMMEM_FORM_ORDINARY,
                                                               symmem_coll_message_bytes(n, (symmem_coll_kind_t)k,
                                                                                         count, dt))),
                           wrong);

@@ -32,10 +32,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (symmem_coll_tune_load(c, path) == SYMMEM_OK) {
         static const size_t sizes[] = {0, 1, 4096, 65536, 1 << 20, (size_t)1 << 40, SIZE_MAX};
         for (int k = 0; k < SYMMEM_COLL_BARRIER; k++)
-            for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-                symmem_algo_t a = symmem_coll_choose(c, (symmem_coll_kind_t)k, sizes[i]);
-                FUZZ_ASSERT(a > SYMMEM_ALGO_AUTO && a < SYMMEM_ALGO_COUNT);
-            }
+            for (int f = 0; f < SYMMEM_FORM_COUNT; f++)
+                for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+                    symmem_algo_t a = symmem_coll_choose(c, (symmem_coll_kind_t)k, (symmem_form_t)f, sizes[i]);
+                    FUZZ_ASSERT(a > SYMMEM_ALGO_AUTO && a < SYMMEM_ALGO_COUNT);
+                }
         FILE *null = fopen("/dev/null", "w");
         if (null) symmem_coll_tune_print(c, null), fclose(null);
     }

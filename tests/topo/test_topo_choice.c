@@ -125,7 +125,7 @@ static void compare(const char *name, symmem_topo_t t)
     communicator_choice(t, &tu, &placement, &probed);
     const topo_table_t *rec = &t->model.table; /* the table symmem-topo reports (JSON "table") */
     const symmem_topo_direction_t dir = tu.prefer == TOPO_PREFER_PULL ? SYMMEM_TOPO_PULL : SYMMEM_TOPO_PUSH;
-    const int staged = symmem_coll_choose(&tu, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX) == SYMMEM_ALGO_STAGED;
+    const int staged = symmem_coll_choose(&tu, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, SIZE_MAX) == SYMMEM_ALGO_STAGED;
     int fails = test_failures;
     EXPECT(a.direction == dir);
     EXPECT(a.staged == staged);
@@ -142,7 +142,7 @@ static void compare(const char *name, symmem_topo_t t)
         for (int i = 0; i < rec->nrules; i++) {
             const size_t b = rec->rules[i].max_bytes, sizes[3] = {b == SIZE_MAX ? b : b + 1, b, b ? b - 1 : 0};
             for (int s = 0; s < 3; s++)
-                EXPECT(symmem_coll_choose(&tu, (symmem_coll_kind_t)k, sizes[s]) ==
+                EXPECT(symmem_coll_choose(&tu, (symmem_coll_kind_t)k, SYMMEM_FORM_ORDINARY, sizes[s]) ==
                       topo_table_lookup(rec, (symmem_coll_kind_t)k, sizes[s]));
         }
     /* the cost model's choice: where no island or copy-engine rule applies, the table is the least predicted
@@ -302,12 +302,12 @@ static void copy_engine_rule(void)
                               probed = {.nranks = 8, .link = SYMMEM_LINK_PCIE, .read_gbs = 20.0, .write_gbs = 25.0,
                                         .ce_gbs = 50.0};
     symmem_coll_tune_init(&tu, "fixture", &none);
-    EXPECT(symmem_coll_choose(&tu, SYMMEM_COLL_ALL_REDUCE, 64 * MIB_) == SYMMEM_ALGO_STAGED);
+    EXPECT(symmem_coll_choose(&tu, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 64 * MIB_) == SYMMEM_ALGO_STAGED);
     EXPECT(symmem_coll_tune_measured(&tu, &probed) > 0);
-    EXPECT(symmem_coll_choose(&tu, SYMMEM_COLL_ALL_REDUCE, 64 * MIB_) == SYMMEM_ALGO_COPY_ENGINE);
-    EXPECT(symmem_coll_choose(&tu, SYMMEM_COLL_ALL_REDUCE, MIB_) == SYMMEM_ALGO_STAGED);
-    EXPECT(symmem_coll_choose(&tu, SYMMEM_COLL_ALL_GATHER, 16 * MIB_) == SYMMEM_ALGO_COPY_ENGINE);
-    EXPECT(symmem_coll_choose(&tu, SYMMEM_COLL_REDUCE_SCATTER, 12 * KIB_) == SYMMEM_ALGO_ONESHOT_PUSH);
+    EXPECT(symmem_coll_choose(&tu, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 64 * MIB_) == SYMMEM_ALGO_COPY_ENGINE);
+    EXPECT(symmem_coll_choose(&tu, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, MIB_) == SYMMEM_ALGO_STAGED);
+    EXPECT(symmem_coll_choose(&tu, SYMMEM_COLL_ALL_GATHER, SYMMEM_FORM_ORDINARY, 16 * MIB_) == SYMMEM_ALGO_COPY_ENGINE);
+    EXPECT(symmem_coll_choose(&tu, SYMMEM_COLL_REDUCE_SCATTER, SYMMEM_FORM_ORDINARY, 12 * KIB_) == SYMMEM_ALGO_ONESHOT_PUSH);
     printf("%s copy-engine two-shot rule\n", test_failures ? "FAIL" : "ok  ");
 }
 
@@ -425,7 +425,7 @@ static void island_choice_two_sockets(const char *fixtures)
                symmem_coll_kind_name(kind), rows[i].bytes, o1, st, is);
         EXPECT(fabs(o1 - rows[i].oneshot) < 0.05 && fabs(st - rows[i].staged) < 0.05 && fabs(is - rows[i].island) < 0.05);
         /* the communicator's table and symmem-topo's agree with the floors */
-        EXPECT(symmem_coll_choose(&tu, kind, rows[i].bytes) == rows[i].want);
+        EXPECT(symmem_coll_choose(&tu, kind, SYMMEM_FORM_ORDINARY, rows[i].bytes) == rows[i].want);
         EXPECT(topo_table_lookup(&t->model.table, kind, rows[i].bytes) == rows[i].want);
     }
     follows_floors(&f, &tu.defaults);
@@ -504,7 +504,7 @@ static void island_choice_many_gpus(const char *fixtures, const char *name, int 
         printf("%s island floors, all_reduce of %zu B: oneshot_push %.2f us, staged %.2f us, island %.2f us\n", name,
                sizes[i], o1, sg, is);
         EXPECT(is < o1 && is < sg);
-        EXPECT(symmem_coll_choose(&tu, kind, sizes[i]) == SYMMEM_ALGO_ISLAND);
+        EXPECT(symmem_coll_choose(&tu, kind, SYMMEM_FORM_ORDINARY, sizes[i]) == SYMMEM_ALGO_ISLAND);
     }
     EXPECT(topo_table_lookup(&tu.defaults, SYMMEM_COLL_REDUCE_SCATTER, SIZE_MAX) == SYMMEM_ALGO_ISLAND);
     EXPECT(topo_table_lookup(&tu.defaults, SYMMEM_COLL_ALL_GATHER, SIZE_MAX) == SYMMEM_ALGO_ISLAND);

@@ -30,16 +30,16 @@ static symmem_coll_tuning_t *table_of(int nranks, symmem_link_t link, const char
 static void two_rank_nvlink_defaults(void)
 {
     symmem_coll_tuning_t *c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 2 * MIB) == SYMMEM_ALGO_ONESHOT_PUSH);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 256 * MIB) == SYMMEM_ALGO_TWOSHOT_LAMPORT);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 64 * KIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 64 * MIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 2 * MIB) == SYMMEM_ALGO_ONESHOT_PUSH);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 256 * MIB) == SYMMEM_ALGO_TWOSHOT_LAMPORT);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, SYMMEM_FORM_ORDINARY, 64 * KIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, SYMMEM_FORM_ORDINARY, 64 * MIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
     free(c);
     c = table_of(8, SYMMEM_LINK_NVLINK, "fpB");
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 32 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 128 * KIB) == SYMMEM_ALGO_TWOSHOT_LAMPORT);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 64 * MIB) == SYMMEM_ALGO_TWOSHOT_LAMPORT);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 32 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 128 * KIB) == SYMMEM_ALGO_TWOSHOT_LAMPORT);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 64 * MIB) == SYMMEM_ALGO_TWOSHOT_LAMPORT);
     free(c);
 }
 
@@ -81,25 +81,25 @@ static void save_load_round_trip_keeps_other_sections(void)
     free(c);
 
     c = table_of(2, SYMMEM_LINK_NVLINK, "fpA"); /* a fresh process: defaults until the file is loaded */
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 8 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 8 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
     CHECK_OK(symmem_coll_tune_load(c, path));
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 8 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 16 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 16 * KIB + 1) == SYMMEM_ALGO_STAGED);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 8 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 16 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 16 * KIB + 1) == SYMMEM_ALGO_STAGED);
     /* ops without rules in the file keep their built-in choice */
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 64 * KIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, SYMMEM_FORM_ORDINARY, 64 * KIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
     free(c);
 
     c = table_of(2, SYMMEM_LINK_NVLINK, "other-machine"); /* the other section survived the save */
     CHECK_OK(symmem_coll_tune_load(c, path));
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * MIB) == SYMMEM_ALGO_STAGED);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 1 * MIB) == SYMMEM_ALGO_STAGED);
     free(c);
 
     c = table_of(2, SYMMEM_LINK_NVLINK, "no-such-topology"); /* no section: the defaults stand */
     CHECK_OK(symmem_coll_tune_load(c, path));
     CHECK(c->table.nrules == 0);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 256 * MIB) == SYMMEM_ALGO_TWOSHOT_LAMPORT);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 256 * MIB) == SYMMEM_ALGO_TWOSHOT_LAMPORT);
     free(c);
     remove_saved(path);
 }
@@ -123,7 +123,7 @@ static void malformed_files_name_the_line(void)
         CHECK_ST(symmem_coll_tune_load(c, path), SYMMEM_INVALID_ARGUMENT);
         CHECK_ERR_HAS(bad[k].needle);
         /* nothing half-loaded: the defaults still decide */
-        CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
+        CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH);
         free(c);
     }
     unlink(path);
@@ -146,7 +146,7 @@ static void long_lines(void)
     fclose(f);
     symmem_coll_tuning_t *c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
     CHECK_OK(symmem_coll_tune_load(c, path));
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
     free(c);
 
     f = fopen(path, "w");
@@ -167,7 +167,7 @@ static void long_lines(void)
     fclose(f);
     c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
     CHECK_OK(symmem_coll_tune_load(c, path));
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_STAGED);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 1 * KIB) == SYMMEM_ALGO_STAGED);
     free(c);
     unlink(path);
 }
@@ -183,14 +183,14 @@ static void table_edits(void)
     CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_ONESHOT_PULL));
     CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, 16 * KIB, SYMMEM_ALGO_TWOSHOT_PULL));
     CHECK(c->table.nrules == 4);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 8 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 32 * KIB) == SYMMEM_ALGO_STAGED);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * MIB) == SYMMEM_ALGO_ONESHOT_PULL);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 1 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 8 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 32 * KIB) == SYMMEM_ALGO_STAGED);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 1 * MIB) == SYMMEM_ALGO_ONESHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, SYMMEM_FORM_ORDINARY, 1 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
     const uint64_t before = topo_table_hash(&c->table);
     CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, 16 * KIB, SYMMEM_ALGO_TWOSHOT_PUSH));
     CHECK(c->table.nrules == 4);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 8 * KIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 8 * KIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
     /* the hash the ranks agree on sees every rule, the first and the last included */
     CHECK(topo_table_hash(&c->table) != before);
     topo_table_t t = c->table;
@@ -252,15 +252,15 @@ static void clear_and_set_bounds(void)
     CHECK(rs_default != SYMMEM_ALGO_ONESHOT_PULL);
     CHECK_OK(symmem_coll_tune_clear(c, SYMMEM_COLL_REDUCE_SCATTER)); /* the op in the middle of the table */
     CHECK(c->table.nrules == 2);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_REDUCE_SCATTER, 1 * KIB) == rs_default);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_STAGED);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 1 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_REDUCE_SCATTER, SYMMEM_FORM_ORDINARY, 1 * KIB) == rs_default);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 1 * KIB) == SYMMEM_ALGO_STAGED);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, SYMMEM_FORM_ORDINARY, 1 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
     CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_REDUCE_SCATTER, SIZE_MAX, SYMMEM_ALGO_ONESHOT_PULL));
     CHECK_OK(symmem_coll_tune_clear(c, SYMMEM_COLL_ALL_REDUCE));
     CHECK(c->table.nrules == 2);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH); /* the default */
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 1 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_REDUCE_SCATTER, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PUSH); /* the default */
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, SYMMEM_FORM_ORDINARY, 1 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_REDUCE_SCATTER, SYMMEM_FORM_ORDINARY, 1 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
     /* the barrier, and anything past the ops, have no table */
     CHECK_ST(symmem_coll_tune_set(c, SYMMEM_COLL_BARRIER, SIZE_MAX, SYMMEM_ALGO_STAGED), SYMMEM_INVALID_ARGUMENT);
     CHECK_ST(symmem_coll_tune_set(c, (symmem_coll_kind_t)-1, SIZE_MAX, SYMMEM_ALGO_STAGED), SYMMEM_INVALID_ARGUMENT);
@@ -281,13 +281,13 @@ static void file_format_tolerance(void)
     symmem_coll_tuning_t *c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
     CHECK_OK(symmem_coll_tune_load(c, path));
     CHECK(c->table.nrules == 2);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 4 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 4 * KIB + 1) == SYMMEM_ALGO_STAGED);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 4 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 4 * KIB + 1) == SYMMEM_ALGO_STAGED);
     free(c);
     c = table_of(2, SYMMEM_LINK_NVLINK, "fpB"); /* no section of its own (the rule above the headers is not it): */
     CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_GATHER, SIZE_MAX, SYMMEM_ALGO_STAGED));
     CHECK_OK(symmem_coll_tune_load(c, path)); /* its rules stay as they were */
-    CHECK(c->table.nrules == 1 && symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 1) == SYMMEM_ALGO_STAGED);
+    CHECK(c->table.nrules == 1 && symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, SYMMEM_FORM_ORDINARY, 1) == SYMMEM_ALGO_STAGED);
     free(c);
     write_text(path, "[fpA]\nbarrier inf staged\n");
     c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
@@ -341,12 +341,12 @@ static void print_and_save_again(void)
     CHECK(count_lines(path, "# a note in a section") == 1);
     symmem_coll_tuning_t *d = table_of(8, SYMMEM_LINK_NVLINK, "fpA");
     CHECK_OK(symmem_coll_tune_load(d, path));
-    CHECK(symmem_coll_choose(d, SYMMEM_COLL_ALL_GATHER, 1 * MIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
+    CHECK(symmem_coll_choose(d, SYMMEM_COLL_ALL_GATHER, SYMMEM_FORM_ORDINARY, 1 * MIB) == SYMMEM_ALGO_TWOSHOT_PUSH);
     CHECK(d->table.nrules == c->table.nrules + ar + rs); /* the printed defaults came back as rules */
     free(d);
     d = table_of(8, SYMMEM_LINK_NVLINK, "other2");
     CHECK_OK(symmem_coll_tune_load(d, path));
-    CHECK(d->table.nrules == 1 && symmem_coll_choose(d, SYMMEM_COLL_ALL_GATHER, 1) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(d->table.nrules == 1 && symmem_coll_choose(d, SYMMEM_COLL_ALL_GATHER, SYMMEM_FORM_ORDINARY, 1) == SYMMEM_ALGO_TWOSHOT_PULL);
     free(d);
     free(c);
     remove_saved(path);

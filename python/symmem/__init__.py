@@ -17,7 +17,8 @@ pools, and SymmemCommunicator (the interface SGLang's and vLLM's communicators h
 import contextlib
 import ctypes
 
-from ._lib import (ALGO_AUTO, BACKEND_CUDA, BACKEND_DEFAULT, BACKEND_HOST, BFLOAT16, FLOAT16, FLOAT32, LINK_HOST,
+from ._lib import (ALGO_AUTO, BACKEND_CUDA, BACKEND_DEFAULT, BACKEND_HOST, BFLOAT16, FLOAT16, FLOAT32, FORM_ORDINARY,
+                   FORM_SYMMETRIC, FORM_SYMMETRIC_INPUT, FORM_SYMMETRIC_OUTPUT, LINK_HOST,
                    LINK_NAMES, LINK_NONE, LINK_NVLINK, LINK_PCIE, LINK_SELF, OP_MAX, OP_MIN, OP_SUM, PLACEMENT_AUTO,
                    PLACEMENT_DEFAULT, PLACEMENT_DEVICE, PLACEMENT_HOST_NUMA, RMSNORM_MAX_HIDDEN, ALLGATHER_FN,
                    BARRIER_FN, Bootstrap, Options, SymmemError, UniqueId, algo, algo_names, c_arg, check, lib,
@@ -26,7 +27,8 @@ from ._lib import (ALGO_AUTO, BACKEND_CUDA, BACKEND_DEFAULT, BACKEND_HOST, BFLOA
 __all__ = ["Comm", "Buffer", "SymmemError", "new_unique_id", "group", "version", "library_path", "FLOAT32", "FLOAT16", "BFLOAT16",
            "OP_SUM", "OP_MAX", "OP_MIN", "BACKEND_CUDA", "BACKEND_HOST", "PLACEMENT_AUTO", "PLACEMENT_DEVICE",
            "PLACEMENT_HOST_NUMA", "RMSNORM_MAX_HIDDEN", "LINK_SELF", "LINK_NVLINK", "LINK_PCIE", "LINK_HOST",
-           "LINK_NONE", "LINK_NAMES", "link_preferred_max_bytes", "algo", "algo_names"]
+           "LINK_NONE", "LINK_NAMES", "link_preferred_max_bytes", "algo", "algo_names", "FORM_ORDINARY",
+           "FORM_SYMMETRIC_INPUT", "FORM_SYMMETRIC_OUTPUT", "FORM_SYMMETRIC"]
 
 _c = lib()
 _algo = algo  # Comm.all_reduce's parameter is also called algo
@@ -266,6 +268,20 @@ class Comm:
                                                c_arg("hidden", hidden, "size_t"), float(eps),
                                                c_arg("dtype", dtype, "int"), _algo(algo),
                                                c_arg("stream", stream, "pointer")))
+
+    def tune_sizes(self, sizes, forms=(FORM_ORDINARY,)):
+        """Collective, blocking, never during a graph capture: measure AUTO's all-reduce choice at exactly these
+        message sizes (bytes) in these forms (FORM_ORDINARY: ordinary tensors in and out; FORM_SYMMETRIC_INPUT,
+        ...), and make the table give each its winner (symmem_tune_sizes). Every rank passes the same sizes.
+        Sizes already measured are skipped; at most 64."""
+        sizes = [c_arg("sizes", s, "size_t") for s in sizes]
+        mask = 0
+        for f in forms:
+            if f not in (FORM_ORDINARY, FORM_SYMMETRIC_INPUT, FORM_SYMMETRIC_OUTPUT, FORM_SYMMETRIC):
+                raise ValueError(f"forms: {f!r} is not a symmem.FORM_* value")
+            mask |= 1 << f
+        arr = (ctypes.c_size_t * max(len(sizes), 1))(*sizes)
+        check(_c.symmem_tune_sizes(self._h, arr, len(sizes), mask))
 
     def barrier(self, stream=0):
         """Every rank's stream waits until every rank's stream has reached this point (stream-ordered)."""

@@ -103,6 +103,8 @@ PLACEMENT_DEFAULT, PLACEMENT_AUTO, PLACEMENT_DEVICE, PLACEMENT_HOST_NUMA = (
 FLOAT32, FLOAT16, BFLOAT16 = (constant(f"SYMMEM_{n}") for n in ("FLOAT32", "FLOAT16", "BFLOAT16"))
 OP_SUM, OP_MAX, OP_MIN = (constant(f"SYMMEM_OP_{n}") for n in ("SUM", "MAX", "MIN"))
 ALGO_AUTO = constant("SYMMEM_ALGO_AUTO")
+FORM_ORDINARY, FORM_SYMMETRIC_INPUT, FORM_SYMMETRIC_OUTPUT, FORM_SYMMETRIC = (
+    constant(f"SYMMEM_FORM_{n}") for n in ("ORDINARY", "SYMMETRIC_INPUT", "SYMMETRIC_OUTPUT", "SYMMETRIC"))
 LINK_SELF, LINK_NVLINK, LINK_PCIE, LINK_HOST, LINK_NONE = (
     constant(f"SYMMEM_LINK_{n}") for n in ("SELF", "NVLINK", "PCIE", "HOST", "NONE"))
 RMSNORM_MAX_HIDDEN = constant("SYMMEM_RMSNORM_MAX_HIDDEN")
@@ -213,6 +215,7 @@ _c.symmem_comm_init_bootstrap.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POI
 _c.symmem_all_reduce.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
                                  ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
 _c.symmem_comm_get_async_error.argtypes = [ctypes.c_void_p]
+_c.symmem_tune_sizes.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), ctypes.c_int, ctypes.c_uint]
 _c.symmem_comm_max_message_bytes.argtypes = [ctypes.c_void_p]
 _c.symmem_comm_max_message_bytes.restype = ctypes.c_size_t
 _c.symmem_comm_preferred_max_bytes.argtypes = [ctypes.c_void_p]

@@ -308,6 +308,12 @@ class DropIn:
             self._direct = tuple(names)
         return True
 
+    def tune(self, sizes):
+        """Measure AUTO's choice at exactly these all-reduce sizes in bytes (SymmemCommunicator.tune): collective,
+        never inside a graph capture. A no-op unless symmem serves the group."""
+        if self.symmem_serves and _is_symmem_communicator(self._inner):
+            self._inner.tune(sizes)
+
     def close(self):
         for name in self.__dict__.pop("_direct", ()):
             self.__dict__.pop(name, None)

@@ -34,6 +34,40 @@ _ARN_OUT = torch.ops.symmem.all_reduce_add_rmsnorm_out.default
 _ARN_ = torch.ops.symmem.all_reduce_add_rmsnorm_.default
 
 _DTYPES = frozenset(_ops.DTYPES)
+
+# ---- the eager fast path ---------------------------------------------------------------------------------
+# An eager all_reduce through torch.ops pays the dispatcher's boxed call (the schema's argument parsing, the
+# stable ABI's conversions) before the library's own few hundred nanoseconds: about as much again as a whole
+# torch.add. Where nothing can observe the difference, the communicator calls the library straight through
+# ctypes on the current stream instead: plain tensors (no subclass such as FakeTensor or FunctionalTensor),
+# no TorchDispatchMode or TorchFunctionMode active (make_fx, FakeTensorMode, debug modes), not compiling
+# (Dynamo traces the op), no autograd to record. Same kernel, same stream, same errors; graph capture
+# records it the same way. Everything else takes the op. _FAST = False turns it off (benchmarks compare both).
+_FAST = True
+_Tensor = torch.Tensor
+_is_compiling = torch.compiler.is_compiling
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_function_modes = torch._C._is_torch_function_mode_enabled
+_grad_enabled = torch.is_grad_enabled
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+if _raw_stream is None:  # older torch: the same integer, a little slower
+    def _raw_stream(index):
+        return torch.cuda.current_stream(index).cuda_stream
+_c_all_reduce = symmem.lib().symmem_all_reduce
+_C_DTYPE = dict(_ops.DTYPES)
+_C_OP = dict(_ops.REDUCE_OPS)
+# SYMMEM_TORCH_LEARN_SIZES: how many distinct all-reduce sizes a communicator measures the first time it sees
+# each in an eager call (symmem_tune_sizes), so AUTO's table holds exactly the sizes the model issues.
+_LEARN_DEFAULT = 32
+
+
+def _plain(t):
+    return type(t) is _Tensor and not (t.requires_grad and _grad_enabled())
+
+
+def _fast_ok(inp, out):
+    return (_FAST and _plain(inp) and (out is None or _plain(out)) and not _is_compiling() and _dispatch_modes() == 0
+            and not _function_modes())
 _by_group = {}  # id(torch group) -> weakref(SymmemCommunicator): symmem.torch.empty(group=pg) finds it
 _live = weakref.WeakSet()
 _inproc_ids = itertools.count()
@@ -75,6 +109,12 @@ class SymmemCommunicator:
 
     def _init_state(self):
         self._error = None
+        self._handle = 0          # the symmem_comm_t as an integer, for the fast path
+        d = getattr(self, "device", None)
+        self._dev_index = d.index if isinstance(d, torch.device) and d.index is not None else -1
+        self._learned = set()     # all-reduce sizes measured for AUTO (tune, or seen eagerly)
+        self._learn_left = 0
+        self._learn_error = None
         self._pool = None
         self._pool_slot = -1
         self._pending_free = []
@@ -137,6 +177,9 @@ class SymmemCommunicator:
         self.group_name = name
         limit = comm.max_message_bytes
         self.max_size = limit if max_size is None else min(int(max_size), limit)
+        self._handle = getattr(comm, "handle", 0) or 0  # 0: no library handle (the op path only)
+        self._dev_index = self.device.index
+        self._learn_left = _learn_budget()
         self.preferred_max_size = min(self.max_size, comm.preferred_max_bytes)
         self.link_class = comm.link_class
         self.disabled = False
@@ -147,8 +190,8 @@ class SymmemCommunicator:
     # -- eligibility -----------------------------------------------------------------------------------
     def should_torch_symm_mem_allreduce(self, inp):
         """Whether all_reduce takes `inp`: bf16/fp16/fp32, contiguous, on this device, at most max_size bytes."""
-        return (not self.disabled and inp.dtype in _DTYPES and inp.device == self.device and inp.is_contiguous()
-                and inp.numel() * inp.element_size() <= self.max_size)
+        return (not self.disabled and inp.dtype in _DTYPES and inp.is_cuda and inp.get_device() == self._dev_index
+                and inp.is_contiguous() and inp.numel() * inp.element_size() <= self.max_size)
 
     should_use_symm_mem = should_torch_symm_mem_allreduce  # vLLM's name
 
@@ -163,21 +206,82 @@ class SymmemCommunicator:
         if self._error is not None:
             raise SymmemError(self._error.status, f"communicator '{self.group_name}' failed earlier: {self._error}")
 
+    # -- the sizes AUTO measures -----------------------------------------------------------------------
+    def tune(self, sizes, symmetric_input=False):
+        """Collective, blocking, never inside a graph capture: measure AUTO's all-reduce choice at exactly these
+        message sizes in bytes (numel * element size: hidden size x each batch size a framework captures, x 2
+        for bf16), so that each runs its measured winner; calls with ordinary tensors, and also with a
+        symmetric input (symmem.torch.empty) when symmetric_input. Every rank passes the same sizes; sizes
+        measured before (here or at an earlier init: the table is saved) are skipped. A no-op when disabled."""
+        if self.disabled or self.comm is None:
+            return
+        self._raise_if_failed()
+        forms = (symmem.FORM_ORDINARY, symmem.FORM_SYMMETRIC_INPUT) if symmetric_input else (symmem.FORM_ORDINARY,)
+        sizes = sorted({int(b) for b in sizes if 0 < int(b) <= self.max_size})
+        for k in range(0, len(sizes), 64):
+            self.comm.tune_sizes(sizes[k:k + 64], forms)
+        self._learned.update(sizes)
+
+    def _learn(self, nbytes, inp_ptr):
+        """The first eager call of a size not yet measured: measure it for AUTO (every rank issues the same
+        all-reduces in the same order under tensor parallelism, so every rank gets here at the same call),
+        never while capturing a graph; at most SYMMEM_TORCH_LEARN_SIZES sizes."""
+        self._learn_left -= 1
+        self._learned.add(nbytes)
+        if torch.cuda.is_current_stream_capturing():
+            return
+        forms = (symmem.FORM_ORDINARY,)
+        if symmem.lib().symmem_buffer_lookup(self._handle, inp_ptr):
+            forms = (symmem.FORM_ORDINARY, symmem.FORM_SYMMETRIC_INPUT)  # a symmetric tensor: its own form too
+        try:
+            torch.cuda.current_stream(self.device).synchronize()  # the measurement gets the GPU to itself
+            self.comm.tune_sizes([nbytes], forms)
+        except SymmemError as e:
+            # ranks out of step, or a failure while measuring: stop learning, keep serving
+            self._learn_left = 0
+            self._learn_error = e
+            log.warning("symmem: group '%s': learning the all-reduce size %d for AUTO failed, no more sizes are "
+                        "measured: %s", self.group_name, nbytes, e)
+
     # -- collectives (stream-ordered on the current stream, CUDA-graph capturable) -----------------------
     def all_reduce(self, inp, *, out=None, op="sum"):
         """Reduce (op: "sum", "max", "min") over the group into `out`: a new tensor when None, `inp` itself
         for in place. Returns the result, or None when `inp` is not eligible (vLLM's convention; SGLang
         checks should_torch_symm_mem_allreduce first)."""
-        if not self.should_torch_symm_mem_allreduce(inp):
+        if (self.disabled or inp.dtype not in _DTYPES or not inp.is_cuda or inp.get_device() != self._dev_index
+                or not inp.is_contiguous()):
+            return None
+        # numel * element size, not Tensor.nbytes: Dynamo traces this with symbolic sizes
+        nbytes = inp.numel() * inp.element_size()
+        if nbytes > self.max_size:
             return None
         if self._error is not None:
             self._raise_if_failed()
+        if not self._handle or not _fast_ok(inp, out):
+            if out is None:
+                return _AR(inp, op, self.group_name)
+            if out is inp:
+                _AR_(inp, op, self.group_name)
+            else:
+                _AR_OUT(inp, op, self.group_name, out)
+            return out
+        if self._learn_left > 0 and nbytes not in self._learned:
+            self._learn(nbytes, inp.data_ptr())
         if out is None:
-            return _AR(inp, op, self.group_name)
-        if out is inp:
-            _AR_(inp, op, self.group_name)
-        else:
-            _AR_OUT(inp, op, self.group_name, out)
+            out = torch.empty_like(inp)
+        elif out is not inp and (out.dtype != inp.dtype or out.shape != inp.shape or not out.is_cuda
+                                 or out.get_device() != self._dev_index or not out.is_contiguous()):
+            _AR_OUT(inp, op, self.group_name, out)  # the op names what is wrong with out
+            return out
+        opc = _C_OP.get(op)
+        if opc is None:
+            _AR_OUT(inp, op, self.group_name, out)  # the op names the reduce op it does not know
+            return out
+        st = _c_all_reduce(self._handle, inp.data_ptr(), out.data_ptr(), inp.numel(), _C_DTYPE[inp.dtype], opc, 0,
+                           _raw_stream(self._dev_index))
+        if st:
+            raise SymmemError(st, f"symmem::all_reduce (group '{self.group_name}', rank {self.rank} of "
+                                  f"{self.world_size}): {symmem.lib().symmem_last_error().decode(errors='replace')}")
         return out
 
     def all_reduce_add_rmsnorm(self, inp, residual, weight, eps, *, out=None):
@@ -302,6 +406,20 @@ class SymmemCommunicator:
                  "failed" if self._error is not None else "ok")
         return (f"SymmemCommunicator(group_name={self.group_name!r}, rank={self.rank}, world_size={self.world_size}, "
                 f"device={self.device}, max_size={self.max_size}, {state})")
+
+
+def _learn_budget():
+    import os
+
+    text = os.environ.get("SYMMEM_TORCH_LEARN_SIZES", "").strip()
+    if not text:
+        return _LEARN_DEFAULT
+    try:
+        value = int(text)
+    except ValueError:
+        log.warning("symmem: SYMMEM_TORCH_LEARN_SIZES=%s is not a number of sizes; using %d", text, _LEARN_DEFAULT)
+        return _LEARN_DEFAULT
+    return max(value, 0)
 
 
 def communicators_in_process(nranks, devices=None, max_size=None, timeout_ms=0):

@@ -96,6 +96,7 @@ def worker(rank, world, port, args):
             ("torch.ops.symmem.all_reduce", lambda: ar(x, "sum", g), "new"),
             ("torch.ops.symmem.all_reduce_out", lambda: ar_out(x, "sum", g, y), "out"),
             ("SymmemCommunicator.all_reduce", lambda: comm.all_reduce(x), "new"),
+            ("SymmemCommunicator.all_reduce(out=y)", lambda: comm.all_reduce(x, out=y), "out"),
             ("eligibility check (Python)", lambda: comm.should_torch_symm_mem_allreduce(x), "none"),
             # what SGLang's GroupCoordinator runs per all-reduce: the check, then the call
             ("communicator: check + all_reduce", lambda: comm.should_torch_symm_mem_allreduce(x) and comm.all_reduce(x),
@@ -142,6 +143,24 @@ def worker(rank, world, port, args):
     def graph_us(fn):
         return tsu.graph_us(fn, stream, args.n, args.R)
 
+    def ratio_of(per, a, b):
+        """The median over rounds of a's host time over b's (each round's drift cancels), slowest rank."""
+        if a not in per or b not in per:
+            return None
+        return tsu.slowest(statistics.median(x / y for x, y in zip(per[a], per[b])))
+
+    def verdict(per, floors):
+        """The lines the host-cost goals are read from: the communicator against torch.add (each in its own
+        form, out= and new) and against PyTorch's one-shot op."""
+        rows = [("SymmemCommunicator.all_reduce(out=y)", "torch.add(x, x, out=y) (floor: out)", 1.10),
+                ("SymmemCommunicator.all_reduce", "torch.add(x, x) (floor: new)", 1.10),
+                ("SymmemCommunicator.all_reduce(out=y)", "symm_mem.one_shot_all_reduce_out", 1.00)]
+        for a, b, goal in rows:
+            r = ratio_of(per, a, b)
+            if r is not None and rank == 0:
+                print(f"# verdict: {a} / {b} = {r:.2f} (goal <= {goal:.2f}): {'ok' if r <= goal else 'MISS'}",
+                      flush=True)
+
     mode_ctx = {"grad": torch.enable_grad, "no_grad": torch.no_grad, "inference": torch.inference_mode}
     for size in args.sizes:
         count = size // 2
@@ -180,10 +199,53 @@ def worker(rank, world, port, args):
                             cells += f"   host {ratio:.2f}x floor ({vs})"
                     if rank == 0:
                         print(f"{label:<38s} {cells}", flush=True)
+                verdict(per, floors)
+    if args.fused_tokens:
+        fused_section(rank, comm, dev, dt, args, host_rounds, graph_us)
     dist.barrier()
     sgl.close()
     comm.close()
     dist.destroy_process_group()
+
+
+def fused_section(rank, comm, dev, dt, args, host_rounds, graph_us):
+    """The fused all-reduce + residual add + RMSNorm (SymmemCommunicator.all_reduce_add_rmsnorm) beside what it
+    replaces in a framework's eager step: the all-reduce, residual.add_ and torch's rms_norm."""
+    import torch
+    import torch.nn.functional as F
+
+    h = args.hidden
+    w = torch.randn(h, device=dev).to(dt)
+    for tokens in args.fused_tokens:
+        if tokens * h * 2 > comm.max_size:
+            if rank == 0:
+                print(f"\n# fused: {tokens} tokens x {h} is over the communicator's {comm.max_size} bytes: skipped")
+            continue
+        x = torch.randn(tokens, h, device=dev).to(dt)
+        res = torch.randn(tokens, h, device=dev).to(dt)
+        with torch.inference_mode():
+            rows = [
+                ("add_ + rms_norm (floor: fused)", lambda: F.rms_norm(res.add_(x), (h,), w, 1e-6)),
+                ("all_reduce + add_ + rms_norm", lambda: F.rms_norm(res.add_(comm.all_reduce(x)), (h,), w, 1e-6)),
+                ("SymmemCommunicator.all_reduce_add_rmsnorm", lambda: comm.all_reduce_add_rmsnorm(x, res, w, 1e-6)),
+            ]
+            for _, fn in rows:
+                fn()
+            torch.cuda.synchronize()
+            per = host_rounds([fn for _, fn in rows])
+            if rank == 0:
+                print(f"\n# fused: {tokens} tokens x hidden {h} bf16 ({tokens * h * 2} B), inference mode\n"
+                      f"{'method':<44s} {'host us/call':>13s}", flush=True)
+            base = per[0]
+            for (label, _), p in zip(rows, per):
+                hmed = tsu.slowest(statistics.median(p))
+                r = tsu.slowest(statistics.median(a / b for a, b in zip(p, base)))
+                if rank == 0:
+                    print(f"{label:<44s} {hmed:13.2f}   host {r:.2f}x floor", flush=True)
+            r = tsu.slowest(statistics.median(a / b for a, b in zip(per[2], per[0])))
+            if rank == 0:
+                print(f"# verdict: fused / (add_ + rms_norm) = {r:.2f} (goal <= 1.00): {'ok' if r <= 1.0 else 'MISS'}",
+                      flush=True)
 
 
 def main():
@@ -196,9 +258,12 @@ def main():
     ap.add_argument("-B", type=int, default=7, help="rounds of the host column (median)")
     ap.add_argument("-n", type=int, default=20, help="ops per graph")
     ap.add_argument("-R", type=int, default=15, help="timed replays (median)")
+    ap.add_argument("--fused-tokens", default="", help="token counts of the fused section (e.g. 1,64; empty: none)")
+    ap.add_argument("--hidden", type=int, default=7168, help="the fused section's row width")
     args = ap.parse_args()
     args.sizes = [tsu.parse_size(s) for s in args.sizes.split(",")]
     args.modes = [m for m in args.modes.split(",") if m]
+    args.fused_tokens = [int(t) for t in args.fused_tokens.split(",") if t]
     bad = [m for m in args.modes if m not in ("grad", "no_grad", "inference")]
     if bad or not args.modes:
         ap.error(f"--modes: {bad or 'none given'}: use grad, no_grad, inference")

@@ -9,6 +9,9 @@ import warnings
 # Set before torch is imported anywhere (and inherited by the spawned ranks): never NVLink multicast.
 for _k, _v in {"TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1"}.items():
     os.environ[_k] = _v
+# PyTorch's symmetric memory refuses ranks that share a GPU unless told they may (the one-GPU machine runs
+# every rank there): its kernels are then timed beside symmem's in the same run.
+os.environ.setdefault("TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES", "1")
 
 
 def free_port():

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""The call users make, side by side: torch.ops.symmem.all_reduce_out(x, "sum", group, y) with AUTO, x an
+ordinary tensor ("ord") or one from symmem.torch.empty ("sym"), y ordinary, beside every algorithm forced
+on the same tensors (the library's entry point with the algorithm named: the same kernels the op launches)
+and, with --torch, PyTorch's own symmetric-memory kernels (one-shot into an ordinary output, two-shot in
+place, on a buffer of torch's symmetric memory). bf16 sum; CUDA graphs of -n operations (a model's step),
+median of -R replays, the slowest rank; sizes between powers of two as a model issues them (hidden x tokens).
+
+Per size and form it prints AUTO's time, the best forced algorithm, AUTO/best and, with --torch, the faster of
+torch's two and symmem/torch; then one verdict line per form (the worst ratio and where). Every AUTO result is
+checked against a float64 reference of fresh random data on every rank (#wrong). --csv writes every number.
+
+Ranks are processes (gloo for setup and timing); more ranks than GPUs need MPS (bench/torch_ops_bench.py's
+usage). The tuning file is the library's as configured (SYMMEM_TUNE_FILE): point it at a fresh file to time
+what a first init measures.
+Usage: op_sweep.py --nranks 8 [--sizes 1K,...] [--forms ord,sym] [--torch] [-n 50] [-R 7] [--csv FILE]
+                   [--declare]   (the sizes declared first with SymmemCommunicator.tune, as a drop-in does)
+"""
+import argparse
+import csv
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_symm_util as tsu  # noqa: E402  (sets the no-multicast environment first)
+
+DEFAULT_SIZES = ("1K,2K,4K,8K,12K,16K,32K,48K,64K,96K,112K,128K,256K,384K,512K,1M,1536K,2M,4M")
+
+
+def worker(rank, world, port, args):
+    import torch
+    import torch.distributed as dist
+
+    dev, name = tsu.init_rank(rank, world, port)
+    import symmem
+    import symmem.torch as st
+
+    comm = st.SymmemCommunicator(dist.group.WORLD, dev)
+    if comm.disabled:
+        raise RuntimeError(f"SymmemCommunicator disabled: {comm.disabled_reason}")
+    sizes = [s for s in args.sizes if s <= comm.max_size]
+    if args.declare:
+        comm.tune(sizes, symmetric_input="sym" in args.forms)
+    dt = torch.bfloat16
+    maxn = max(sizes) // 2
+    x_ord = torch.empty(maxn, dtype=dt, device=dev)
+    y = torch.empty(maxn, dtype=dt, device=dev)
+    x_sym = st.empty(maxn, dtype=dt, group=comm) if "sym" in args.forms else None
+    tsym = None
+    if args.torch:
+        import torch.distributed._symmetric_memory as symm_mem
+
+        try:
+            tsym = symm_mem.empty(maxn, dtype=dt, device=dev)
+            symm_mem.rendezvous(tsym, name)
+        except RuntimeError as e:
+            if rank == 0:
+                print(f"# PyTorch symmetric memory unavailable ({str(e).splitlines()[0]}): no torch columns")
+            tsym = None
+    stream = torch.cuda.Stream(device=dev)
+    algos = [a for a in symmem.algo_names()[1:] if a not in args.skip_algos]
+    ar_out = torch.ops.symmem.all_reduce_out.default
+    rows = []
+
+    def timed(fn):
+        try:
+            return tsu.graph_us(fn, stream, args.n, args.R)
+        except Exception as e:  # noqa: BLE001 - an algorithm refused at this size (workspace, islands): "-"
+            # refused by the library's host call before any capture or barrier, the same on every rank
+            torch.cuda.synchronize()
+            return -1.0, str(e).splitlines()[0][:100]
+
+    def check_auto(x, n, size, form):
+        """AUTO once on fresh random data against float64: how many elements are wrong on this rank."""
+        g = torch.Generator().manual_seed(size * 131 + rank)
+        mine = torch.randn(n, generator=g, dtype=torch.float64)
+        x.copy_(mine.to(dt))
+        torch.cuda.synchronize()
+        ar_out(x, "sum", comm.group_name, y[:n])
+        torch.cuda.synchronize()
+        ref = torch.zeros(n, dtype=torch.float64)
+        for r in range(world):
+            ref += torch.randn(n, generator=torch.Generator().manual_seed(size * 131 + r),
+                               dtype=torch.float64).to(dt).double()
+        got = y[:n].double().cpu()
+        tol = 2 ** -7 * (ref.abs() + 1e-3) + 1e-2 * world ** 0.5 * 2 ** -8
+        return int(((got - ref).abs() > tol).sum())
+
+    for size in sizes:
+        n = size // 2
+        for form in args.forms:
+            x = (x_ord if form == "ord" else x_sym)[:n]
+            out = y[:n]
+            wrong = tsu.total(check_auto(x, n, size, form))
+            t_auto = timed(lambda: ar_out(x, "sum", comm.group_name, out))
+            forced = {}
+            for a in algos:
+                fn = (lambda a=a: comm.comm.all_reduce(x.data_ptr(), out.data_ptr(), n, symmem.BFLOAT16, symmem.OP_SUM,
+                                                       algo=a, stream=stream.cuda_stream))
+                forced[a] = timed(fn)
+            t1 = t2 = None
+            if tsym is not None:
+                ts = tsym[:n]
+                ts.zero_()
+                t1 = timed(lambda: torch.ops.symm_mem.one_shot_all_reduce_out(ts, "sum", name, out))
+                ts.zero_()
+                t2 = timed(lambda: torch.ops.symm_mem.two_shot_all_reduce_(ts, "sum", name))
+            rows.append((size, form, t_auto, forced, t1, t2, wrong))
+            if rank == 0:
+                report(rows[-1], args)
+    if rank == 0:
+        summarize(rows, args, world)
+    dist.barrier()
+    comm.close()
+    dist.destroy_process_group()
+
+
+def _t(v):
+    return v if isinstance(v, float) else -1.0
+
+
+def _best(forced):
+    ok = {a: _t(v) for a, v in forced.items() if _t(v) > 0}
+    if not ok:
+        return None, -1.0
+    a = min(ok, key=ok.get)
+    return a, ok[a]
+
+
+def report(row, args):
+    size, form, t_auto, forced, t1, t2, wrong = row
+    best_a, best = _best(forced)
+    ta = _t(t_auto)
+    cells = f"{size:>9d} {form:>4s} {ta:9.2f} {best_a or '-':>16s} {best:9.2f} {ta / best if best > 0 else -1:7.2f}"
+    if args.torch:
+        tb = min([v for v in (_t(t1), _t(t2)) if v > 0] or [-1.0])
+        cells += f" {_t(t1):9.2f} {_t(t2):9.2f} {ta / tb if tb > 0 else -1:8.2f}"
+    print(cells + f" {wrong:7d}", flush=True)
+
+
+def summarize(rows, args, world):
+    print(f"# {world} ranks, placement {os.environ.get('SYMMEM_PLACEMENT', 'default')}, graphs of {args.n}, "
+          f"median of {args.R} replays, slowest rank", flush=True)
+    for form in args.forms:
+        fr = [r for r in rows if r[1] == form]
+        ratios = [(_t(r[2]) / _best(r[3])[1], r[0]) for r in fr if _best(r[3])[1] > 0 and _t(r[2]) > 0]
+        if ratios:
+            worst, at = max(ratios)
+            print(f"# verdict {form}: AUTO/best forced worst {worst:.2f} at {at} B, "
+                  f"{sum(1 for q, _ in ratios if q > 1.10)} of {len(ratios)} sizes over 1.10", flush=True)
+        if args.torch:
+            tr = []
+            for r in fr:
+                tb = min([v for v in (_t(r[4]), _t(r[5])) if v > 0] or [-1.0])
+                if tb > 0 and _t(r[2]) > 0:
+                    tr.append((_t(r[2]) / tb, r[0]))
+            if tr:
+                worst, at = max(tr)
+                print(f"# verdict {form}: symmem AUTO / best torch worst {worst:.2f} at {at} B, "
+                      f"{sum(1 for q, _ in tr if q > 1.0)} of {len(tr)} sizes over 1.00", flush=True)
+    wrong = sum(r[6] for r in rows)
+    print(f"# out of bounds values: {wrong} {'OK' if wrong == 0 else 'FAILED'}", flush=True)
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.writer(f)
+            algos = sorted({a for r in rows for a in r[3]})
+            w.writerow(["ranks", "placement", "bytes", "form", "auto_us"] + [f"{a}_us" for a in algos]
+                       + ["torch_one_shot_us", "torch_two_shot_us", "wrong"])
+            for size, form, ta, forced, t1, t2, wr in rows:
+                w.writerow([world, os.environ.get("SYMMEM_PLACEMENT", "default"), size, form, f"{_t(ta):.3f}"]
+                           + [f"{_t(forced.get(a)):.3f}" for a in algos]
+                           + [f"{_t(t1):.3f}" if t1 is not None else "", f"{_t(t2):.3f}" if t2 is not None else "",
+                              wr])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nranks", type=int, default=2)
+    ap.add_argument("--sizes", default=DEFAULT_SIZES, help="comma-separated message sizes (bytes; K/M suffixes)")
+    ap.add_argument("--forms", default="ord,sym", help="input forms: ord (an ordinary tensor), sym (symmetric)")
+    ap.add_argument("--torch", action="store_true", help="PyTorch's one-shot and two-shot kernels beside")
+    ap.add_argument("--declare", action="store_true", help="declare the sizes first (SymmemCommunicator.tune)")
+    ap.add_argument("--skip-algos", default="", help="algorithms not forced (comma-separated names)")
+    ap.add_argument("-n", type=int, default=50, help="operations per graph")
+    ap.add_argument("-R", type=int, default=7, help="timed replays (median)")
+    ap.add_argument("--csv", default="", help="write every number to this CSV file (rank 0)")
+    args = ap.parse_args()
+    args.sizes = sorted({tsu.parse_size(s) for s in args.sizes.split(",") if s})
+    args.forms = [f for f in args.forms.split(",") if f]
+    args.skip_algos = {a for a in args.skip_algos.split(",") if a}
+    bad = [f for f in args.forms if f not in ("ord", "sym")]
+    if bad or not args.forms:
+        ap.error(f"--forms: {bad or 'none given'}: use ord, sym")
+    refused = tsu.gpus_refuse(args.nranks)
+    if refused:
+        print(refused[1], file=sys.stderr)
+        return refused[0]
+    hdr = f"#{'bytes':>8s} {'form':>4s} {'auto us':>9s} {'best forced':>16s} {'us':>9s} {'auto/b':>7s}"
+    if args.torch:
+        hdr += f" {'t1shot us':>9s} {'t2shot us':>9s} {'sm/torch':>8s}"
+    print(hdr + f" {'#wrong':>7s}", flush=True)
+    return tsu.run_ranks(worker, args.nranks, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

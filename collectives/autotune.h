@@ -113,8 +113,8 @@ void symmem_autotune_plan(const topo_cost_machine_t *m, const topo_table_t *defa
  * algorithm: the previous step of the same op when it measured half this size; NULL, or no reading > 0: no
  * skip). A candidate skipped there has no reading, so it is measured here: a slow candidate is read at every
  * other size at least, and one that gains with size (the copy engine) is never left out for good. Replayed
- * over session 22's 1048 logged steps, a factor of 2 changed no choice and left out 19% of the measuring time
- * (bench/results/h200x1-session22/skip_replay.py). Returns how many are skipped. Pure. */
+ * over 1048 logged steps of 28 lab and device runs, a factor of 2 changed no choice and left out 19% of the
+ * measuring time (bench/NOTES.md, "Skipping what measured slow"). Returns how many are skipped. Pure. */
 int symmem_autotune_skips(const symmem_autotune_step_t *step, const double *half_us, symmem_algo_t model_choice,
                           double factor, int *skip);
 

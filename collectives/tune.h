@@ -5,11 +5,12 @@
  *
  * Tuning file (text, one rule per line, '#' starts a comment):
  *     # symmem algorithm table v1
- *     [n2.rpd1.sm90x132.nvlink.5d1f0a33]
+ *     [n2.rpd1.sm90x132.nvlink.5d1f0a33.device.v0.1.0]
  *     all_reduce      65536  oneshot_push
  *     all_reduce      inf    twoshot_push
  *     reduce_scatter  inf    twoshot_push
- * A section header names the communicator fingerprint (topology/ranks.h) the rules were measured on; the
+ * A section header names the key the rules were measured for: the communicator fingerprint (topology/ranks.h),
+ * the placement (device or host_numa) and the library version, as the communicator builds it at init; the
  * rules under it say "messages of this op up to max_bytes (inclusive) use this algorithm". Rules of one op
  * are tried in increasing max_bytes; "inf" (or a final rule) covers the rest. Sizes accept K/M/G suffixes.
  * An op without rules in the matching section uses the built-in table. */

@@ -4,7 +4,8 @@ rules a results folder keeps, checked.
 
 A folder of bench/results is one measurement subject on one machine, named DATE-MACHINE-SUBJECT
 (2026-12-05-h200-lab-autotune), and holds:
-  README.md     "# title", then the lines "- Machine:", "- Tree:", "- Command:" (or "- Commands:"), "- Figures:";
+  README.md     a first line '# title', then the lines '- Machine:', '- Tree:', '- Command:' (or '- Commands:')
+                and '- Figures:';
   figures.csv   (a header and at least one row, every row as wide as the header) or figures.json (not empty);
   the raw output the figures come from, where a reader needs it; no programs (a program used for a run becomes a
   maintained tool in bench/, or leaves: git history keeps it).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The PCIe lab sweep on one GPU (issue 29; docs/collectives.md, "The PCIe lab"): for each placement
+# The PCIe lab sweep on one GPU (docs/collectives.md, "The PCIe lab"): for each placement
 # (host_numa: the lab, every peer access over the GPU's own PCIe link to pinned host memory; device: the
 # same ranks in HBM) and each rank count, one symmem-bench run with every rank a process (under MPS when
 # ranks share a GPU): at its init the communicator autotunes (SYMMEM_AUTOTUNE=auto, a fresh tuning file),

@@ -184,8 +184,8 @@ int symmem_autotune_pinned(const topo_table_t *t, symmem_coll_kind_t kind, symme
  * algorithm: the previous step of the same op when it measured half this size; NULL, or no reading > 0: no
  * skip). A candidate skipped there has no reading, so it is measured here: a slow candidate is read at every
  * other size at least, and one that gains with size (the copy engine) is never left out for good. Replayed
- * over 1048 logged steps of lab sweeps, a factor of 2 changed no choice and left out 19% of the measuring
- * time (bench/NOTES.md, "Skipping what measured slow"). Returns how many are skipped. Pure. */
+ * over 1048 logged steps of 28 lab and device runs, a factor of 2 changed no choice and left out 19% of the
+ * measuring time (bench/NOTES.md, "Skipping what measured slow"). Returns how many are skipped. Pure. */
 int symmem_autotune_skips(const symmem_autotune_step_t *step, const double *half_us, symmem_algo_t model_choice,
                           double factor, int *skip);
 

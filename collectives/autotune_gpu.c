@@ -95,7 +95,7 @@ static int cmp_double(const void *a, const void *b)
 /* The replays of one graph, each a time per operation in the state a graph of many runs in (symmem-bench's
  * graphs, a decode step's graph): a device barrier, an untimed lead-in replay, then AT_TIMED replays back to
  * back with an event after each; replay k's time runs from the event before it to its own, and the median
- * counts. What this keeps out (bench/NOTES.md, "The autotune: method"):
+ * counts. What this keeps out (bench/NOTES.md, "The autotune's timing: barrier, lead-in and graph length"):
  * - The state of a lone operation. Per operation on the lab, the copy engine runs up to 27% faster in a
  *   graph of one than in graphs of eight or ten, and two-shot pull, which has no closing sync, up to 1.9x
  *   slower (consecutive operations overlap across ranks). How many a candidate's graph holds is the plan's

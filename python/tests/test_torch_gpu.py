@@ -194,7 +194,7 @@ def run_processes(nranks, body, deadline=None):
 # driver, and while it waits (this rank's collective waiting for a peer thread) it may hold a process-wide
 # resource of the driver (the pageable-copy staging path) that the peer thread needs to launch its part; the
 # two then wait for each other until the timeout. So every host copy here first waits for its own stream
-# outside the driver and then copies with nothing pending. docs/collectives.md ("Ranks as threads") states the
+# outside the driver and then copies with nothing pending. docs/collectives.md ("Blocking host calls") states the
 # rule for applications.
 def host(t):
     if t.is_cuda:

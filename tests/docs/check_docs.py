@@ -3,6 +3,11 @@
 
   links    every relative link in the tree's markdown files names a file or folder that exists, and a
            #fragment names a heading of the file it points into (GitHub's anchors);
+  cites    in tracked text (docs, comments, scripts), a path into the tree names a file or folder that
+           exists, and a citation of a section, FILE.md, "Heading" (or FILE.md ("Heading")), names the start
+           of a heading of that file, or of a paragraph's bold title;
+  history  tracked text says what is and why, not how the work went: no session numbers, and no issue or
+           PR numbers of this project (an upstream project's, named before it or as name#N, may be cited);
   readme   the README stays the front door: at most 170 lines, the two commands within its first 40;
   c        the README's C example compiles (-std=c11 -Wall -Wextra -Werror, no undefined names);
   python   the README's Python example parses and every name it reads is defined, imported or a builtin.
@@ -149,6 +154,214 @@ def check_python(readme):
     return bad
 
 
+# ---- tracked text: paths, section citations, history ------------------------------------------------------------
+
+# the tree's top-level folders a path in prose or a comment starts with; a path into anything else (another
+# project's tree, a build folder, /tmp) is not this tree's to check
+TOP_DIRS = ("alloc", "base", "bench", "boot", "cmake", "collectives", "comm", "docs", "examples", "harness",
+            "include", "python", "scripts", "tests", "tools", "topology")
+TEXT_SUFFIXES = {".md", ".c", ".h", ".cu", ".cuh", ".cc", ".cpp", ".py", ".sh", ".txt", ".cmake", ".toml", ".in",
+                 ".json", ".cfg", ".ini", ".yml", ".yaml"}
+TEXT_NAMES = {"CMakeLists.txt", "README", "LICENSE"}
+PATH_REF = re.compile(r"(?<![\w./@~$-])((?:" + "|".join(TOP_DIRS) + r")/[\w./+-]*[\w/])")
+# FILE.md, "Heading" / FILE.md ("Heading") / FILE.md "Heading": the quoted text starts a heading of FILE.md
+SECTION_REF = re.compile(r"([\w./-]*[\w-]\.md)\)?\s*(?:,|\(|:)?\s*[\"\u201c]([^\"\u201d]{2,160})[\"\u201d]")
+COMMENT_LEAD = re.compile(r"^\s*(?:/\*+|\*+/?|//+|#+|--|;+)?\s?")
+SESSION = re.compile(r"sessions? ?[0-9]", re.I)
+OWN_ISSUE = re.compile(r"\b(issues?|PRs?|pull requests?) ?#?([0-9]+)", re.I)
+# an issue or PR of one of these projects, named just before it ("flashinfer PR #4393"), is upstream's
+UPSTREAM = {"sglang", "vllm", "nccl", "nccl-tests", "pytorch", "torch", "flashinfer", "b12x", "cutlass", "cuda",
+            "triton", "ucx", "hwloc", "libuv", "mscclpp", "tensorrt-llm", "trt-llm", "nvshmem", "rtx6kpro", "cpython",
+            "cmake", "ninja", "gloo", "github", "upstream"}
+
+
+def tracked_files(root):
+    """The tree's tracked text files (git ls-files; without git, every file outside .git and build folders)."""
+    try:
+        out = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, check=True).stdout
+        names = [n for n in out.decode(errors="replace").split("\0") if n]
+    except (OSError, subprocess.CalledProcessError):
+        names = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            rel = Path(dirpath).relative_to(root)
+            dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS and not (rel == Path(".") and d.startswith("build"))]
+            names += [str(rel / f) for f in filenames]
+    out = []
+    for n in sorted(names):
+        p = Path(root) / n
+        if (p.suffix in TEXT_SUFFIXES or p.name in TEXT_NAMES) and p.is_file() and p.stat().st_size < (4 << 20):
+            data = p.read_bytes()
+            if b"\0" not in data[:8192]:
+                out.append((n, data.decode(errors="replace")))
+    return out
+
+
+def joined(text):
+    """The text with each line's indentation and comment lead (/*, *, //, #) taken off and the lines joined by
+    spaces, so a citation wrapped over comment lines reads as one; and each line's start offset in it."""
+    parts, starts, pos = [], [], 0
+    for line in text.splitlines():
+        starts.append(pos)
+        part = COMMENT_LEAD.sub("", line, count=1).rstrip()
+        parts.append(part)
+        pos += len(part) + 1
+    return " ".join(parts), starts
+
+
+def line_of(starts, offset):
+    lo, hi = 0, len(starts) - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if starts[mid] <= offset:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo + 1
+
+
+BOLD_LEAD = re.compile(r"^\s*(?:[-*]\s+)?\*\*(.+?)\*\*")
+
+
+def headings(path):
+    """The sections a markdown file offers to a citation, lower case: its headings, and the bold titles that
+    open a paragraph or a list item ("**Block size.** A call uses...", "- **Lazy loading** (...)")."""
+    out, fenced = [], False
+    for line in path.read_text(errors="replace").splitlines():
+        if FENCE.match(line):
+            fenced = not fenced
+        if fenced:
+            continue
+        if line.startswith("#"):
+            out.append(norm(line.lstrip("#")))
+        m = BOLD_LEAD.match(line)
+        if m:
+            out.append(norm(m.group(1)).rstrip(".:"))
+    return out
+
+
+def norm(text):
+    return " ".join(re.sub(r"[`*_]", "", text).replace("\u2019", "'").split()).strip().lower()
+
+
+C_LIKE = {".c", ".h", ".cu", ".cuh", ".cc", ".cpp"}
+HASH_COMMENTS = {".py", ".sh", ".cmake", ".toml", ".in", ".cfg", ".ini", ".yml", ".yaml"}
+PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_-]{2,}$")
+
+
+def doc_text(name, text):
+    """What of a file is prose a reader reads: all of a markdown or text file; of code, its comments (and a
+    Python file's triple-quoted docstrings), everything else blanked to spaces with the newlines kept, so line
+    numbers hold. A path or a quote inside a string literal is data (a test's input, a message), not a citation."""
+    suffix = Path(name).suffix if Path(name).name != "CMakeLists.txt" else ".cmake"
+    if suffix == ".json":
+        return ""
+    if suffix not in C_LIKE and suffix not in HASH_COMMENTS:
+        return text
+    out, i, n = [], 0, len(text)
+    keep = lambda a, b: out.append(text[a:b])  # noqa: E731
+    blank = lambda a, b: out.append(re.sub(r"[^\n]", " ", text[a:b]))  # noqa: E731
+    while i < n:
+        c = text[i]
+        if suffix in C_LIKE and text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            keep(i, j)
+        elif suffix in C_LIKE and text.startswith("//", i) or suffix in HASH_COMMENTS and c == "#":
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            keep(i, j)
+        elif suffix == ".py" and text.startswith(('"""', "'''"), i):
+            j = text.find(text[i:i + 3], i + 3)
+            j = n if j < 0 else j + 3
+            keep(i, j)
+        elif c in "\"'" and not (suffix == ".sh" and c == "'" and i > 0 and text[i - 1].isalnum()):
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            j = min(j + 1, n)
+            blank(i, j)
+        else:
+            j = i + 1
+            while j < n and text[j] not in "\"'#/" :
+                j += 1
+            blank(i, j)
+        i = max(j, i + 1)
+    return "".join(out)
+
+
+def checkable(root, ref, slash):
+    """Whether a path found in text is one to hold to this tree: a file with a suffix, a folder written with its
+    slash, or anything deeper than top/name whose first folder below the top exists here (include/linux/sched.h is
+    the kernel's); not a placeholder (bench/results/DATE-MACHINE-SUBJECT) nor a build output (bench/symmem-bench)."""
+    parts = ref.split("/")
+    if any(PLACEHOLDER.match(p) for p in parts):
+        return False
+    if len(parts) == 2:
+        return slash or "." in parts[1]
+    return (Path(root) / parts[0] / parts[1]).is_dir()
+
+
+def results_raw(name):
+    """A results folder's raw output (bench/results/NAME/FILE other than its README): a record of what a run
+    printed, whose paths and words are those of that day's machine, not citations."""
+    parts = Path(name).parts
+    return len(parts) > 3 and parts[:2] == ("bench", "results") and parts[-1] != "README.md"
+
+
+def check_cites(root, files=None):
+    bad, root = [], Path(root)
+    heads = {}
+    for name, text in files if files is not None else tracked_files(root):
+        if results_raw(name):
+            continue
+        here = (root / name).parent
+        flat, starts = joined(doc_text(name, text))
+        missing = set()
+        for m in PATH_REF.finditer(flat):
+            ref = m.group(1).rstrip("/.")
+            nxt = flat[m.end():m.end() + 1]
+            if nxt and nxt in "*{<$[":
+                continue  # a pattern or a placeholder (bench/torch_*.py, results/<run>/)
+            if not checkable(root, ref, m.group(1).endswith("/")):
+                continue
+            if not (root / ref).exists():
+                if not (here / ref).exists():
+                    missing.add(ref)
+                    bad.append(f"{name}:{line_of(starts, m.start())}: {ref} does not exist in the tree")
+        for m in SECTION_REF.finditer(flat):
+            target, quote = m.group(1), norm(m.group(2))
+            if Path(target).stem in ("FILE", "NAME", "PATH"):
+                continue  # FILE.md, "Heading": the form itself
+            cands = [root / target, here / target]
+            path = next((c for c in cands if c.is_file()), None)
+            where = f"{name}:{line_of(starts, m.start())}"
+            if path is None:
+                if target not in missing:
+                    bad.append(f'{where}: cites "{m.group(2)}" in {target}, which does not exist')
+                continue
+            key = path.resolve()
+            if key not in heads:
+                heads[key] = headings(path)
+            if not any(h.startswith(quote.rstrip(".:")) for h in heads[key]):
+                bad.append(f'{where}: cites "{m.group(2)}" in {target}, which has no heading that starts so')
+    return bad
+
+
+def check_history(root, files=None):
+    bad = []
+    for name, text in files if files is not None else tracked_files(root):
+        for no, line in enumerate(text.splitlines(), 1):
+            for m in SESSION.finditer(line):
+                bad.append(f"{name}:{no}: '{m.group(0)}': name the machine, date and subject, not the session")
+            for m in OWN_ISSUE.finditer(line):
+                before = re.findall(r"([\w.-]+)\W*$", line[:m.start()])
+                if before and before[0].lower() in UPSTREAM:
+                    continue
+                bad.append(f"{name}:{no}: '{m.group(0)}': say what is and why, not which issue of this project asked "
+                           "for it (an upstream project's issue is cited with its name: sglang#34528)")
+    return bad
+
+
 def self_test():
     fails = []
     with tempfile.TemporaryDirectory() as d:
@@ -178,9 +391,56 @@ def self_test():
             c = check_c(root / "README.md", cc, "")
             if len(c) != 1 or "undefined_c" not in c[0]:
                 fails.append(f"c: {c}")
+    fails += self_test_text()
     for f in fails:
         print("self-test:", f)
     return 1 if fails else 0
+
+
+def self_test_text():
+    """The cites and history checks on synthetic tracked files (the words the checks look for are built here
+    from pieces, so this file itself passes them)."""
+    fails = []
+    ses, iss, pr = "ses" + "sion", "iss" + "ue", "P" + "R"
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        (root / "docs").mkdir()
+        (root / "bench").mkdir()
+        (root / "docs" / "a.md").write_text("# Title\n\n## Residency\n\n### The cost model: what it counts\n\n"
+                                           "- **Lazy loading** (a list item)\n\n**Block size.** A paragraph.\n")
+        (root / "bench" / "tool.py").write_text("x\n")
+        good = {
+            "collectives/x.c": "/* the rule (docs/a.md, \"Residency\"); bench/tool.py measures it, as bench/torch_*.py\n"
+                               " * do (docs/a.md, \"The cost\n * model\"); see bench/results/<run>/ (docs/a.md, \"Lazy loading\";\n"
+                               " * docs/a.md, \"Block size\") */\n",
+            "docs/b.md": "[a](a.md) and docs/a.md (\"Title\"); sglang#34528, flashinfer PR #4393, vLLM " + iss + " 123;\n"
+                         "include/linux/sched.h, bench/results/DATE-MACHINE-SUBJECT, alloc/free, bench/symmem-bench;\n"
+                         "a 'test " + ses + " starts' line; /tmp/b/bench/nothing.c is another machine's\n",
+        }
+        files = list(good.items())
+        got = check_cites(root, files) + check_history(root, files)
+        if got:
+            fails.append(f"good text reported: {got}")
+        bad = {
+            "collectives/y.c": "/* see bench/gone.py and docs/a.md, \"Conclusions\"; docs/none.md, \"Xy\";\n"
+                               " * NOTES.md (\"Method\") */ puts(\"bench/in_a_string.c\");\n",
+            "bench/NOTES.md": f"measured in {ses} 22, {ses}7 and {iss} 29 ({iss.capitalize()}s 27, 32), {pr} #5\n",
+        }
+        files = list(bad.items())
+        cites, hist = check_cites(root, files), check_history(root, files)
+        want_c = ["bench/gone.py does not exist", 'cites "Conclusions" in docs/a.md', "docs/none.md does not exist",
+                  'cites "Method" in NOTES.md, which does not exist']
+        for w in want_c:
+            if not any(w in c for c in cites):
+                fails.append(f"cites: expected '{w}' in {cites}")
+        if len(cites) != 4:
+            fails.append(f"cites: {cites}")
+        if len(hist) != 5 or not all(h.startswith("bench/NOTES.md:1:") for h in hist):
+            fails.append(f"history: {hist}")
+        raw = [("bench/results/2099-01-01-h200-x/log.txt", f"{ses} 3 ran bench/gone.py\n")]
+        if check_cites(root, raw) or len(check_history(root, raw)) != 1:
+            fails.append("a results folder's raw output: its paths are not citations, its words still history")
+    return fails
 
 
 def main():
@@ -196,7 +456,9 @@ def main():
         ap.error("ROOT is needed")
     root = Path(args.root).resolve()
     readme = root / "README.md"
-    bad = check_links(root) + check_readme_shape(readme) + check_python(readme)
+    files = tracked_files(root)
+    bad = (check_links(root) + check_readme_shape(readme) + check_python(readme) + check_cites(root, files) +
+           check_history(root, files))
     if args.cc:
         bad += check_c(readme, args.cc, args.cflags)
     for b in bad:

@@ -572,7 +572,7 @@ static void island_choice_elsewhere(void)
 /* ---- the PCIe lab (every rank on one GPU, symmetric memory in pinned host memory) ------------------------------- */
 /* The facts a lab communicator of n ranks sees: one GPU (link class NVLink, as topo_link_class says for ranks
  * that share a GPU), host memory, every rank on that GPU's one link; the probe's figures: the link's (host
- * reads 50.8 GB/s, writes 52.3 GB/s on the H200 of issue 29) shared by the n ranks that measure at once. */
+ * reads 50.8 GB/s, writes 52.3 GB/s on the lab's H200) shared by the n ranks that measure at once. */
 static topo_choice_facts_t lab_facts(int n)
 {
     topo_choice_facts_t f = {.nranks = n, .link = SYMMEM_LINK_NVLINK, .read_gbs = 50.8 / n, .write_gbs = 52.3 / n,
@@ -710,11 +710,12 @@ static void candidates_by_link(void)
     }
 }
 
-/* The model on the lab against what the lab measured (issue 29, one H200, ranks as processes under MPS, bf16
- * sum, µs per op): it ranks one-shot push behind the two-shots where the lab did (8 ranks from 12 KiB, 4 ranks
- * from 48 KiB), by about the factor measured at 8 ranks and 96 KiB (4.05), and predicts the measured times of
- * the rows bandwidth decides within 25% (oneshot_push 8 ranks 96 KiB 256.9, twoshot_push 8 ranks 96 KiB 63.4,
- * 4 ranks 1 MiB 219.3, 8 ranks 1 MiB 508). Its table never runs one-shot push there; two ranks keep it for
+/* The model on the lab against what the lab measured (bench/NOTES.md, "The model against the lab's measured
+ * rows": one H200, ranks as processes under MPS, bf16 sum, µs per op): it ranks one-shot push behind the
+ * two-shots where the lab did (8 ranks from 12 KiB, 4 ranks from 48 KiB), by about the factor measured at 8
+ * ranks and 96 KiB (4.05), and predicts the measured times of the rows bandwidth decides within 25%
+ * (oneshot_push 8 ranks 96 KiB 256.9, twoshot_push 8 ranks 96 KiB 63.4, 4 ranks 1 MiB 219.3, 8 ranks 1 MiB
+ * 508). Its table never runs one-shot push there; two ranks keep it for
  * small messages (the lab: auto within 4% of the best up to 1 MiB). */
 static void lab_model(void)
 {

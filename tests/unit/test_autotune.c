@@ -25,7 +25,7 @@
 #define MIB ((size_t)1 << 20)
 enum { N = 4 };
 
-/* The lab of issue 29 at N ranks: one GPU, host memory, the link's figures shared by the ranks. */
+/* The PCIe lab at N ranks: one GPU, host memory, the link's figures shared by the ranks. */
 static topo_choice_facts_t lab_facts(void)
 {
     topo_choice_facts_t f = {.nranks = N, .link = SYMMEM_LINK_NVLINK, .read_gbs = 50.8 / N, .write_gbs = 52.3 / N,

@@ -461,8 +461,8 @@ static void gpcs_from_clusters(void)
         CHECK(symmem_coll_gpcs_from_clusters(c8, c16, sms) == gpcs);
     }
     CHECK(symmem_coll_gpcs_from_clusters(16, 8, 132) == 8); /* 8 GPCs of 16..18 SMs */
-    /* an H200 as measured (bench/results/h200x1-session27): 15 clusters of 8, 7 of 16 (seven GPCs of 16 or
-     * more SMs and one of 8..15) */
+    /* an H200 as measured (bench/results/2026-12-05-h200-cluster-room): 15 clusters of 8, 7 of 16 (seven GPCs
+     * of 16 or more SMs and one of 8..15) */
     CHECK(symmem_coll_gpcs_from_clusters(15, 7, 132) == 8);
     CHECK(symmem_coll_gpcs_from_clusters(9, 1, 72) == 8);   /* 7 GPCs of 8 SMs and one of 16 */
     /* unknown: a size refused or a query failed, no cluster of 8, or more GPCs than 8-SM clusters fit */

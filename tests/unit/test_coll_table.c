@@ -23,7 +23,7 @@ static symmem_coll_tuning_t *table_of(int nranks, symmem_link_t link, const char
 }
 
 /* The cost model's NVLink table (topology/choice.c) at its default figures, against what 2x H200 measured
- * (bench/NOTES.md, session 5): two ranks, one-shot push while the second trip of the Lamport two-shot costs
+ * (bench/NOTES.md, "The cost model"): two ranks, one-shot push while the second trip of the Lamport two-shot costs
  * more than the rank's own passes it saves (up to a few MiB), the Lamport two-shot above; the flag
  * two-shot, whose two syncs cost 2.7 us more at 256 KiB there, never. Eight ranks: one-shot moves (n-1)S
  * per GPU against two-shot's 2(n-1)S/n, so the Lamport two-shot takes over below 128 KiB. */

@@ -33,9 +33,6 @@ static double now_ms(void)
 
 static size_t align_down(size_t v, size_t a) { return v / a * a; }
 
-/* The PCIe lab's model reads the pull kernels' zero-copy size from the topology layer (topology/cost.h). */
-_Static_assert(TOPO_COST_ZC_MIN_BYTES == SYMMEM_COLL_ZC_MIN_BYTES, "the cost model and the pull kernels agree");
-
 #define BARRIER_WARM 2
 #define BARRIER_RUNS 16
 

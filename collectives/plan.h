@@ -72,11 +72,6 @@ int symmem_coll_geometry(const symmem_coll_layout_t *ws, const symmem_coll_grid_
                          symmem_algo_t algo, uint64_t count, size_t elem_size, int zero_copy_in, int zero_copy_out,
                          int no_ws, uint64_t units, symmem_coll_geom_t *g);
 
-/* One-shot pull (and reduce-scatter / all-gather pull) read the sender's buffer directly only from this size
- * on (SYMMEM_COLL_ZC_LARGE): zero copy costs one more sync at the end of the call (~1-2 us), a local copy of
- * a small message costs less. */
-#define SYMMEM_COLL_ZC_MIN_BYTES ((size_t)256 << 10)
-
 #ifdef __cplusplus
 }
 #endif

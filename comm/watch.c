@@ -7,7 +7,9 @@
  * communicator's host-mapped error record (no CUDA call, no device synchronisation) and its host-side error
  * state; the first error of a communicator is handed to its handler once, on the watcher thread. A handler
  * may destroy its communicator (the entry is then dropped after the handler returns); symmem_comm_destroy
- * from another thread waits until the handler of that communicator has returned. */
+ * from another thread waits until the handler of that communicator has returned. The PyTorch layer reads
+ * the same error state from a Python thread of its own instead of registering a handler here
+ * (docs/integrations.md says why). */
 #include "comm/watch.h"
 
 #include <pthread.h>

@@ -15,7 +15,8 @@
 #include "boot/bootstrap.h"
 #include "boot/group.h"
 #include "collectives/coll.h"
-#include "comm/comm.h"
+#include "comm/facts.h"
+#include "comm/options.h"
 #include "comm/watch.h"
 #include "symmem/topo.h"
 

@@ -1,8 +1,12 @@
 /* The collective operations ("kinds"): one list for the collectives and their kernels, the error records and
  * messages, the algorithm table and the tuning file (which distinguishes the kinds before
- * SYMMEM_COLL_BARRIER). Vocabulary, like the public dtype, op and algorithm lists; names in base/names.c. */
+ * SYMMEM_COLL_BARRIER). Vocabulary, like the public dtype, op and algorithm lists; names in base/names.c.
+ * Also the one fact of the kernels that the cost model (topology/) restates in its figures: where zero copy
+ * starts. */
 #ifndef SYMMEM_BASE_KINDS_H
 #define SYMMEM_BASE_KINDS_H
+
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -14,6 +18,12 @@ extern "C" {
     X(ALL_GATHER, 2, "all_gather")                                                                         \
     X(BARRIER, 3, "barrier")                                                                               \
     X(ALL_REDUCE_RMSNORM, 4, "all_reduce_add_rmsnorm")
+
+/* One-shot pull (and reduce-scatter / all-gather pull) read the sender's buffer directly only from this size
+ * on (SYMMEM_COLL_ZC_LARGE, collectives/plan.c): zero copy costs one more sync at the end of the call (~1-2
+ * us), a local copy of a small message costs less. The cost model (topology/cost.c) prices both forms at the
+ * same size. */
+#define SYMMEM_COLL_ZC_MIN_BYTES ((size_t)256 << 10)
 
 typedef enum symmem_coll_kind {
 #define SYMMEM_COLL_KIND_ENUM_(name, value, text) SYMMEM_COLL_##name = value,

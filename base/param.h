@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 /* X(name, type, default, meaning). Types: INT (decimal), SIZE (bytes with optional K/M/G suffix), STR. This table
- * is the documentation too: symmem-info (base/symmem_info_main.c) prints it, with the values in effect, and
+ * is the documentation too: symmem-info (tools/symmem_info.c) prints it, with the values in effect, and
  * writes docs/configuration.md from it (symmem-info --markdown; a test checks the file is current). A meaning
  * is one plain-text paragraph that says what an empty default stands for. */
 #define SYMMEM_PARAM_ALGO_NAME_(name, value, text) " " text

@@ -1,7 +1,7 @@
 /* What the ranks of a communicator agree on at collectives init: each rank's wishes (the grid its GPU
- * holds, the block size, the launch mode, the Lamport check, SYMMEM_ALGO, the tuning file's table, the
- * probe), then one exchange that makes them the same everywhere, since every rank must plan every call the
- * same way. */
+ * holds, residency.c; the block size, the launch mode, the Lamport check, the islands, SYMMEM_ALGO, the
+ * tuning file's table, the probe), then one exchange that makes them the same everywhere, since every rank
+ * must plan every call the same way; and the facts of the algorithm choice they are made from. */
 #include <cuda_runtime_api.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,81 +15,62 @@
 #include "base/status.h"
 #include "boot/comm_state.h"
 #include "collectives/coll_internal.h"
+#include "collectives/residency.h"
 #include "topology/choice.h"
 
-/* SYMMEM_CLUSTER_ROOM on this rank: what the grid rule was given, for the INFO line once the grid is agreed. */
-typedef struct cluster_room {
-    int asked;                 /* SYMMEM_CLUSTER_ROOM (0 or more) */
-    int here;                  /* ranks of the communicator on this GPU */
-    int gpcs;                  /* the GPU's GPCs; 0: unknown, or not measured (the room does not apply) */
-    int clusters8, clusters16; /* what gpcs came from (symmem_coll_cluster_counts) */
-    int share;                 /* SYMMEM_GRID_SHARE, clamped */
-} cluster_room_t;
-
-/* The GPC count, measured only where the room applies (more than one rank here, a room above 0), so that
- * one rank per GPU, and SYMMEM_CLUSTER_ROOM=0, load no query kernel. */
-static void measure_gpcs(const symmem_peer_info_t *me, cluster_room_t *rm)
+/* ---- the islands and the choice's facts ---------------------------------------------------------------------- */
+void symmem_coll_island_init(symmem_comm_t comm, struct symmem_coll *co)
 {
-    rm->clusters8 = rm->clusters16 = -1;
-    if (rm->asked > 0 && rm->here > 1) {
-        symmem_coll_cluster_counts(&rm->clusters8, &rm->clusters16);
-        rm->gpcs = symmem_coll_gpcs_from_clusters(rm->clusters8, rm->clusters16, me->sm_count);
+    const char *env = symmem_param_str(SYMMEM_PARAM_ISLANDS);
+    char err[sizeof co->island_error - 64];
+    co->island_error[0] = '\0';
+    if (env[0]) {
+        if (symmem_island_split_parse(env, comm->nranks, &co->islands, err, sizeof err) != 0) {
+            snprintf(co->island_error, sizeof co->island_error, "SYMMEM_ISLANDS=%s", err);
+            SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "%s; the island algorithm is unavailable", co->island_error);
+            symmem_island_split_from_numa(comm->nranks, (const int[SYMMEM_MAX_RANKS]){0}, &co->islands);
+            co->islands_hash = symmem_island_hash(&co->islands);
+            return;
+        }
+    } else {
+        int numa[SYMMEM_MAX_RANKS];
+        for (int q = 0; q < comm->nranks; q++) numa[q] = comm->peers[q].numa_node;
+        symmem_island_split_from_numa(comm->nranks, numa, &co->islands);
     }
+    co->islands_hash = symmem_island_hash(&co->islands);
+    for (int k = 0; k < 3; k++)
+        if (symmem_island_schedule(&co->islands, (symmem_coll_kind_t)k, comm->rank, &co->island_sched[k], err,
+                                   sizeof err) != 0) {
+            snprintf(co->island_error, sizeof co->island_error, "%s", err);
+            SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "%s; the island algorithm is unavailable", err);
+            return;
+        }
+    char list[128];
+    symmem_island_split_format(&co->islands, list, sizeof list);
+    SYMMEM_DEBUG(SYMMEM_SUBSYS_COLL, "islands %s (%s)", list, env[0] ? "SYMMEM_ISLANDS" : "NUMA nodes");
 }
 
-/* This rank's grid bound from its own GPU (agree_across_ranks takes the minimum over ranks). */
-static int grid_cap(symmem_comm_t comm, int blocks_per_sm, int *capacity, cluster_room_t *rm)
+void symmem_coll_choice_facts(symmem_comm_t comm, const struct symmem_coll *co, double rd, double wr, double ce,
+                              topo_choice_facts_t *f)
 {
-    const symmem_peer_info_t *me = &comm->peers[comm->rank];
-    int here = 0;
-    for (int q = 0; q < comm->nranks; q++) here += strcmp(comm->peers[q].pci_bus_id, me->pci_bus_id) == 0;
-    const int64_t share = symmem_param_int(SYMMEM_PARAM_GRID_SHARE);
-    if (share < 1 || share > 100)
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_GRID_SHARE=%" PRId64 " is not a percentage in 1..100; using %d", share,
-                    share < 1 ? 1 : 100);
-    const int64_t room = symmem_param_int(SYMMEM_PARAM_CLUSTER_ROOM);
-    if (room < 0)
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_CLUSTER_ROOM=%" PRId64 " is negative; using 0 (no room)", room);
-    memset(rm, 0, sizeof *rm);
-    rm->asked = room < 0 ? 0 : room > INT32_MAX ? INT32_MAX : (int)room;
-    rm->here = here;
-    rm->share = (int)(share < 1 ? 1 : share > 100 ? 100 : share);
-    measure_gpcs(me, rm);
-    const int64_t cap = symmem_param_int(SYMMEM_PARAM_MAX_BLOCKS);
-    *capacity = blocks_per_sm * me->sm_count;
-    return symmem_coll_grid_rule_room(blocks_per_sm, me->sm_count, here, rm->share,
-                                      cap > 0 && cap < INT32_MAX ? (int)cap : 0, rm->asked, rm->gpcs);
+    memset(f, 0, sizeof *f);
+    f->nranks = comm->nranks;
+    f->link = comm->link_class;
+    f->read_gbs = rd;
+    f->write_gbs = wr;
+    f->ce_gbs = ce;
+    f->host_memory = comm->placement == SYMMEM_PLACEMENT_HOST_NUMA;
+    f->ranks_per_gpu = comm->ranks_per_device;
+    if (rd > 0.0 && co->probed) { /* the probe's other figures go with its read and write */
+        f->rw_gbs = co->probe_rw_gbs;
+        f->barrier_us = co->probe_barrier_us;
+    }
+    int key[SYMMEM_MAX_RANKS];
+    for (int q = 0; q < comm->nranks; q++) key[q] = co->island_error[0] ? 0 : co->islands.of[q];
+    topo_island_facts(comm->nranks, key, f);
 }
 
-/* Says what SYMMEM_CLUSTER_ROOM did, with the agreed grid. */
-static void cluster_room_log(symmem_comm_t comm, const struct symmem_coll *co, const cluster_room_t *rm)
-{
-    const symmem_peer_info_t *me = &comm->peers[comm->rank];
-    if (rm->asked <= 0) return;
-    if (rm->here <= 1) {
-        SYMMEM_DEBUG(SYMMEM_SUBSYS_COLL,
-                     "SYMMEM_CLUSTER_ROOM=%d does not apply: no other rank of this communicator shares this GPU",
-                     rm->asked);
-        return;
-    }
-    if (rm->gpcs == 0) {
-        SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
-                    "SYMMEM_CLUSTER_ROOM=%d not applied: the GPC count of GPU %s (compute capability %d.%d) is unknown "
-                    "(clusters of 8 and of 16 whole-SM blocks resident at once: %d and %d; -1: refused, or the query "
-                    "failed); its %d ranks take %d%% of all its blocks, %d per rank's kernel",
-                    rm->asked, me->pci_bus_id, me->cc_major, me->cc_minor, rm->clusters8, rm->clusters16, rm->here,
-                    rm->share, co->grid.max_grid);
-        return;
-    }
-    const int64_t pool = symmem_coll_room_pool(me->sm_count, rm->asked, rm->gpcs);
-    SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
-                "SYMMEM_CLUSTER_ROOM=%d: co-located ranks leave %d idle SMs per GPC of GPU %s (%d GPCs): %" PRId64
-                " blocks (%d%% of the other %" PRId64 " SMs) for this communicator's %d ranks there, %d per rank's "
-                "kernel, %d in all",
-                rm->asked, rm->asked, me->pci_bus_id, rm->gpcs, pool * rm->share / 100, rm->share, pool, rm->here,
-                co->grid.max_grid, co->grid.max_grid * rm->here);
-}
-
+/* ---- the agreement ---------------------------------------------------------------------------------------- */
 /* Facts every rank must agree on, exchanged once at init. */
 typedef struct agree {
     int32_t max_grid;
@@ -209,8 +190,8 @@ static void table_wishes(symmem_comm_t comm, struct symmem_coll *co)
 
 symmem_status_t symmem_coll_agree(symmem_comm_t comm, struct symmem_coll *co, int blocks_per_sm)
 {
-    cluster_room_t room;
-    co->grid.max_grid = grid_cap(comm, blocks_per_sm, &co->capacity, &room);
+    symmem_coll_residency_t res;
+    co->grid.max_grid = symmem_coll_residency_grid(comm, blocks_per_sm, &co->capacity, &res);
     int mps = 0;
     if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, comm->device) != cudaSuccess) mps = 0;
     (void)cudaGetLastError();
@@ -223,6 +204,6 @@ symmem_status_t symmem_coll_agree(symmem_comm_t comm, struct symmem_coll *co, in
     table_wishes(comm, co);
     co->probe = probe_wanted(comm);
     SYMMEM_CHECK(agree_across_ranks(comm, co));
-    cluster_room_log(comm, co, &room);
+    symmem_coll_residency_log(comm, &res, co->grid.max_grid);
     return SYMMEM_OK;
 }

@@ -1,11 +1,11 @@
 /* How many thread-block clusters of whole-SM blocks the GPU keeps resident at once: what init measures the
- * GPU's GPC count with (plan.h, symmem_coll_gpcs_from_clusters), since CUDA reports none. Only asked where
- * SYMMEM_CLUSTER_ROOM applies (agree.c: ranks that share a GPU), so one rank per GPU loads no kernel of this
- * file; where it is asked, its kernel is loaded at init, as the collective kernels are (launch.cu,
- * symmem_coll_preload), not while this communicator's collectives run. */
+ * GPU's GPC count with (residency.h, symmem_coll_gpcs_from_clusters), since CUDA reports none. Only asked
+ * where SYMMEM_CLUSTER_ROOM applies (residency.c: ranks that share a GPU), so one rank per GPU loads no
+ * kernel of this file; where it is asked, its kernel is loaded at init, as the collective kernels are
+ * (launch.cu, symmem_coll_preload), not while this communicator's collectives run. */
 #include <cuda_runtime.h>
 
-#include "collectives/kernel_abi.h"
+#include "collectives/residency.h"
 
 namespace symmem_k {
 

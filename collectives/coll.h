@@ -17,9 +17,6 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm);
 /* Local, at communicator destroy: free what symmem_coll_comm_init made. Safe on a partly-initialised comm.
  * Call it BEFORE the communicator's remaining buffers are released (the workspace is one of them). */
 void symmem_coll_comm_fini(symmem_comm_t comm);
-/* Local: blocks per collective kernel and the blocks of SYMMEM_COLL_THREADS threads the GPU keeps resident
- * (the watcher's residency check across communicators); 0 without collectives. */
-void symmem_coll_residency(symmem_comm_t comm, int *grid, int *capacity);
 /* Local, at init of a host-backend communicator: says (INFO) that the autotune has no GPU kernels to time. */
 void symmem_coll_autotune_host_note(symmem_comm_t comm);
 /* Local, non-blocking: SYMMEM_OK or the error a kernel reported (timeout: which op, which sequence number,

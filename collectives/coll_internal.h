@@ -1,7 +1,8 @@
 /* The collectives' host side inside collectives/: the per-communicator state (comm->coll) and what the
  * files of the host side need from each other: init agreement (agree.c), the workspace (workspace.c), the
  * error record and launch history (errors.c), the checks every entry point starts with. The kernels'
- * boundary is kernel_abi.h, the pure plan of a call plan.h, the algorithm table tune.h. */
+ * boundary is kernel_abi.h, the pure plan of a call plan.h, the algorithm table tune.h, what keeps every
+ * rank's kernel resident residency.h. */
 #ifndef SYMMEM_COLLECTIVES_COLL_INTERNAL_H
 #define SYMMEM_COLLECTIVES_COLL_INTERNAL_H
 
@@ -12,6 +13,7 @@
 #include "collectives/island.h"
 #include "collectives/kernel_abi.h"
 #include "collectives/plan.h"
+#include "collectives/residency.h"
 #include "collectives/tune.h"
 #include "topology/choice.h"
 #include "symmem/symmem.h"
@@ -30,7 +32,7 @@ struct symmem_coll {
     symmem_coll_dev_state_t *dev_state;  /* device memory */
     symmem_coll_error_record_t *err;     /* host-mapped pinned memory, host address */
     symmem_coll_error_record_t *err_dev; /* the same record, device address */
-    symmem_coll_grid_t grid;             /* blocks per kernel (symmem_coll_grid_rule), threads per block: agreed */
+    symmem_coll_grid_t grid;             /* blocks per kernel (residency.h), threads per block: agreed */
     int capacity;                        /* blocks of SYMMEM_COLL_THREADS threads this GPU keeps resident */
     int mps;                             /* this GPU's contexts are shared through MPS */
     int pdl;                             /* programmatic stream serialization (sm_90+, 1 rank per GPU) */
@@ -39,7 +41,8 @@ struct symmem_coll {
     int error_reported;                  /* the kernel error record was turned into comm->async_error */
     /* A peer rank in this process on this GPU (symmem_comm_init_all with several ranks per GPU): its
      * kernels and ours must run at the same time, which only separate non-legacy streams allow. */
-    int colocated_peer; /* lowest such rank, -1 if none */
+    int colocated_peer;  /* lowest such rank, -1 if none */
+    int colocated_ranks; /* ranks of this process on this GPU, this one included (symmem_coll_residency_colocated) */
     int legacy_stream_warned;
     /* The last operations launched, for error messages: a flag's tag says which one a late peer last
      * signalled. Host side only; written by the (single) thread that drives this rank. */
@@ -118,8 +121,6 @@ void symmem_coll_workspace_fini(struct symmem_coll *co);
 /* The communicator is usable: CUDA backend, collectives initialised, no kernel error, not in its error
  * state (the message says why, once). */
 symmem_status_t symmem_coll_check_usable(symmem_comm_t comm, const char *call);
-/* Two ranks of this process on one GPU on the legacy default stream can only time out: warned once. */
-void symmem_coll_check_stream(symmem_comm_t comm, symmem_stream_t stream, const char *call);
 /* Remember what was launched with which tag (error messages name the operation a late peer last signalled). */
 void symmem_coll_record_launch(struct symmem_coll *co, uint32_t tag, symmem_coll_kind_t kind, symmem_algo_t algo,
                                symmem_dtype_t dtype, size_t count);
@@ -127,7 +128,7 @@ void symmem_coll_record_launch(struct symmem_coll *co, uint32_t tag, symmem_coll
  * timeout, Lamport check; the call's fields zero. */
 void symmem_coll_params_base(symmem_comm_t comm, symmem_coll_params_t *p);
 
-/* ---- the island algorithm's split and schedules (init.c) ------------------------------------------------ */
+/* ---- the island algorithm's split and schedules, the choice's facts (agree.c) ----------------------------- */
 /* Local, from facts every rank shares: the islands (SYMMEM_ISLANDS or the ranks' NUMA nodes) and this rank's
  * schedules into co; a split that cannot be scheduled (or a malformed SYMMEM_ISLANDS) leaves island_error
  * set and warns. */
@@ -136,15 +137,6 @@ void symmem_coll_island_init(symmem_comm_t comm, struct symmem_coll *co);
  * write, copy engine), its islands (one when the island algorithm is unavailable). */
 void symmem_coll_choice_facts(symmem_comm_t comm, const struct symmem_coll *co, double rd, double wr, double ce,
                               topo_choice_facts_t *f);
-
-/* Local: whether kernels that wait for each other may run from private streams that this rank creates at
- * init (the probe's barrier, the autotune's graphs): always for the only rank of this process on its GPU;
- * for several, only when every one of them can have a hardware work queue of its own
- * (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default; under MPS it must be set above the ranks per GPU): two
- * waiting ranks' streams in one queue wait for each other until the timeout (docs/collectives.md,
- * "Residency"). The ranks create such streams between two host barriers, so that consecutive creations
- * get distinct queues. */
-int symmem_coll_private_streams_safe(symmem_comm_t comm, const struct symmem_coll *co);
 
 /* ---- the autotune at init (autotune_gpu.c; collectives/autotune.h) ---------------------------------------- */
 /* Collective, at the end of init (workspace ready, probe done): decide with every rank whether to measure

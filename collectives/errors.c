@@ -1,6 +1,7 @@
 /* The collectives' errors: the kernel error record turned into the communicator's error state with a
- * message that names the operation, the rank and what to do; the launch history those messages name
- * operations from; and the checks every entry point starts with. */
+ * message that names the operation, the rank and what to do (residency.c adds what residency may have to do
+ * with a timeout); the launch history those messages name operations from; and the check every entry point
+ * starts with. */
 #include <cuda_runtime_api.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include "boot/comm_state.h"
 #include "collectives/algos.h"
 #include "collectives/coll_internal.h"
+#include "collectives/residency.h"
 
 /* Which of the last operations launched here carries `tag` (a flag's tag is the hash of its call's
  * arguments, the same on every rank that made that call): "all_gather oneshot_pull 16411 x half". */
@@ -109,29 +111,7 @@ static void record_text(symmem_comm_t comm, const volatile symmem_coll_error_rec
     else
         snprintf(msg, len, "rank %d: %s (%s) sequence number %" PRIu64 " failed (reason %u)", rec->rank, v.op, v.algo,
                  rec->call, rec->reason);
-    const uint32_t started = rec->started, grid = rec->grid;
-    if (rec->reason == SYMMEM_COLL_ERR_TIMEOUT && started != 0 && started < grid) {
-        const size_t n = strlen(msg);
-        snprintf(msg + n, len - n,
-                 ". Only %u of the kernel's %u blocks had started on rank %d: the GPU could not hold every rank's "
-                 "kernel at once beside other work (docs/collectives.md, \"Residency\"): lower SYMMEM_GRID_SHARE or "
-                 "SYMMEM_MAX_BLOCKS, or keep other spinning kernels (another communicator, NCCL) off the GPU meanwhile",
-                 started, grid, rec->rank);
-    }
-    /* A peer on this GPU can be stuck in a way a peer on another GPU cannot: its own kernel queued before this
-     * call may need SMs that this call's waiting blocks hold (seen with a cuBLAS GEMM at 16 ranks on one H200:
-     * docs/collectives.md, "Residency"). */
-    const int peer = (int)rec->peer;
-    if (rec->reason == SYMMEM_COLL_ERR_TIMEOUT && peer >= 0 && peer < comm->nranks && peer != comm->rank &&
-        strcmp(comm->peers[peer].pci_bus_id, comm->peers[comm->rank].pci_bus_id) == 0) {
-        const size_t n = strlen(msg);
-        snprintf(msg + n, len - n,
-                 ". Rank %d runs on this GPU too (%s): work it queued before this call that needs whole SMs, such "
-                 "as a GEMM in clusters, can wait for the SMs this call's blocks hold; ranks that share a GPU and "
-                 "run such kernels need idle SMs left for them: SYMMEM_CLUSTER_ROOM=8 (the default) or more, or a "
-                 "lower SYMMEM_GRID_SHARE (docs/collectives.md, \"Residency\")",
-                 peer, comm->peers[comm->rank].pci_bus_id);
-    }
+    symmem_coll_residency_explain(comm, rec, msg, len);
 }
 
 symmem_status_t symmem_coll_poll_error(symmem_comm_t comm)
@@ -189,19 +169,4 @@ void symmem_coll_record_launch(struct symmem_coll *co, uint32_t tag, symmem_coll
     __atomic_store_n(&e->dtype, (int32_t)dtype, __ATOMIC_RELAXED);
     __atomic_store_n(&e->count, (uint64_t)count, __ATOMIC_RELAXED);
     __atomic_store_n(&co->launches, co->launches + 1, __ATOMIC_RELEASE);
-}
-
-/* Two ranks of this process on one GPU must run their kernels at the same time: the legacy default stream
- * serialises them (one waits for the other forever), so say so before the timeout does. */
-void symmem_coll_check_stream(symmem_comm_t comm, symmem_stream_t stream, const char *call)
-{
-    struct symmem_coll *co = comm->coll;
-    if (co->colocated_peer < 0 || co->legacy_stream_warned) return;
-    if (stream != NULL && (cudaStream_t)stream != cudaStreamLegacy) return;
-    co->legacy_stream_warned = 1;
-    SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
-                "%s on the legacy default stream, while rank %d runs in this process on the same GPU: kernels of "
-                "co-located ranks wait for each other and must run concurrently; give every rank its own stream "
-                "(cudaStreamNonBlocking), or its operations can only time out",
-                call, co->colocated_peer);
 }

@@ -1,6 +1,7 @@
 /* The collectives of a communicator, made and freed (what comm/ calls): load the kernels, agree with the
- * other ranks (agree.c), make the workspace (workspace.c), run the init probe where it decides something,
- * and the accessors the rest of the library reads. */
+ * other ranks (agree.c), find the ranks that share this GPU (residency.c), make the workspace
+ * (workspace.c), run the init probe where it decides something, the autotune (autotune_gpu.c), and the
+ * accessors the rest of the library reads. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "collectives/autotune.h"
 #include "collectives/coll_internal.h"
 #include "collectives/fused.h"
+#include "collectives/residency.h"
 #include "topology/choice.h"
 #include "topology/probe.h"
 #include "topology/ranks.h"
@@ -30,9 +32,6 @@ static double now_ms(void)
 }
 
 static size_t align_down(size_t v, size_t a) { return v / a * a; }
-
-/* The PCIe lab's model reads the pull kernels' zero-copy size from the topology layer (topology/cost.h). */
-_Static_assert(TOPO_COST_ZC_MIN_BYTES == SYMMEM_COLL_ZC_MIN_BYTES, "the cost model and the pull kernels agree");
 
 #define BARRIER_WARM 2
 #define BARRIER_RUNS 16
@@ -135,58 +134,6 @@ static symmem_status_t probe_links(symmem_comm_t comm, struct symmem_coll *co)
     return SYMMEM_OK;
 }
 
-/* ---- the island algorithm ------------------------------------------------------------------------------------ */
-void symmem_coll_island_init(symmem_comm_t comm, struct symmem_coll *co)
-{
-    const char *env = symmem_param_str(SYMMEM_PARAM_ISLANDS);
-    char err[sizeof co->island_error - 64];
-    co->island_error[0] = '\0';
-    if (env[0]) {
-        if (symmem_island_split_parse(env, comm->nranks, &co->islands, err, sizeof err) != 0) {
-            snprintf(co->island_error, sizeof co->island_error, "SYMMEM_ISLANDS=%s", err);
-            SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "%s; the island algorithm is unavailable", co->island_error);
-            symmem_island_split_from_numa(comm->nranks, (const int[SYMMEM_MAX_RANKS]){0}, &co->islands);
-            co->islands_hash = symmem_island_hash(&co->islands);
-            return;
-        }
-    } else {
-        int numa[SYMMEM_MAX_RANKS];
-        for (int q = 0; q < comm->nranks; q++) numa[q] = comm->peers[q].numa_node;
-        symmem_island_split_from_numa(comm->nranks, numa, &co->islands);
-    }
-    co->islands_hash = symmem_island_hash(&co->islands);
-    for (int k = 0; k < 3; k++)
-        if (symmem_island_schedule(&co->islands, (symmem_coll_kind_t)k, comm->rank, &co->island_sched[k], err,
-                                   sizeof err) != 0) {
-            snprintf(co->island_error, sizeof co->island_error, "%s", err);
-            SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "%s; the island algorithm is unavailable", err);
-            return;
-        }
-    char list[128];
-    symmem_island_split_format(&co->islands, list, sizeof list);
-    SYMMEM_DEBUG(SYMMEM_SUBSYS_COLL, "islands %s (%s)", list, env[0] ? "SYMMEM_ISLANDS" : "NUMA nodes");
-}
-
-void symmem_coll_choice_facts(symmem_comm_t comm, const struct symmem_coll *co, double rd, double wr, double ce,
-                              topo_choice_facts_t *f)
-{
-    memset(f, 0, sizeof *f);
-    f->nranks = comm->nranks;
-    f->link = comm->link_class;
-    f->read_gbs = rd;
-    f->write_gbs = wr;
-    f->ce_gbs = ce;
-    f->host_memory = comm->placement == SYMMEM_PLACEMENT_HOST_NUMA;
-    f->ranks_per_gpu = comm->ranks_per_device;
-    if (rd > 0.0 && co->probed) { /* the probe's other figures go with its read and write */
-        f->rw_gbs = co->probe_rw_gbs;
-        f->barrier_us = co->probe_barrier_us;
-    }
-    int key[SYMMEM_MAX_RANKS];
-    for (int q = 0; q < comm->nranks; q++) key[q] = co->island_error[0] ? 0 : co->islands.of[q];
-    topo_island_facts(comm->nranks, key, f);
-}
-
 /* Load every kernel now (this thread has the communicator's device current): a kernel loaded lazily at its
  * first launch can wait for the running kernels of its context, and ours wait for each other (launch.cu,
  * symmem_coll_preload). It also gives the occupancy the grid rule needs: *blocks_per_sm. */
@@ -209,57 +156,6 @@ static symmem_status_t load_kernels(int *blocks_per_sm)
     return SYMMEM_OK;
 }
 
-/* A rank of this process on this GPU, whose kernels must run beside ours; and what MPS does to that. */
-static void find_colocated(symmem_comm_t comm, struct symmem_coll *co)
-{
-    co->colocated_peer = -1;
-    for (int q = 0; q < comm->nranks && co->colocated_peer < 0; q++)
-        if (q != comm->rank && comm->peers[q].pid == comm->peers[comm->rank].pid &&
-            strcmp(comm->peers[q].pci_bus_id, comm->peers[comm->rank].pci_bus_id) == 0)
-            co->colocated_peer = q;
-    /* Several ranks' streams of this process may share one hardware work queue, and a rank's collective
-     * then waits behind a co-located rank's work that waits for it: a timeout. Under MPS a client process
-     * gets only a few queues (CUDA_DEVICE_MAX_CONNECTIONS, shared pool: coll_b2b --inproc 4 under MPS timed
-     * out; with CUDA_DEVICE_MAX_CONNECTIONS=32 it passed); without MPS a context has
-     * CUDA_DEVICE_MAX_CONNECTIONS queues (8 by default), too few once more ranks of the process share the
-     * GPU. Said once per GPU (by its lowest rank here), before it happens. */
-    if (co->colocated_peer < 0 || comm->rank > co->colocated_peer) return;
-    const char *conn = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-    const int queues = conn ? atoi(conn) : 8;
-    int here = 0; /* ranks of this process on this GPU */
-    for (int q = 0; q < comm->nranks; q++)
-        here += comm->peers[q].pid == comm->peers[comm->rank].pid &&
-                strcmp(comm->peers[q].pci_bus_id, comm->peers[comm->rank].pci_bus_id) == 0;
-    if (co->mps && (!conn || queues <= comm->ranks_per_device))
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
-                    "ranks %d and %d of this process share GPU %s under MPS, where the process's streams may "
-                    "share hardware work queues: their collectives would then run one after the other and "
-                    "time out. Set CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts, or run such ranks "
-                    "without MPS (docs/collectives.md, \"Residency\")",
-                    comm->rank, co->colocated_peer, comm->peers[comm->rank].pci_bus_id);
-    else if (!co->mps && here > queues)
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
-                    "%d ranks of this process share GPU %s, more than its %d hardware work queues "
-                    "(CUDA_DEVICE_MAX_CONNECTIONS%s): two ranks' streams then share a queue, and what one rank "
-                    "enqueues after a collective that waits holds back the other's collective behind it, until "
-                    "the timeout. Set CUDA_DEVICE_MAX_CONNECTIONS=32 (the most CUDA allows) before CUDA starts "
-                    "(docs/collectives.md, \"Residency\")",
-                    here, comm->peers[comm->rank].pci_bus_id, queues, conn ? "" : ", 8 by default");
-}
-
-int symmem_coll_private_streams_safe(symmem_comm_t comm, const struct symmem_coll *co)
-{
-    if (co->colocated_peer < 0) return 1; /* no other rank of this process on this GPU */
-    const char *conn = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-    const int queues = conn ? atoi(conn) : 8;
-    int here = 0;
-    for (int q = 0; q < comm->nranks; q++)
-        here += comm->peers[q].pid == comm->peers[comm->rank].pid &&
-                strcmp(comm->peers[q].pci_bus_id, comm->peers[comm->rank].pci_bus_id) == 0;
-    if (co->mps) return conn && queues > comm->ranks_per_device;
-    return here <= queues;
-}
-
 symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
 {
     if (!comm || comm->backend != SYMMEM_BACKEND_CUDA) return SYMMEM_OK;
@@ -273,7 +169,7 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
     const double t1 = now_ms();
     symmem_coll_island_init(comm, co); /* before the table: its facts include the islands */
     SYMMEM_CHECK_GOTO(symmem_coll_agree(comm, co, blocks_per_sm), st, fail);
-    find_colocated(comm, co);
+    symmem_coll_residency_colocated(comm, co);
     const double t2 = now_ms();
     SYMMEM_CHECK_GOTO(symmem_coll_workspace_init(comm, co), st, fail);
     const double t3 = now_ms();
@@ -299,6 +195,7 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
                                                                : "the cost model's",
                 co->tuning.prefer == TOPO_PREFER_PULL ? " (defaults: pull, from the probe)" : "", now_ms() - t0,
                 t1 - t0, t2 - t1, t3 - t2, now_ms() - t3);
+    symmem_coll_residency_add(comm);
     return SYMMEM_OK;
 fail:
     symmem_coll_comm_fini(comm);
@@ -308,15 +205,10 @@ fail:
 void symmem_coll_comm_fini(symmem_comm_t comm)
 {
     if (!comm || !comm->coll) return;
+    symmem_coll_residency_remove(comm);
     symmem_coll_workspace_fini(comm->coll);
     free(comm->coll);
     comm->coll = NULL;
-}
-
-void symmem_coll_residency(symmem_comm_t comm, int *grid, int *capacity)
-{
-    *grid = comm && comm->coll ? comm->coll->grid.max_grid : 0;
-    *capacity = comm && comm->coll ? comm->coll->capacity : 0;
 }
 
 symmem_coll_tuning_t *symmem_coll_tuning(symmem_comm_t comm) { return comm && comm->coll ? &comm->coll->tuning : NULL; }

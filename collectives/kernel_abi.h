@@ -156,12 +156,6 @@ int symmem_coll_preload_one(const void *fn, int threads, symmem_coll_preload_inf
  * (CUDA lazy loading can wait for running kernels: see launch.cu). Returns the first cudaError_t. */
 int symmem_coll_preload(symmem_coll_preload_info_t *info);
 
-/* How many clusters of 8 and of 16 blocks that each take a whole SM the current device keeps resident at once
- * (cudaOccupancyMaxActiveClusters, clusters.cu), for symmem_coll_gpcs_from_clusters: -1 for a size the
- * device refuses (no clusters before compute capability 9; 16 is a non-portable size) or whose query
- * fails. Never fails: any CUDA error is cleared. */
-void symmem_coll_cluster_counts(int *clusters8, int *clusters16);
-
 #ifdef __cplusplus
 }
 #endif

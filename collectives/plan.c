@@ -1,4 +1,4 @@
-/* The plan of a call: the workspace layout, blocks and threads per kernel, the geometry of a call from its
+/* The plan of a call: the workspace layout, threads per block, the geometry of a call from its
  * algorithm's descriptor (algos.h), and which buffers it may read and write in place (zero copy) with the
  * tag every rank's call must match. Everything but the zero-copy lookups is pure (plan.h). */
 #include "collectives/plan.h"
@@ -55,38 +55,6 @@ int symmem_coll_block_threads(const symmem_coll_grid_t *grid, uint64_t positions
     if (t < (uint64_t)grid->min_threads) t = (uint64_t)grid->min_threads;
     if (t > SYMMEM_COLL_THREADS) t = SYMMEM_COLL_THREADS;
     return (int)t;
-}
-
-int symmem_coll_grid_rule(int blocks_per_sm, int sm_count, int ranks_here, int share_pct, int max_blocks)
-{
-    return symmem_coll_grid_rule_room(blocks_per_sm, sm_count, ranks_here, share_pct, max_blocks, 0, 0);
-}
-
-int symmem_coll_grid_rule_room(int blocks_per_sm, int sm_count, int ranks_here, int share_pct, int max_blocks, int room,
-                               int gpcs)
-{
-    const int64_t sms = sm_count > 0 ? sm_count : 1;
-    int64_t pool = (int64_t)(blocks_per_sm > 0 ? blocks_per_sm : 1) * sms;
-    /* blocks counted as SMs: at most the SMs, so never above pool */
-    if (ranks_here > 1 && room > 0 && gpcs > 0) pool = symmem_coll_room_pool(sm_count, room, gpcs);
-    const int64_t share = share_pct < 1 ? 1 : share_pct > 100 ? 100 : share_pct;
-    int64_t g = pool * share / 100 / (ranks_here > 0 ? ranks_here : 1);
-    if (max_blocks > 0 && g > max_blocks) g = max_blocks;
-    if (g > SYMMEM_COLL_MAX_GRID) g = SYMMEM_COLL_MAX_GRID;
-    return g < 1 ? 1 : (int)g;
-}
-
-int64_t symmem_coll_room_pool(int sm_count, int room, int gpcs)
-{
-    const int64_t rest = (int64_t)(sm_count > 0 ? sm_count : 1) - (int64_t)room * gpcs;
-    return rest > 0 ? rest : 0;
-}
-
-int symmem_coll_gpcs_from_clusters(int clusters8, int clusters16, int sm_count)
-{
-    if (clusters8 < 0 || clusters16 < 0) return 0;
-    const int gpcs = clusters8 - clusters16;
-    return gpcs >= 1 && gpcs <= sm_count / 8 ? gpcs : 0;
 }
 
 /* Workspace packs per shard position (one data half, or one Lamport buffer for the Lamport family). */

@@ -15,7 +15,8 @@
 #include "boot/bootstrap.h"
 #include "boot/group.h"
 #include "collectives/coll.h"
-#include "comm/comm.h"
+#include "comm/facts.h"
+#include "comm/options.h"
 #include "comm/watch.h"
 #include "symmem/topo.h"
 
@@ -109,9 +110,7 @@ static symmem_status_t comm_create(const symmem_boot_id_t *id, int nranks, int r
     if (c->backend == SYMMEM_BACKEND_CUDA) {
         SYMMEM_CHECK_GOTO(symmem_coll_comm_init(c), st, fail);
         t[4] = now_ms();
-        int grid = 0, capacity = 0;
-        symmem_coll_residency(c, &grid, &capacity);
-        symmem_watch_add(c, grid, capacity);
+        symmem_watch_add(c);
     } else {
         symmem_coll_autotune_host_note(c);
     }

@@ -11,7 +11,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "boot/bootstrap.h"
-#include "comm/comm.h"
+#include "comm/facts.h"
 #include "topology/choice.h"
 #include "topology/ranks.h"
 

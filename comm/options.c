@@ -9,7 +9,7 @@
 #include "base/param.h"
 #include "base/status.h"
 #include "boot/bootstrap.h"
-#include "comm/comm.h"
+#include "comm/options.h"
 
 void symmem_options_init(symmem_options_t *opts)
 {

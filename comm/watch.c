@@ -1,14 +1,15 @@
-/* The process's live CUDA communicators: the check that communicators sharing a GPU can have all their
- * collective kernels resident at once, and the error watcher (symmem_comm_set_error_handler,
- * SYMMEM_ON_ERROR=abort) that tells the application about a failed communicator without it polling: a
- * kernel that times out inside a CUDA graph replay has no call to return its error from.
+/* The error watcher (symmem_comm_set_error_handler, SYMMEM_ON_ERROR=abort): it tells the application about
+ * a failed communicator without it polling, since a kernel that times out inside a CUDA graph replay has no
+ * call to return its error from. It watches the process's live CUDA communicators.
  *
  * The watcher is one thread, started when the first communicator needs watching (a handler set, or
  * SYMMEM_ON_ERROR=abort) and ended when none does. Every SYMMEM_ERROR_POLL_MS it reads each watched
  * communicator's host-mapped error record (no CUDA call, no device synchronisation) and its host-side error
  * state; the first error of a communicator is handed to its handler once, on the watcher thread. A handler
  * may destroy its communicator (the entry is then dropped after the handler returns); symmem_comm_destroy
- * from another thread waits until the handler of that communicator has returned. */
+ * from another thread waits until the handler of that communicator has returned. The PyTorch layer reads
+ * the same error state from a Python thread of its own instead of registering a handler here
+ * (docs/integrations.md says why). */
 #include "comm/watch.h"
 
 #include <pthread.h>
@@ -25,9 +26,6 @@
 
 typedef struct watch {
     symmem_comm_t comm;
-    char bus_id[32];       /* the GPU, as every rank names it */
-    int grid;              /* the communicator's blocks per kernel */
-    int capacity;          /* blocks of SYMMEM_COLL_THREADS threads this GPU holds at once */
     symmem_error_handler_t handler;
     void *ctx;
     int notified;          /* its first error was handed on */
@@ -139,30 +137,16 @@ static void ensure_watcher(void)
     pthread_attr_destroy(&a);
 }
 
-void symmem_watch_add(symmem_comm_t comm, int grid, int capacity)
+void symmem_watch_add(symmem_comm_t comm)
 {
     watch_t *w = calloc(1, sizeof *w);
-    if (!w) return; /* only the check and the watcher are lost; the communicator works */
+    if (!w) return; /* only the watcher is lost; the communicator works */
     w->comm = comm;
-    snprintf(w->bus_id, sizeof w->bus_id, "%s", comm->peers[comm->rank].pci_bus_id);
-    w->grid = grid;
-    w->capacity = capacity;
     pthread_mutex_lock(&mu);
-    int total = grid, count = 1;
-    for (const watch_t *o = head; o; o = o->next)
-        if (!o->dropped && strcmp(o->bus_id, w->bus_id) == 0) total += o->grid, count++;
     w->next = head;
     head = w;
     ensure_watcher();
     pthread_mutex_unlock(&mu);
-    if (total > capacity)
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
-                    "%d communicator ranks of this process on GPU %s may hold %d thread blocks at once, more than the "
-                    "%d the GPU can keep resident: if their collectives run at the same time (separate streams) a "
-                    "kernel may wait on blocks that cannot start, until the timeout. Lower SYMMEM_GRID_SHARE (each "
-                    "communicator's share of the GPU, now %d%%) so the shares add up to at most 100%%, or order "
-                    "their streams (docs/collectives.md, \"Residency\")",
-                    count, w->bus_id, total, capacity, (int)symmem_param_int(SYMMEM_PARAM_GRID_SHARE));
 }
 
 void symmem_watch_remove(symmem_comm_t comm)
@@ -201,7 +185,8 @@ symmem_status_t symmem_comm_set_error_handler(symmem_comm_t comm, symmem_error_h
     }
     pthread_mutex_unlock(&mu);
     if (w) return SYMMEM_OK;
-    switch (symmem_comm_backend(comm)) { /* looks the handle up among the live communicators */
+    /* the handle looked up among the live communicators before it is read */
+    switch (symmem_comm_live(comm) ? comm->backend : SYMMEM_BACKEND_DEFAULT) {
     case SYMMEM_BACKEND_HOST:
         return symmem_set_error(SYMMEM_UNSUPPORTED,
                                 "symmem_comm_set_error_handler: the host backend has no asynchronous errors (every "

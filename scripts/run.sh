@@ -16,7 +16,7 @@ fi
 symmem_configure >/dev/null
 symmem_build
 echo "== symmem-topo"
-"$build/topology/symmem-topo" || true
+"$build/tools/symmem-topo" || true
 if [ "$ngpu" -eq 0 ]; then
   echo "No GPU found on this machine: symmem-bench needs GPUs, so only the probe's PCI/NUMA report ran."
   exit 0

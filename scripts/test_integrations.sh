@@ -148,16 +148,27 @@ install_package() {
   echo "installed $(basename "$SYMMEM_TEST_WHEEL")"
 }
 
-# With SYMMEM_TEST_WHEEL the tests run with no CUDA toolkit on PATH and no CUDA_HOME / CUDA_PATH / CUDACXX: the
-# wheel needs only the driver.
+# pytest in the venv: from the wheelhouse that scripts/test_python.sh --wheelhouse fills (a machine without
+# internet), else from PyPI.
+need_pytest() {
+  local py=$1
+  "$py" -c "import pytest" 2>/dev/null && return 0
+  "$py" -m pip install -q --disable-pip-version-check --no-index \
+    --find-links "$root/${SYMMEM_PY_DIR:-build-python}/wheelhouse" pytest 2>/dev/null ||
+    "$py" -m pip install -q --disable-pip-version-check pytest
+}
+
+# Runs pytest on the given test files or node ids of python/tests. With SYMMEM_TEST_WHEEL the tests run with no
+# CUDA toolkit on PATH and no CUDA_HOME / CUDA_PATH / CUDACXX: the wheel needs only the driver.
 run_tests() {
   local py=$1; shift
+  need_pytest "$py"
   if [ -n "${SYMMEM_TEST_WHEEL:-}" ]; then
     (cd "$root/python/tests" && env -u CUDA_HOME -u CUDA_PATH -u CUDACXX -u LD_LIBRARY_PATH \
       PATH="$(dirname "$py"):/usr/bin:/bin" sh -c '! command -v nvcc >/dev/null || { echo "nvcc on PATH"; exit 1; }
-        exec "$0" -m unittest -v "$@"' "$py" "$@")
+        exec "$0" -m pytest -v -p no:cacheprovider "$@"' "$py" "$@")
   else
-    (cd "$root/python/tests" && "$py" -m unittest -v "$@")
+    (cd "$root/python/tests" && "$py" -m pytest -v -p no:cacheprovider "$@")
   fi
 }
 
@@ -193,8 +204,8 @@ import vllm.plugins, vllm.distributed.device_communicators.symm_mem, vllm.v1.wor
 import vllm.distributed.device_communicators.cuda_communicator
 import vllm.platforms.cuda  # what a GPU resolves vllm's platform to: it imports the stand-in for _C_stable_libtorch
 print('the GPU tests import everything they need from these wheels over torch 2.11')"
-    run_tests "$venv/bin/python" test_integrations_gpu_sglang test_integrations_gpu_vllm
-    run_tests "$venv/bin/python" test_integrations_common.Negotiation.test_gpu_scenario_dry_run_on_cpu
+    run_tests "$venv/bin/python" test_integrations_gpu_sglang.py test_integrations_gpu_vllm.py
+    run_tests "$venv/bin/python" test_integrations_common.py::TestNegotiation::test_gpu_scenario_dry_run_on_cpu
     rm -rf "$venv"
   fi
   exit 0
@@ -206,7 +217,7 @@ if [ -n "$gpu_wheels" ]; then
   "$venv/bin/pip" install -q --no-index --no-deps --disable-pip-version-check "$gpu_wheels"/*.whl
   link_package "$venv/bin/python"
   mods=()
-  for fw in $frameworks; do mods+=("test_integrations_gpu_$fw"); done
+  for fw in $frameworks; do mods+=("test_integrations_gpu_$fw.py"); done
   run_tests "$venv/bin/python" "${mods[@]}"
   exit 0
 fi
@@ -250,8 +261,8 @@ for fw in $frameworks; do
   fi
   install_package "$venv/bin/python"
   echo "== $fw ($pin): venv ready in $((SECONDS - t0)) s"
-  mods=(test_integrations_$fw)
-  [ "$fw" = sglang ] && mods=(test_integrations_common "${mods[@]}")
+  mods=(test_integrations_$fw.py)
+  [ "$fw" = sglang ] && mods=(test_integrations_common.py "${mods[@]}")
   run_tests "$venv/bin/python" "${mods[@]}" || status=1
 done
 exit $status

@@ -80,7 +80,7 @@ static int flow_all_reduce(const flow_args_t *x, symmem_algo_t algo, topo_cost_f
     case SYMMEM_ALGO_ONESHOT_PULL:
         /* pull.cu, run_pull: below the zero-copy size the input is copied into my staging first; then
          * every rank reads every shard of every rank; reading in place costs the end sync instead */
-        if (x->bytes < TOPO_COST_ZC_MIN_BYTES) {
+        if (x->bytes < SYMMEM_COLL_ZC_MIN_BYTES) {
             add(o, ph(0, 0, 0, 1, 1));
             add(o, ph(0, n - 1, 0, 1, 1));
             set(o, 1, 1, 1, 0);
@@ -141,7 +141,7 @@ static int flow_reduce_scatter(const flow_args_t *x, symmem_algo_t algo, topo_co
     case SYMMEM_ALGO_ONESHOT_PULL:
     case SYMMEM_ALGO_TWOSHOT_PULL:
         /* pull.cu: my input into my staging (below the zero-copy size), sync, my shard from every rank */
-        if (x->bytes < TOPO_COST_ZC_MIN_BYTES) {
+        if (x->bytes < SYMMEM_COLL_ZC_MIN_BYTES) {
             add(o, ph(0, 0, 0, 1, 1));
             add(o, ph(0, f, 0, a, a));
             set(o, 1, 1, 1, 0);
@@ -187,7 +187,7 @@ static int flow_all_gather(const flow_args_t *x, symmem_algo_t algo, topo_cost_f
         return 0;
     case SYMMEM_ALGO_ONESHOT_PULL:
     case SYMMEM_ALGO_TWOSHOT_PULL:
-        if ((double)x->bytes * a < (double)TOPO_COST_ZC_MIN_BYTES) { /* the input is one shard */
+        if ((double)x->bytes * a < (double)SYMMEM_COLL_ZC_MIN_BYTES) { /* the input is one shard */
             add(o, ph(0, 0, 0, a, a));
             add(o, ph(0, f, 0, 1, a));
             set(o, 1, 1, 1, 0);

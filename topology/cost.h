@@ -52,11 +52,6 @@
 extern "C" {
 #endif
 
-/* The pull kernels read the senders' inputs in place from this size on (collectives/plan.h,
- * SYMMEM_COLL_ZC_MIN_BYTES, which collectives/init.c checks equal): below it they copy the input into
- * the workspace first, with one sync less. */
-#define TOPO_COST_ZC_MIN_BYTES ((size_t)256 << 10)
-
 /* ---- the machine ------------------------------------------------------------------------------------------ */
 typedef struct topo_cost_machine {
     int nranks;
@@ -94,7 +89,7 @@ typedef struct topo_cost_flow {
 } topo_cost_flow_t;
 
 /* The flow of `algo` for `kind` (all_reduce, reduce_scatter, all_gather) on n ranks at `bytes` (the pull
- * kernels change form at TOPO_COST_ZC_MIN_BYTES); the machine's islands for the island schedule. 0, or -1
+ * kernels change form at SYMMEM_COLL_ZC_MIN_BYTES); the machine's islands for the island schedule. 0, or -1
  * where the model has no such algorithm (AUTO, barrier, a value outside the list). */
 int topo_cost_flow(const topo_cost_machine_t *m, symmem_coll_kind_t kind, symmem_algo_t algo, size_t bytes,
                    topo_cost_flow_t *out);

@@ -15,7 +15,8 @@ typedef struct parser {
     int failed;
 } parser_t;
 
-static void fail(parser_t *ps, const char *what)
+/* Records the first error, at the line and column the parser has reached. */
+static void parse_error(parser_t *ps, const char *what)
 {
     if (ps->failed) return;
     ps->failed = 1;
@@ -69,27 +70,27 @@ static int unescape(const char **s)
 
 static char *parse_string_raw(parser_t *ps)
 {
-    if (*ps->p != '"') return fail(ps, "expected a string"), NULL;
+    if (*ps->p != '"') return parse_error(ps, "expected a string"), NULL;
     const char *s = ++ps->p;
     size_t cap = 16, n = 0;
     char *out = malloc(cap);
-    if (!out) return fail(ps, "out of memory"), NULL;
+    if (!out) return parse_error(ps, "out of memory"), NULL;
     while (*s && *s != '"') {
         char c = *s++;
-        if ((unsigned char)c < 0x20) { ps->p = s - 1; free(out); return fail(ps, "control character in a string"), NULL; }
+        if ((unsigned char)c < 0x20) { ps->p = s - 1; free(out); return parse_error(ps, "control character in a string"), NULL; }
         if (c == '\\') {
             int code = unescape(&s);
-            if (code < 0) { ps->p = s; free(out); return fail(ps, "bad escape in a string"), NULL; }
+            if (code < 0) { ps->p = s; free(out); return parse_error(ps, "bad escape in a string"), NULL; }
             c = (char)code;
         }
         if (n + 1 >= cap) {
             char *o = realloc(out, cap *= 2);
-            if (!o) { free(out); return fail(ps, "out of memory"), NULL; }
+            if (!o) { free(out); return parse_error(ps, "out of memory"), NULL; }
             out = o;
         }
         out[n++] = c;
     }
-    if (*s != '"') { ps->p = s; free(out); return fail(ps, "unterminated string"), NULL; }
+    if (*s != '"') { ps->p = s; free(out); return parse_error(ps, "unterminated string"), NULL; }
     out[n] = '\0';
     ps->p = s + 1;
     return out;
@@ -101,7 +102,7 @@ static json_value_t *parse_value(parser_t *ps, int depth);
 static json_value_t *parse_container(parser_t *ps, int depth, int is_obj)
 {
     json_value_t *v = new_value(is_obj ? JSON_OBJ : JSON_ARR), **tail;
-    if (!v) return fail(ps, "out of memory"), NULL;
+    if (!v) return parse_error(ps, "out of memory"), NULL;
     tail = &v->child;
     char close = is_obj ? '}' : ']';
     skip_ws(ps);
@@ -112,7 +113,7 @@ static json_value_t *parse_container(parser_t *ps, int depth, int is_obj)
         if (is_obj) {
             if (!(key = parse_string_raw(ps))) break;
             skip_ws(ps);
-            if (*ps->p != ':') { free(key); fail(ps, "expected ':' after a member name"); break; }
+            if (*ps->p != ':') { free(key); parse_error(ps, "expected ':' after a member name"); break; }
             ps->p++;
         }
         json_value_t *e = parse_value(ps, depth + 1);
@@ -123,7 +124,7 @@ static json_value_t *parse_container(parser_t *ps, int depth, int is_obj)
         skip_ws(ps);
         if (*ps->p == ',') { ps->p++; continue; }
         if (*ps->p == close) { ps->p++; return v; }
-        fail(ps, is_obj ? "expected ',' or '}'" : "expected ',' or ']'");
+        parse_error(ps, is_obj ? "expected ',' or '}'" : "expected ',' or ']'");
         break;
     }
     json_free(v);
@@ -138,7 +139,7 @@ static json_value_t *parse_literal(parser_t *ps)
         size_t n = strlen(lits[i].word);
         if (strncmp(ps->p, lits[i].word, n) != 0) continue;
         json_value_t *v = new_value(lits[i].type);
-        if (!v) return fail(ps, "out of memory"), NULL;
+        if (!v) return parse_error(ps, "out of memory"), NULL;
         v->num = lits[i].val;
         ps->p += n;
         return v;
@@ -147,19 +148,19 @@ static json_value_t *parse_literal(parser_t *ps)
         char *end;
         errno = 0;
         double d = strtod(ps->p, &end);
-        if (end == ps->p || errno == ERANGE) return fail(ps, "bad number"), NULL;
+        if (end == ps->p || errno == ERANGE) return parse_error(ps, "bad number"), NULL;
         json_value_t *v = new_value(JSON_NUM);
-        if (!v) return fail(ps, "out of memory"), NULL;
+        if (!v) return parse_error(ps, "out of memory"), NULL;
         v->num = d;
         ps->p = end;
         return v;
     }
-    return fail(ps, *ps->p ? "expected a value" : "unexpected end of file"), NULL;
+    return parse_error(ps, *ps->p ? "expected a value" : "unexpected end of file"), NULL;
 }
 
 static json_value_t *parse_value(parser_t *ps, int depth)
 {
-    if (depth > JSON_MAX_DEPTH) return fail(ps, "nested too deeply"), NULL;
+    if (depth > JSON_MAX_DEPTH) return parse_error(ps, "nested too deeply"), NULL;
     skip_ws(ps);
     if (*ps->p == '{' || *ps->p == '[') {
         int is_obj = *ps->p == '{';
@@ -170,7 +171,7 @@ static json_value_t *parse_value(parser_t *ps, int depth)
         char *s = parse_string_raw(ps);
         if (!s) return NULL;
         json_value_t *v = new_value(JSON_STR);
-        if (!v) { free(s); return fail(ps, "out of memory"), NULL; }
+        if (!v) { free(s); return parse_error(ps, "out of memory"), NULL; }
         v->str = s;
         return v;
     }
@@ -184,7 +185,7 @@ json_value_t *json_parse(const char *text, char *err, size_t errlen)
     if (!v) return NULL;
     skip_ws(&ps);
     if (*ps.p) {
-        fail(&ps, "text after the end of the value");
+        parse_error(&ps, "text after the end of the value");
         json_free(v);
         return NULL;
     }

@@ -400,12 +400,13 @@ typedef struct CUstream_st *symmem_stream_t; /* == cudaStream_t */
  *    rest of a CUDA graph being replayed) writes a quiet NaN to every element of its receive buffer and
  *    returns at once. The call that fails stores NaN over the parts of its output whose blocks stopped (all
  *    of it for an argument mismatch, found before any result is stored); parts finished earlier stand.
- *  - Grids: a collective kernel has at most SYMMEM_GRID_SHARE percent (default 75) of the thread blocks
- *    its GPU keeps resident, divided among the communicator's ranks on that GPU, so that every rank's
- *    kernel can be resident at once beside other work. Communicators whose collectives may run at the same
- *    time on one GPU (two streams) must have shares that add up to at most 100: see docs/collectives.md,
- *    "Residency". Ranks that share a GPU leave SYMMEM_CLUSTER_ROOM (default 8) idle SMs per GPC for
- *    kernels in clusters that run between collectives, such as a cuBLAS GEMM. */
+ *  - Grids: a collective kernel has at most SYMMEM_GRID_SHARE percent of the thread blocks its GPU keeps
+ *    resident, divided among the communicator's ranks on that GPU, so that every rank's kernel can be
+ *    resident at once beside other work. Communicators whose collectives may run at the same time on one
+ *    GPU (two streams) must have shares that add up to at most 100: see docs/collectives.md, "Residency".
+ *    Ranks that share a GPU leave SYMMEM_CLUSTER_ROOM idle SMs per GPC for kernels in clusters that run
+ *    between collectives, such as a cuBLAS GEMM. The defaults are the parameter table's (symmem-info,
+ *    docs/configuration.md). */
 
 /* All-reduce `count` elements from `sendbuf` into `recvbuf` on every rank. */
 SYMMEM_API symmem_status_t symmem_all_reduce(symmem_comm_t comm, const void *sendbuf, void *recvbuf, size_t count,

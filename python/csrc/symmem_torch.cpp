@@ -8,8 +8,9 @@
 // the last group, checked against a generation counter) -> argument checks through the shim -> the C call on
 // the current CUDA stream. Nothing is allocated but the out-of-place result, and no Python runs.
 //
-// Schemas live here (and only here); the fake kernels that make the ops traceable are registered from
-// Python (symmem/torch/_ops.py), because fakes are Python by design in torch.
+// The schemas are one list, python/symmem/torch/schemas.def, included below and read by the Python package
+// too; the fake kernels that make the ops traceable are registered from Python (symmem/torch/_ops.py),
+// because fakes are Python by design in torch.
 #include <symmem/symmem.h>
 
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
@@ -499,26 +500,15 @@ SYMMEM_TORCH_EXPORT int symmem_torch_unregister_group(const char *name)
     return erased ? 0 : -1;
 }
 
-// The schemas. The in-place and out forms mark what they write (a!) and return nothing: torch's
-// functionalization (torch.compile) handles a mutating custom op only when no output aliases an input, so a
-// `-> Tensor(a!)` form would trace under make_fx and Dynamo but fail in AOTAutograd and Inductor. The Python
-// communicator returns the written tensor. all_reduce_add_rmsnorm updates residual in place and returns a
-// new tensor, which aliases nothing: functionalization takes that form as well. barrier has no tensor argument, so its kernel sits at
-// CompositeExplicitAutograd.
+// The schemas, from the one list (schemas.def says why the mutating forms return nothing). barrier has no
+// tensor argument, so its kernel sits at CompositeExplicitAutograd.
+constexpr const char *kSchemas[] = {
+#include "../symmem/torch/schemas.def"
+};
+
 STABLE_TORCH_LIBRARY(symmem, m)
 {
-    m.def("all_reduce(Tensor input, str reduce_op, str group_name) -> Tensor");
-    m.def("all_reduce_(Tensor(a!) input, str reduce_op, str group_name) -> ()");
-    m.def("all_reduce_out(Tensor input, str reduce_op, str group_name, Tensor(a!) out) -> ()");
-    m.def("reduce_scatter_out(Tensor input, str reduce_op, str group_name, Tensor(a!) out) -> ()");
-    m.def("all_gather_out(Tensor input, str group_name, Tensor(a!) out) -> ()");
-    m.def("barrier(str group_name) -> ()");
-    m.def("all_reduce_add_rmsnorm(Tensor input, Tensor(a!) residual, Tensor weight, float eps, str group_name) -> "
-          "Tensor");
-    m.def("all_reduce_add_rmsnorm_out(Tensor input, Tensor(a!) residual, Tensor weight, float eps, str group_name, "
-          "Tensor(b!) out) -> ()");
-    m.def("all_reduce_add_rmsnorm_(Tensor(a!) input, Tensor(b!) residual, Tensor weight, float eps, "
-          "str group_name) -> ()");
+    for (const char *schema : kSchemas) m.def(schema);
 }
 
 // Every op's kernel, registered for each backend below from this one list (an op added here reaches both).

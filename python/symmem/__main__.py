@@ -10,7 +10,7 @@ import sys
 
 from ._lib import lib, version
 
-WRAP_COLUMNS = 100  # as symmem-info (base/symmem_info_main.c): meanings wrapped to this width after the indent
+WRAP_COLUMNS = 100  # as symmem-info (tools/symmem_info.c): meanings wrapped to this width after the indent
 FIELD_NAME, FIELD_TYPE, FIELD_DEFAULT, FIELD_VALUE, FIELD_SOURCE, FIELD_DOC = range(6)  # symmem_param_field_t
 
 _c = lib()

@@ -13,10 +13,11 @@ import sys
 import tempfile
 import textwrap
 import traceback
-import unittest
 import warnings
 from datetime import timedelta
 from pathlib import Path
+
+import pytest
 
 for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
     os.environ[_k] = _v
@@ -536,74 +537,74 @@ def _world1_body(rank, world):
 
 
 # ----------------------------------------------------------------------------------------------- tests
-@unittest.skipIf(torch is None, "torch is not installed")
-class Negotiation(unittest.TestCase):
+@pytest.mark.skipif(torch is None, reason="torch is not installed")
+class TestNegotiation:
     def test_cpu_device_disables_every_rank_with_one_reason(self):
         res = run_ranks(_cpu_device_body, 2)
         for backend, reason, said, world in res:
-            self.assertEqual((backend, world), ("off", 2))
-            self.assertIn("rank 0: device cpu is not a CUDA device", reason)
-        self.assertEqual(len(res[0][2]), 1, res[0][2])       # rank 0 says it once
-        self.assertIn("disabled", res[0][2][0])
-        self.assertEqual(res[1][2], [])                      # the others only at DEBUG
+            assert (backend, world) == ("off", 2)
+            assert "rank 0: device cpu is not a CUDA device" in reason
+        assert len(res[0][2]) == 1, res[0][2]       # rank 0 says it once
+        assert "disabled" in res[0][2][0]
+        assert res[1][2] == []                      # the others only at DEBUG
 
     def test_drop_ins_say_why_they_are_disabled(self):
         for s_off, s_reason, v_off, v_reason in run_ranks(_dropin_reason_body, 2):
-            self.assertTrue(s_off and v_off)
+            assert s_off and v_off
             # the world group has no SGLang name, so it is not the default "tp"
-            self.assertEqual(s_reason, "group '?' is not in SYMMEM_SGLANG_GROUPS (tp)")
-            self.assertIn("rank 0: device cpu is not a CUDA device", v_reason)
+            assert s_reason == "group '?' is not in SYMMEM_SGLANG_GROUPS (tp)"
+            assert "rank 0: device cpu is not a CUDA device" in v_reason
 
     def test_world_size_one(self):
         backend, reason, warnings = run_ranks(_world1_body, 1)[0]
-        self.assertEqual((backend, reason, warnings), ("off", "world size 1", []))
+        assert (backend, reason, warnings) == ("off", "world size 1", [])
 
     def test_group_spanning_hosts_never_builds_a_communicator(self):
         for backend, reason, made in run_ranks(_hosts_body, 2):
-            self.assertEqual(backend, "off")
-            self.assertIn("spans hosts (ranks 1", reason)
-            self.assertEqual(made, 0, "a communicator was built although the group spans hosts")
+            assert backend == "off"
+            assert "spans hosts (ranks 1" in reason
+            assert made == 0, "a communicator was built although the group spans hosts"
 
     def test_one_rank_failing_disables_all_and_names_it(self):
         res = run_ranks(_agreement_body, 2, 1, {}, None)
         for backend, max_size, reason, closed, _ in res:
-            self.assertEqual((backend, max_size), ("off", 0))
-            self.assertIn("rank 1: symmem init failed: symmem communicator disabled: SYMMEM_TIMEOUT", reason)
-        self.assertEqual(res[0][3], [True], "rank 0's communicator must be closed when rank 1 failed")
-        self.assertEqual(len(res[0][4]), 1)
+            assert (backend, max_size) == ("off", 0)
+            assert "rank 1: symmem init failed: symmem communicator disabled: SYMMEM_TIMEOUT" in reason
+        assert res[0][3] == [True], "rank 0's communicator must be closed when rank 1 failed"
+        assert len(res[0][4]) == 1
 
     def test_ranks_agree_on_the_smallest_cap(self):
         # PCIe: the library's bound (512 KiB) within each rank's workspace limit, the smallest over ranks.
         res = run_ranks(_agreement_body, 2, None, {0: 4 << 20, 1: 256 << 10}, None)
-        self.assertEqual([r[:2] for r in res], [("symmem", 256 << 10)] * 2)
+        assert [r[:2] for r in res] == [("symmem", 256 << 10)] * 2
         res = run_ranks(_agreement_body, 2, None, {0: 4 << 20, 1: 4 << 20}, None)
-        self.assertEqual([r[:2] for r in res], [("symmem", 512 << 10)] * 2)
+        assert [r[:2] for r in res] == [("symmem", 512 << 10)] * 2
         # An explicit cap beats the link default, never the library's own limit.
         res = run_ranks(_agreement_body, 2, None, {0: 4 << 20, 1: 2 << 20}, 3 << 20)
-        self.assertEqual([r[:2] for r in res], [("symmem", 2 << 20)] * 2)
+        assert [r[:2] for r in res] == [("symmem", 2 << 20)] * 2
         res = run_ranks(_agreement_body, 2, None, {}, 0)
-        self.assertEqual([r[0] for r in res], ["off"] * 2)
-        self.assertIn("SYMMEM_TEST_MAX_BYTES", res[0][2])
+        assert [r[0] for r in res] == ["off"] * 2
+        assert "SYMMEM_TEST_MAX_BYTES" in res[0][2]
 
     def test_gloo_error_disables_without_raising(self):
         for backend, reason in run_ranks(_gloo_error_body, 2):
-            self.assertEqual(backend, "off")
-            self.assertIn("all_gather_object failed", reason)
+            assert backend == "off"
+            assert "all_gather_object failed" in reason
 
     def test_fallback_keeps_torch_only_where_it_came_up_everywhere(self):
         res = run_ranks(_stock_body, 2, {0: True, 1: True})
-        self.assertEqual(res, [("torch", [False], [False], 0)] * 2)
+        assert res == [("torch", [False], [False], 0)] * 2
         res = run_ranks(_stock_body, 2, {0: True, 1: False})
-        self.assertEqual([r[0] for r in res], ["symmem", "symmem"])
-        self.assertEqual(res[0][1:3], ([True], [True]), "rank 0's torch communicator must be switched off")
-        self.assertEqual([r[3] for r in res], [1, 1])
+        assert [r[0] for r in res] == ["symmem", "symmem"]
+        assert res[0][1:3] == ([True], [True]), "rank 0's torch communicator must be switched off"
+        assert [r[3] for r in res] == [1, 1]
 
     def test_gpu_scenario_dry_run_on_cpu(self):
         stats = run_ranks(_scenario_dry_run_body, 2, False)
-        self.assertEqual(stats[0], stats[1])
-        self.assertGreater(stats[0]["replays"], 20)
-        self.assertGreater(stats[0]["eager_symmem"], 10)
-        with self.assertRaisesRegex(AssertionError, "1 of 6144 elements wrong"):
+        assert stats[0] == stats[1]
+        assert stats[0]["replays"] > 20
+        assert stats[0]["eager_symmem"] > 10
+        with pytest.raises(AssertionError, match="1 of 6144 elements wrong"):
             run_ranks(_scenario_dry_run_body, 2, True)
 
     def test_gpu_scenario_fallback_bound_at_sixteen_ranks(self):
@@ -611,16 +612,16 @@ class Negotiation(unittest.TestCase):
         bf16 error is several times symmem's bound, and the scenario must hold it to the bound of such a sum,
         not fail the framework for it (nor loosen the bound of what symmem computed)."""
         stats = run_ranks(_scenario_dry_run_body, 16, False, timeout=300)
-        self.assertEqual(len({str(s) for s in stats}), 1)
-        self.assertGreater(stats[0]["eager"], stats[0]["eager_symmem"])  # the fallback ran
+        assert len({str(s) for s in stats}) == 1
+        assert stats[0]["eager"] > stats[0]["eager_symmem"]  # the fallback ran
 
     def test_ranks_out_of_step_read_nothing(self):
-        self.assertEqual(run_ranks(_out_of_step_body, 2), [(None, [0, 10]), (None, [0, 10])])
+        assert run_ranks(_out_of_step_body, 2) == [(None, [0, 10]), (None, [0, 10])]
 
     def test_consistent_vetoes_make_no_collective(self):
         outs, gathers = run_ranks(_veto_body, 2)[0]
-        self.assertEqual(outs, [("off", "group 'pp' is not selected"), ("off", "SYMMEM_TEST_MODE=off")])
-        self.assertEqual(gathers, 0)
+        assert outs == [("off", "group 'pp' is not selected"), ("off", "SYMMEM_TEST_MODE=off")]
+        assert gathers == 0
 
 
 def _symmem_location(q):
@@ -631,7 +632,7 @@ def _symmem_location(q):
         q.put((0, f"{type(e).__name__}: {e}"))
 
 
-class SpawnedRanks(unittest.TestCase):
+class TestSpawnedRanks:
     def test_a_spawned_rank_imports_the_symmem_the_tests_imported_first(self):
         """GPU rank processes are spawned (CUDA is not fork-safe) and start from their parent's sys.path. The
         GPU tests import symmem first and these helpers later (pytest collects test_torch_gpu.py before the
@@ -657,9 +658,9 @@ class SpawnedRanks(unittest.TestCase):
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                            cwd=tempfile.gettempdir())
         line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
-        self.assertTrue(line, r.stdout[-2000:] + r.stderr[-3000:])
+        assert line, r.stdout[-2000:] + r.stderr[-3000:]
         first, child = line[-1][len("RESULT "):].split(" | ", 1)
-        self.assertEqual(child, first, r.stderr[-3000:])
+        assert child == first, r.stderr[-3000:]
 
 
 def _host_comm_body(rank, world):
@@ -691,81 +692,81 @@ def _host_comm_body(rank, world):
 SIXTEEN = 16
 
 
-@unittest.skipIf(torch is None, "torch is not installed")
-class SixteenRanks(unittest.TestCase):
+@pytest.mark.skipif(torch is None, reason="torch is not installed")
+class TestSixteenRanks:
     def test_every_rank_serves_and_agrees_on_the_smallest_cap(self):
         caps = {r: 4 << 20 for r in range(SIXTEEN)}
         caps[13] = 256 << 10
         res = run_ranks(_agreement_body, SIXTEEN, None, caps, None, timeout=180)
-        self.assertEqual([r[:2] for r in res], [("symmem", 256 << 10)] * SIXTEEN)
-        self.assertEqual([r[3] for r in res], [[False]] * SIXTEEN, "a serving rank's communicator was closed")
+        assert [r[:2] for r in res] == [("symmem", 256 << 10)] * SIXTEEN
+        assert [r[3] for r in res] == [[False]] * SIXTEEN, "a serving rank's communicator was closed"
 
     def test_one_rank_failing_disables_all_sixteen_and_names_it(self):
         res = run_ranks(_agreement_body, SIXTEEN, 11, {}, None, timeout=180)
         for rank, (backend, max_size, reason, closed, _) in enumerate(res):
-            self.assertEqual((backend, max_size), ("off", 0), f"rank {rank}")
-            self.assertIn("rank 11: symmem init failed: symmem communicator disabled: SYMMEM_TIMEOUT", reason)
-            self.assertEqual(closed, [True], f"rank {rank}'s communicator must be closed when rank 11 failed")
-        self.assertEqual(len(res[0][4]), 1, "rank 0 says it once")
-        self.assertEqual([len(r[4]) for r in res[1:]], [0] * (SIXTEEN - 1), "the other ranks stay quiet")
+            assert (backend, max_size) == ("off", 0), f"rank {rank}"
+            assert "rank 11: symmem init failed: symmem communicator disabled: SYMMEM_TIMEOUT" in reason
+            assert closed == [True], f"rank {rank}'s communicator must be closed when rank 11 failed"
+        assert len(res[0][4]) == 1, "rank 0 says it once"
+        assert [len(r[4]) for r in res[1:]] == [0] * (SIXTEEN - 1), "the other ranks stay quiet"
 
     def test_fallback_keeps_torch_only_where_all_sixteen_have_it(self):
         up = {r: r != 7 for r in range(SIXTEEN)}
         res = run_ranks(_stock_body, SIXTEEN, up, timeout=180)
-        self.assertEqual([r[0] for r in res], ["symmem"] * SIXTEEN)
-        self.assertEqual([r[3] for r in res], [1] * SIXTEEN)
+        assert [r[0] for r in res] == ["symmem"] * SIXTEEN
+        assert [r[3] for r in res] == [1] * SIXTEEN
         res = run_ranks(_stock_body, SIXTEEN, {r: True for r in range(SIXTEEN)}, timeout=180)
-        self.assertEqual(res, [("torch", [False], [False], 0)] * SIXTEEN)
+        assert res == [("torch", [False], [False], 0)] * SIXTEEN
 
     def test_ranks_out_of_step_read_nothing(self):
         want = (None, [10 * r for r in range(SIXTEEN)])
-        self.assertEqual(run_ranks(_out_of_step_body, SIXTEEN, timeout=180), [want] * SIXTEEN)
+        assert run_ranks(_out_of_step_body, SIXTEEN, timeout=180) == [want] * SIXTEEN
 
     def test_host_backend_communicator_over_gloo(self):
         for size, seen in run_ranks(_host_comm_body, SIXTEEN, timeout=180):
-            self.assertEqual((size, seen), (SIXTEEN, [True] * SIXTEEN))
+            assert (size, seen) == (SIXTEEN, [True] * SIXTEEN)
 
 
-class Helpers(unittest.TestCase):
+class TestHelpers:
     def test_parse_bytes(self):
         for text, value in (("65536", 65536), ("512K", 512 << 10), ("512KiB", 512 << 10), ("4m", 4 << 20),
                             ("1G", 1 << 30), ("0x1000", 4096), ("0", 0)):
-            self.assertEqual(_common.parse_bytes(text), value, text)
+            assert _common.parse_bytes(text) == value, text
         for bad in ("", "K", "1.5M", "-1", "ten"):
-            with self.assertRaises(ValueError, msg=bad):
+            with pytest.raises(ValueError):
                 _common.parse_bytes(bad)
 
     def test_env_mode_and_bytes(self):
         log = logging.getLogger("symmem.integrations.test")
         os.environ["SYMMEM_TEST_MODE"] = "Replace"
-        self.assertEqual(_common.env_mode("SYMMEM_TEST_MODE"), "replace")
+        assert _common.env_mode("SYMMEM_TEST_MODE") == "replace"
         os.environ["SYMMEM_TEST_MODE"] = "bogus"
         with LogCapture("symmem.integrations") as cap:
-            self.assertEqual(_common.env_mode("SYMMEM_TEST_MODE"), "fallback")
-        self.assertTrue(any("bogus" in m for m in cap.at_least(logging.WARNING)))
+            assert _common.env_mode("SYMMEM_TEST_MODE") == "fallback"
+        assert any("bogus" in m for m in cap.at_least(logging.WARNING))
         del os.environ["SYMMEM_TEST_MODE"]
         os.environ["SYMMEM_TEST_MAX_BYTES"] = "lots"
         with LogCapture("symmem.integrations.test") as cap:
-            self.assertIsNone(_common.env_bytes("SYMMEM_TEST_MAX_BYTES", log))
-        self.assertEqual(len(cap.at_least(logging.WARNING)), 1)
+            assert _common.env_bytes("SYMMEM_TEST_MAX_BYTES", log) is None
+        assert len(cap.at_least(logging.WARNING)) == 1
         os.environ["SYMMEM_TEST_MAX_BYTES"] = "96K"
-        self.assertEqual(_common.env_bytes("SYMMEM_TEST_MAX_BYTES", log), 96 << 10)
+        assert _common.env_bytes("SYMMEM_TEST_MAX_BYTES", log) == 96 << 10
         del os.environ["SYMMEM_TEST_MAX_BYTES"]
 
     def test_group_label(self):
         class G:
             def __init__(self, desc):
                 self.group_desc = desc
-        self.assertEqual(_common.group_label(G("tp:cpu")), "tp")
-        self.assertEqual(_common.group_label(G("moe_ep:cpu")), "moe_ep")
-        self.assertEqual(_common.group_label(G("undefined")), "")
-        self.assertEqual(_common.group_label(object()), "")
+        assert _common.group_label(G("tp:cpu")) == "tp"
+        assert _common.group_label(G("moe_ep:cpu")) == "moe_ep"
+        assert _common.group_label(G("undefined")) == ""
+        assert _common.group_label(object()) == ""
 
     def test_host_key_is_stable_and_names_the_network_namespace(self):
         key = _common.host_key()
-        self.assertEqual(key, _common.host_key())
+        assert key == _common.host_key()
         if os.path.exists("/proc/self/ns/net"):
-            self.assertIn(os.readlink("/proc/self/ns/net"), key)
+            assert os.readlink("/proc/self/ns/net") in key
 
     def test_scanner_follows_names_parameters_and_returns(self):
         src = textwrap.dedent('''
@@ -788,15 +789,15 @@ class Helpers(unittest.TestCase):
                     self.other.not_this = 1
         ''')
         reads = _scan_tree(ast.parse(src), "holder")
-        self.assertEqual(set(reads), {"buffer", "disabled", "dtype", "world_size", "max_size", "all_reduce"})
+        assert set(reads) == {"buffer", "disabled", "dtype", "world_size", "max_size", "all_reduce"}
 
 
-class PostImportHook(unittest.TestCase):
-    def setUp(self):
+class TestPostImportHook:
+    def setup_method(self):
         self.tmp = tempfile.TemporaryDirectory()
         sys.path.insert(0, self.tmp.name)
 
-    def tearDown(self):
+    def teardown_method(self):
         sys.path.remove(self.tmp.name)
         self.tmp.cleanup()
 
@@ -811,19 +812,19 @@ class PostImportHook(unittest.TestCase):
             seen.append(module.VALUE)
             module.f = lambda: "patched"
         _imphook.when_imported("symmem_hook_a", patch)
-        self.assertTrue(_imphook.pending("symmem_hook_a"))
+        assert _imphook.pending("symmem_hook_a")
         from symmem_hook_a import f  # noqa: E402 - the importer's binding must already be the patch
-        self.assertEqual((seen, f()), ([1], "patched"))
-        self.assertFalse(_imphook.pending("symmem_hook_a"))
+        assert (seen, f()) == ([1], "patched")
+        assert not _imphook.pending("symmem_hook_a")
         import symmem_hook_a
-        self.assertIn("VALUE = 1", __import__("inspect").getsource(symmem_hook_a))  # loader still works
+        assert "VALUE = 1" in __import__("inspect").getsource(symmem_hook_a)  # loader still works
 
     def test_already_imported_runs_now_and_failures_stay_contained(self):
         self._module("symmem_hook_b", "X = 2\n")
         import symmem_hook_b  # noqa: F401
         seen = []
         _imphook.when_imported("symmem_hook_b", lambda m: seen.append(m.X))
-        self.assertEqual(seen, [2])
+        assert seen == [2]
         self._module("symmem_hook_c", "Y = 3\n")
 
         def boom(module):
@@ -831,8 +832,8 @@ class PostImportHook(unittest.TestCase):
         with LogCapture("symmem.integrations") as cap:
             _imphook.when_imported("symmem_hook_c", boom)
             import symmem_hook_c
-        self.assertEqual(symmem_hook_c.Y, 3)
-        self.assertTrue(any("post-import hook for symmem_hook_c failed" in m for m in cap.at_least(logging.WARNING)))
+        assert symmem_hook_c.Y == 3
+        assert any("post-import hook for symmem_hook_c failed" in m for m in cap.at_least(logging.WARNING))
 
     def test_one_finder_shared_with_a_copy_loaded_by_path(self):
         import importlib.util
@@ -843,9 +844,9 @@ class PostImportHook(unittest.TestCase):
         seen = []
         copy.when_imported("symmem_hook_d", lambda m: seen.append("copy"))
         _imphook.when_imported("symmem_hook_d", lambda m: seen.append("package"))
-        self.assertEqual(sum(1 for f in sys.meta_path if getattr(f, _imphook._MARK, False)), 1)
+        assert sum(1 for f in sys.meta_path if getattr(f, _imphook._MARK, False)) == 1
         import symmem_hook_d  # noqa: F401
-        self.assertEqual(seen, ["copy", "package"])
+        assert seen == ["copy", "package"]
 
 
 def _symmem_inner(max_size):
@@ -859,8 +860,8 @@ def _symmem_inner(max_size):
     return inner
 
 
-@unittest.skipIf(torch is None, "torch is not installed")
-class DropInsServeDirectly(unittest.TestCase):
+@pytest.mark.skipif(torch is None, reason="torch is not installed")
+class TestDropInsServeDirectly:
     """Where symmem serves the group, the frameworks' per-call checks run once (host cost of every eager
     all-reduce): SGLang's methods are the inner communicator's own, vLLM keeps its micro-batch guard, and in
     both the inner enforces the agreed cap, which is smaller than its own here."""
@@ -893,12 +894,12 @@ class DropInsServeDirectly(unittest.TestCase):
         return got, at_cap
 
     def _expect(self, got):
-        self.assertEqual(got, {"eligible": [True, False, False], "past the cap": None, "new": (self.CAP // 2,),
-                               "in place": True, "fused": True, "fused past the cap": False})
+        assert got == {"eligible": [True, False, False], "past the cap": None, "new": (self.CAP // 2,),
+                       "in place": True, "fused": True, "fused past the cap": False}
 
     def _closed(self, ours, should, t):
         ours.close()
-        self.assertEqual((getattr(ours, should)(t), ours.all_reduce(t)), (False, None))
+        assert (getattr(ours, should)(t), ours.all_reduce(t)) == (False, None)
 
     def test_sglang_calls_reach_the_communicator_without_a_wrapper(self):
         from symmem.integrations import sglang
@@ -906,9 +907,9 @@ class DropInsServeDirectly(unittest.TestCase):
         ours, inner = self._drop_in(sglang.SymmemTorchSymmMemCommunicator)
         got, t = self._serves(ours, "should_torch_symm_mem_allreduce")
         self._expect(got)
-        self.assertEqual(inner.max_size, self.CAP)
+        assert inner.max_size == self.CAP
         for name in ("should_torch_symm_mem_allreduce", "all_reduce", "all_reduce_add_rmsnorm"):
-            self.assertIs(getattr(ours, name).__self__, inner, name)
+            assert getattr(ours, name).__self__ is inner, name
         self._closed(ours, "should_torch_symm_mem_allreduce", t)
 
     def _vllm_drop_in(self, registry):
@@ -928,16 +929,16 @@ class DropInsServeDirectly(unittest.TestCase):
     def test_vllm_keeps_its_micro_batch_guard(self):
         threads = {}  # vLLM's registry of micro-batch threads: non-empty while DBO runs
         ours, inner, t = self._vllm_drop_in(threads)
-        self.assertEqual(inner.max_size, self.CAP)
+        assert inner.max_size == self.CAP
         threads[1] = object()
-        self.assertEqual((ours.should_use_symm_mem(t), ours.all_reduce(t)), (False, None))
+        assert (ours.should_use_symm_mem(t), ours.all_reduce(t)) == (False, None)
         threads.clear()
-        self.assertTrue(ours.should_use_symm_mem(t))
+        assert ours.should_use_symm_mem(t)
         self._closed(ours, "should_use_symm_mem", t)
 
     def test_vllm_without_micro_batches_is_direct(self):
         ours, inner, t = self._vllm_drop_in(None)
-        self.assertIs(ours.all_reduce.__self__, inner)
+        assert ours.all_reduce.__self__ is inner
         self._closed(ours, "should_use_symm_mem", t)
 
 
@@ -965,8 +966,8 @@ def _drop_in_gpu_body(rank, world, devices, framework):
     return dict(stats, max_size=comm.max_size, direct=direct)
 
 
-@unittest.skipUnless(torch is not None and torch.cuda.is_available(), "needs CUDA")
-class DropInsOnGPU(unittest.TestCase):
+@pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="needs CUDA")
+class TestDropInsOnGPU:
     """The drop-ins' direct path on a GPU, without SGLang or vLLM installed (their own GPU tests,
     test_integrations_gpu_*.py, need the frameworks): eager calls over dtypes and sizes across the agreed cap
     and replayed CUDA graphs, against a float64 reference and bitwise equal across ranks."""
@@ -975,16 +976,12 @@ class DropInsOnGPU(unittest.TestCase):
         world, devices = gpu_ranks_and_devices()
         res = run_ranks(_drop_in_gpu_body, world, devices, framework, context="spawn", timeout=580)
         print(f"\n{framework} drop-in over symmem, {world} ranks on GPUs {devices}: {res[0]}")
-        self.assertTrue(all(r["eager_symmem"] > 0 and r["replays"] > 0 and r["max_size"] == 512 << 10
-                            for r in res), res)
+        assert all(r["eager_symmem"] > 0 and r["replays"] > 0 and r["max_size"] == 512 << 10
+                   for r in res), res
         return res
 
     def test_sglang_drop_in(self):
-        self.assertTrue(all(r["direct"] for r in self._run("sglang")))
+        assert all(r["direct"] for r in self._run("sglang"))
 
     def test_vllm_drop_in(self):
         self._run("vllm")
-
-
-if __name__ == "__main__":
-    unittest.main()

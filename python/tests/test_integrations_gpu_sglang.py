@@ -9,7 +9,8 @@ Skipped without CUDA or without SGLang."""
 import contextlib
 import importlib.util
 import os
-import unittest
+
+import pytest
 
 from test_integrations_common import gpu_ranks_and_devices, gpu_scenario, run_ranks
 
@@ -58,14 +59,10 @@ def _body(rank, world, devices):
     return dict(stats, max_size=comm.max_size)
 
 
-@unittest.skipUnless(HAVE, "needs CUDA and SGLang")
-class SGLangOnGPU(unittest.TestCase):
+@pytest.mark.skipif(not HAVE, reason="needs CUDA and SGLang")
+class TestSGLangOnGPU:
     def test_parallel_state_all_reduce_through_symmem(self):
         world, devices = gpu_ranks_and_devices()
         res = run_ranks(_body, world, devices, context="spawn", timeout=580)
         print(f"\nSGLang tp group over symmem, {world} ranks on GPUs {devices}: {res[0]}")
-        self.assertTrue(all(r["eager_symmem"] > 0 and r["replays"] > 0 for r in res))
-
-
-if __name__ == "__main__":
-    unittest.main()
+        assert all(r["eager_symmem"] > 0 and r["replays"] > 0 for r in res)

@@ -6,7 +6,8 @@ CudaCommunicator.all_reduce itself (vLLM's dispatch code, on an instance holding
 where vllm.distributed.device_communicators.cuda_communicator imports, else through the communicator.
 Skipped without CUDA or without vLLM."""
 import importlib.util
-import unittest
+
+import pytest
 
 from test_integrations_common import (gpu_ranks_and_devices, gpu_scenario, reduce_or_gloo, run_ranks,
                                       side_stream_capture)
@@ -54,14 +55,10 @@ def _body(rank, world, devices):
                 f"the communicator (cuda_communicator does not import: {why})")
 
 
-@unittest.skipUnless(HAVE, "needs CUDA and vLLM")
-class VLLMOnGPU(unittest.TestCase):
+@pytest.mark.skipif(not HAVE, reason="needs CUDA and vLLM")
+class TestVLLMOnGPU:
     def test_symm_mem_communicator_through_symmem(self):
         world, devices = gpu_ranks_and_devices()
         res = run_ranks(_body, world, devices, context="spawn", timeout=580)
         print(f"\nvLLM SymmMemCommunicator over symmem, {world} ranks on GPUs {devices}: {res[0]}")
-        self.assertTrue(all(r["eager_symmem"] > 0 and r["replays"] > 0 for r in res))
-
-
-if __name__ == "__main__":
-    unittest.main()
+        assert all(r["eager_symmem"] > 0 and r["replays"] > 0 for r in res)

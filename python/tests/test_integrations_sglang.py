@@ -11,7 +11,8 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import unittest
+
+import pytest
 
 from test_integrations_common import FakeInner, LogCapture, run_ranks, scan_attribute_reads
 
@@ -103,23 +104,23 @@ def _attribute_body(rank, world, attrs):
     return {k: sorted(a for a in attrs if not hasattr(v, a)) for k, v in states.items()}
 
 
-@unittest.skipUnless(HAVE_SGLANG, "SGLang is not installed")
-class SGLangPlugin(unittest.TestCase):
+@pytest.mark.skipif(not HAVE_SGLANG, reason="SGLang is not installed")
+class TestSGLangPlugin:
     def test_entry_point_is_declared_and_loads_register(self):
         from importlib import metadata
 
         eps = [ep for ep in metadata.entry_points(group="sglang.srt.plugins") if ep.name == "symmem"]
-        self.assertEqual(len(eps), 1, "no single 'symmem' entry point in group sglang.srt.plugins")
-        self.assertEqual(eps[0].value, "symmem.integrations.sglang:register")
-        self.assertIs(eps[0].load(), integ.register)
+        assert len(eps) == 1, "no single 'symmem' entry point in group sglang.srt.plugins"
+        assert eps[0].value == "symmem.integrations.sglang:register"
+        assert eps[0].load() is integ.register
 
     def test_load_plugins_replaces_the_class(self):
         got = _python(LOAD_PLUGINS)
-        self.assertEqual(got, {"cls": OURS, "stock": SGLANGS})
+        assert got == {"cls": OURS, "stock": SGLANGS}
 
     def test_mode_off_and_sglangs_whitelist_leave_the_class(self):
-        self.assertEqual(_python(LOAD_PLUGINS, SYMMEM_SGLANG_MODE="off")["cls"], SGLANGS)
-        self.assertEqual(_python(LOAD_PLUGINS, SGLANG_PLUGINS="some-other-plugin")["cls"], SGLANGS)
+        assert _python(LOAD_PLUGINS, SYMMEM_SGLANG_MODE="off")["cls"] == SGLANGS
+        assert _python(LOAD_PLUGINS, SGLANG_PLUGINS="some-other-plugin")["cls"] == SGLANGS
 
     def test_register_is_idempotent_and_survives_a_broken_sglang(self):
         got = _python("""
@@ -133,46 +134,46 @@ class SGLangPlugin(unittest.TestCase):
             s.register()                                             # logs, does not raise
             print(json.dumps({"hooks": n}))
         """)
-        self.assertEqual(got, {"hooks": 1})
+        assert got == {"hooks": 1}
 
     def test_every_attribute_sglang_reads_exists(self):
         root = importlib.util.find_spec("sglang.srt").submodule_search_locations[0]
         reads = scan_attribute_reads(root, "torch_symm_mem_comm", skip=(TARGET_FILE,))
-        self.assertTrue(KNOWN_READS <= set(reads), f"scan found {sorted(reads)}, expected at least {KNOWN_READS}")
+        assert KNOWN_READS <= set(reads), f"scan found {sorted(reads)}, expected at least {KNOWN_READS}"
         missing = run_ranks(_attribute_body, 2, sorted(reads))[0]
         for state, attrs in missing.items():
-            self.assertEqual(attrs, [], f"{state}: SGLang reads {attrs} ({[reads[a][:2] for a in attrs]})")
+            assert attrs == [], f"{state}: SGLang reads {attrs} ({[reads[a][:2] for a in attrs]})"
 
     def test_construction_disables_without_raising(self):
         for device in ("cpu", torch.device("cpu"), 0):
             res = run_ranks(_construct_body, 2, device)
             for disabled, backend, world, eligible, result, said in res:
-                self.assertEqual((disabled, backend, world, eligible, result), (True, "off", 2, False, None))
+                assert (disabled, backend, world, eligible, result) == (True, "off", 2, False, None)
             want = "not a CUDA device" if device != 0 else "CUDA is not available"
-            self.assertEqual(len(res[0][5]), 1, res[0][5])
-            self.assertIn(want, res[0][5][0])
+            assert len(res[0][5]) == 1, res[0][5]
+            assert want in res[0][5][0]
         disabled, backend, world, _, _, said = run_ranks(_construct_body, 1, "cpu")[0]
-        self.assertEqual((disabled, backend, world), (True, "off", 1))
-        self.assertIn("world size 1", said[0])
+        assert (disabled, backend, world) == (True, "off", 1)
+        assert "world size 1" in said[0]
 
     def test_sixteen_ranks_disable_together_without_raising(self):
         # 16 ranks (SYMMEM_MAX_RANKS), as on a 16-GPU host: one gather, one reason, rank 0 says it
         res = run_ranks(_construct_body, 16, "cpu", timeout=180)
         for disabled, backend, world, eligible, result, said in res:
-            self.assertEqual((disabled, backend, world, eligible, result), (True, "off", 16, False, None))
-        self.assertEqual(len(res[0][5]), 1, res[0][5])
-        self.assertIn("not a CUDA device", res[0][5][0])
+            assert (disabled, backend, world, eligible, result) == (True, "off", 16, False, None)
+        assert len(res[0][5]) == 1, res[0][5]
+        assert "not a CUDA device" in res[0][5][0]
 
     def test_group_coordinator_instantiates_symmem(self):
         res = run_ranks(_group_coordinator_body, 2, context="spawn", timeout=300)
         for made in res:
             tp_cls, tp_disabled, tp_backend, tp_gathers, tp_sum = made["tp"]
-            self.assertEqual(tp_cls, OURS)
-            self.assertEqual((tp_disabled, tp_backend), (True, "off"))  # a CPU device, here
-            self.assertEqual(tp_gathers, 1, "tp: one gather of facts, then off for every rank")
-            self.assertEqual(tp_sum, [3.0] * 16)
+            assert tp_cls == OURS
+            assert (tp_disabled, tp_backend) == (True, "off")  # a CPU device, here
+            assert tp_gathers == 1, "tp: one gather of facts, then off for every rank"
+            assert tp_sum == [3.0] * 16
             pp_cls, pp_disabled, _, pp_gathers, _ = made["pp"]
-            self.assertEqual((pp_cls, pp_disabled, pp_gathers), (OURS, True, 0))
+            assert (pp_cls, pp_disabled, pp_gathers) == (OURS, True, 0)
 
     def test_symmem_dispatch_and_cap(self):
         c = integ.SymmemTorchSymmMemCommunicator.__new__(integ.SymmemTorchSymmMemCommunicator)
@@ -192,20 +193,20 @@ class SGLangPlugin(unittest.TestCase):
                 Inner.calls.append("closed")
         c._adopt(_common.Outcome(backend="symmem", inner=Inner(), max_size=1024, world_size=2))
         small, big = torch.zeros(512, dtype=torch.bfloat16), torch.zeros(513, dtype=torch.bfloat16)
-        self.assertTrue(c.should_torch_symm_mem_allreduce(small))
-        self.assertFalse(c.should_torch_symm_mem_allreduce(big))
-        self.assertFalse(c.should_torch_symm_mem_allreduce(torch.zeros(8)))        # the inner's dtype rule
-        self.assertIsNone(c.all_reduce(big))
-        self.assertIs(c.all_reduce(small, out=small), small)                        # in place
+        assert c.should_torch_symm_mem_allreduce(small)
+        assert not c.should_torch_symm_mem_allreduce(big)
+        assert not c.should_torch_symm_mem_allreduce(torch.zeros(8))        # the inner's dtype rule
+        assert c.all_reduce(big) is None
+        assert c.all_reduce(small, out=small) is small                        # in place
         c.close()
-        self.assertFalse(c.should_torch_symm_mem_allreduce(small))
-        self.assertEqual(Inner.calls, [True, "closed"])
+        assert not c.should_torch_symm_mem_allreduce(small)
+        assert Inner.calls == [True, "closed"]
 
     def test_pth_fallback_replaces_without_loading_symmem_at_start(self):
         with tempfile.TemporaryDirectory() as site_dir:
             subprocess.run([sys.executable, "-m", "symmem.integrations", "install-pth", "--dir", site_dir],
                            check=True, capture_output=True)
-            self.assertTrue(os.path.exists(os.path.join(site_dir, "symmem-sglang.pth")))
+            assert os.path.exists(os.path.join(site_dir, "symmem-sglang.pth"))
             got = _python(f"""
                 import json, site, sys
                 site.addsitedir({site_dir!r})            # runs the .pth as interpreter start would
@@ -217,14 +218,14 @@ class SGLangPlugin(unittest.TestCase):
                 print(json.dumps({{"early": early, "cls": f"{{cls.__module__}}.{{cls.__qualname__}}",
                                    "stock": f"{{stock.__module__}}.{{stock.__qualname__}}"}}))
             """, SGLANG_PLUGINS="none")
-            self.assertEqual(got, {"early": [], "cls": OURS, "stock": SGLANGS})
+            assert got == {"early": [], "cls": OURS, "stock": SGLANGS}
             subprocess.run([sys.executable, "-m", "symmem.integrations", "uninstall-pth", "--dir", site_dir],
                            check=True, capture_output=True)
-            self.assertFalse(os.path.exists(os.path.join(site_dir, "symmem-sglang.pth")))
+            assert not os.path.exists(os.path.join(site_dir, "symmem-sglang.pth"))
 
     def test_inkling_multicast_paths_are_guarded_where_symmem_serves(self):
         if importlib.util.find_spec(integ.INKLING_MODULE) is None:
-            self.skipTest("this SGLang has no Inkling model code")
+            pytest.skip("this SGLang has no Inkling model code")
         got = _python("""
             import json, types, torch
             import symmem.integrations.sglang as s
@@ -256,11 +257,11 @@ class SGLangPlugin(unittest.TestCase):
             }
             print(json.dumps(res))
         """)
-        self.assertEqual(got["guarded"], sorted(["ensure_inkling_ar_resources", "get_ar_buffer", "_symm_mem_comm",
-                                                 "ar_sconv_norm_fusable", "scattered_ar_sconv_fusable",
-                                                 "fullwidth_ar_sconv_fusable", "symm_mem_all_reduce"]))
-        self.assertEqual((got["buffer"], got["mm_comm"], got["fusable"], got["ensure"]), (None, None, [False] * 3, None))
-        self.assertEqual((got["ar"], got["ar_shared_out"], got["calls"]), (4.0, 8.0, [16, 16]))
+        assert got["guarded"] == sorted(["ensure_inkling_ar_resources", "get_ar_buffer", "_symm_mem_comm",
+                                         "ar_sconv_norm_fusable", "scattered_ar_sconv_fusable",
+                                         "fullwidth_ar_sconv_fusable", "symm_mem_all_reduce"])
+        assert (got["buffer"], got["mm_comm"], got["fusable"], got["ensure"]) == (None, None, [False] * 3, None)
+        assert (got["ar"], got["ar_shared_out"], got["calls"]) == (4.0, 8.0, [16, 16])
 
 
 FUSION = """
@@ -361,38 +362,34 @@ FUSION = """
 """
 
 
-@unittest.skipUnless(HAVE_SGLANG, "SGLang is not installed")
-class SGLangFusion(unittest.TestCase):
+@pytest.mark.skipif(not HAVE_SGLANG, reason="SGLang is not installed")
+class TestSGLangFusion:
     """SYMMEM_SGLANG_FUSE_RMSNORM: SGLang's own RMSNorm / GemmaRMSNorm fusion path, its layer-boundary
     candidates and its kernel seam, running symmem's op where symmem serves the group (fake CUDA tensors:
     the graphs show which kernel runs), and SGLang's code everywhere else."""
 
     def test_off_by_default(self):
         got = _python(FUSION)
-        self.assertEqual(got["wrapped"], [])
-        self.assertEqual(got["taken"], {"ffn": False, "attn": False, "kernel": False})
-        self.assertIsNone(got["graphs"])
-        self.assertEqual(got["unserved"], [False, False, False])
+        assert got["wrapped"] == []
+        assert got["taken"] == {"ffn": False, "attn": False, "kernel": False}
+        assert got["graphs"] is None
+        assert got["unserved"] == [False, False, False]
 
     def test_on_takes_the_batches_symmem_serves(self):
         got = _python(FUSION, SYMMEM_SGLANG_FUSE_RMSNORM="1")
-        self.assertEqual(got["wrapped"], ["fused_attn_input", "fused_ffn_input", "flashinfer_preserves_residual",
-                                          "kernel"])
-        self.assertEqual(got["taken"], {"ffn": True, "attn": True, "kernel": True})
+        assert got["wrapped"] == ["fused_attn_input", "fused_ffn_input", "flashinfer_preserves_residual",
+                                  "kernel"]
+        assert got["taken"] == {"ffn": True, "attn": True, "kernel": True}
         ours = ["symmem.all_reduce_add_rmsnorm.default"]
-        self.assertEqual(got["graphs"], {"ffn": ours, "gemma": ours, "attn": ours})
-        self.assertEqual(got["compiled"], ours + ["<built-in function mul>"])
-        self.assertEqual(got["declined"], {k: False for k in got["declined"]}, got["declined"])
-        self.assertFalse(got["preserves"], "symmem updates the residual in place: no preservation certificate")
-        self.assertEqual(got["unserved"], [False, False, False])
+        assert got["graphs"] == {"ffn": ours, "gemma": ours, "attn": ours}
+        assert got["compiled"] == ours + ["<built-in function mul>"]
+        assert got["declined"] == {k: False for k in got["declined"]}, got["declined"]
+        assert not got["preserves"], "symmem updates the residual in place: no preservation certificate"
+        assert got["unserved"] == [False, False, False]
         sglangs = ["sglang.flashinfer_allreduce_residual_rmsnorm.default"]
-        self.assertEqual(got["kernel fp32 weight"], sglangs, "a weight symmem does not take goes to SGLang's kernel")
-        self.assertEqual(got["unserved kernel"], sglangs)
+        assert got["kernel fp32 weight"] == sglangs, "a weight symmem does not take goes to SGLang's kernel"
+        assert got["unserved kernel"] == sglangs
 
     def test_bad_setting_keeps_it_off(self):
         got = _python(FUSION, SYMMEM_SGLANG_FUSE_RMSNORM="maybe")
-        self.assertEqual(got["wrapped"], [])
-
-
-if __name__ == "__main__":
-    unittest.main()
+        assert got["wrapped"] == []

@@ -11,7 +11,8 @@ import subprocess
 import sys
 import textwrap
 import threading
-import unittest
+
+import pytest
 
 from test_integrations_common import FakeInner, LogCapture, run_ranks, scan_attribute_reads
 
@@ -76,15 +77,15 @@ def _attribute_body(rank, world, attrs):
     return {k: sorted(a for a in attrs if not hasattr(v, a)) for k, v in states.items()}
 
 
-@unittest.skipUnless(HAVE_VLLM, "vLLM is not installed")
-class VLLMPlugin(unittest.TestCase):
+@pytest.mark.skipif(not HAVE_VLLM, reason="vLLM is not installed")
+class TestVLLMPlugin:
     def test_entry_point_is_declared_and_loads_register(self):
         from importlib import metadata
 
         eps = [ep for ep in metadata.entry_points(group="vllm.general_plugins") if ep.name == "symmem"]
-        self.assertEqual(len(eps), 1, "no single 'symmem' entry point in group vllm.general_plugins")
-        self.assertEqual(eps[0].value, "symmem.integrations.vllm:register")
-        self.assertIs(eps[0].load(), integ.register)
+        assert len(eps) == 1, "no single 'symmem' entry point in group vllm.general_plugins"
+        assert eps[0].value == "symmem.integrations.vllm:register"
+        assert eps[0].load() is integ.register
 
     def test_load_general_plugins_rebinds_the_class(self):
         code = """
@@ -102,15 +103,15 @@ class VLLMPlugin(unittest.TestCase):
         """
         # Plugins load before vLLM imports the module (the normal order): register imports nothing of vLLM.
         got = _python(code.format(before=""))
-        self.assertEqual(got, {"early": False, "cls": OURS, "attr": OURS, "stock": VLLMS, "stale": None})
+        assert got == {"early": False, "cls": OURS, "attr": OURS, "stock": VLLMS, "stale": None}
         # Module already imported, and bound by name in another module: both rebound at once.
         before = ("import types; t = types.ModuleType('t'); sys.modules['t'] = t; "
                   "from vllm.distributed.device_communicators.symm_mem import SymmMemCommunicator as C; t.C = C")
         got = _python(code.format(before=before))
-        self.assertEqual(got, {"early": True, "cls": OURS, "attr": OURS, "stock": VLLMS, "stale": OURS})
+        assert got == {"early": True, "cls": OURS, "attr": OURS, "stock": VLLMS, "stale": OURS}
         # Off: vLLM's own class stays.
         got = _python(code.format(before=""), SYMMEM_VLLM_MODE="off")
-        self.assertEqual((got["cls"], got["stock"]), (VLLMS, None))
+        assert (got["cls"], got["stock"]) == (VLLMS, None)
 
     def test_register_is_idempotent_and_never_raises(self):
         got = _python("""
@@ -126,44 +127,44 @@ class VLLMPlugin(unittest.TestCase):
             s.register()                      # logs, returns
             print(json.dumps({"callbacks": n, "registered": s._registered}))
         """)
-        self.assertEqual(got, {"callbacks": 1, "registered": True})
+        assert got == {"callbacks": 1, "registered": True}
 
     def test_every_attribute_vllm_reads_exists(self):
         root = importlib.util.find_spec("vllm").submodule_search_locations[0]
         reads = scan_attribute_reads(root, "symm_mem_comm", skip=(TARGET_FILE,))
-        self.assertTrue(KNOWN_READS <= set(reads), f"scan found {sorted(reads)}, expected at least {KNOWN_READS}")
+        assert KNOWN_READS <= set(reads), f"scan found {sorted(reads)}, expected at least {KNOWN_READS}"
         for state, attrs in run_ranks(_attribute_body, 2, sorted(reads))[0].items():
-            self.assertEqual(attrs, [], f"{state}: vLLM reads {attrs} ({[reads[a][:2] for a in attrs]})")
+            assert attrs == [], f"{state}: vLLM reads {attrs} ({[reads[a][:2] for a in attrs]})"
 
     def test_construction_disables_without_raising(self):
         res = run_ranks(_construct_body, 2, "cpu", {})
         for disabled, backend, world, eligible, result, said, gathers in res:
-            self.assertEqual((disabled, backend, world, eligible, result, gathers), (True, "off", 2, False, None, 1))
-        self.assertEqual(len(res[0][5]), 1)
-        self.assertIn("not a CUDA device", res[0][5][0])
+            assert (disabled, backend, world, eligible, result, gathers) == (True, "off", 2, False, None, 1)
+        assert len(res[0][5]) == 1
+        assert "not a CUDA device" in res[0][5][0]
         res = run_ranks(_construct_body, 1, 0, {})[0]
-        self.assertEqual(res[:3] + (res[6],), (True, "off", 1, 0))
+        assert res[:3] + (res[6],) == (True, "off", 1, 0)
 
     def test_sixteen_ranks_disable_together_without_raising(self):
         # 16 ranks (SYMMEM_MAX_RANKS), as on a 16-GPU host: one gather, one reason, rank 0 says it
         res = run_ranks(_construct_body, 16, "cpu", {}, timeout=180)
         for disabled, backend, world, eligible, result, said, gathers in res:
-            self.assertEqual((disabled, backend, world, eligible, result, gathers), (True, "off", 16, False, None, 1))
-        self.assertEqual(len(res[0][5]), 1)
-        self.assertIn("not a CUDA device", res[0][5][0])
+            assert (disabled, backend, world, eligible, result, gathers) == (True, "off", 16, False, None, 1)
+        assert len(res[0][5]) == 1
+        assert "not a CUDA device" in res[0][5][0]
 
     def test_batch_invariant_is_honoured_before_any_collective(self):
         res = run_ranks(_construct_body, 2, torch.device("cuda", 0), {"VLLM_BATCH_INVARIANT": "1"})
         for disabled, backend, _, _, _, _, gathers in res:
-            self.assertEqual((disabled, backend, gathers), (True, "off", 0))
-        self.assertEqual(len(res[0][5]), 1)
-        self.assertIn("VLLM_BATCH_INVARIANT", res[0][5][0])
+            assert (disabled, backend, gathers) == (True, "off", 0)
+        assert len(res[0][5]) == 1
+        assert "VLLM_BATCH_INVARIANT" in res[0][5][0]
 
     def test_dbo_is_refused_at_init(self):
         res = run_ranks(_dbo_body, 2, timeout=300)
         for disabled, gathers, _ in res:
-            self.assertEqual((disabled, gathers), (True, 0))
-        self.assertIn("DBO", res[0][2][0])
+            assert (disabled, gathers) == (True, 0)
+        assert "DBO" in res[0][2][0]
 
     def test_calls_from_a_micro_batch_thread_are_declined(self):
         from vllm.v1.worker import ubatching
@@ -179,21 +180,21 @@ class VLLMPlugin(unittest.TestCase):
                 return x + 1
         c._adopt(_common.Outcome(backend="symmem", inner=Inner(), max_size=64, world_size=2))
         x = torch.zeros(16)
-        self.assertTrue(c.should_use_symm_mem(x))
-        self.assertEqual(c.all_reduce(x).tolist(), [1.0] * 16)
-        self.assertIsNone(c.all_reduce(torch.zeros(17)))          # above the cap: None, vLLM's convention
+        assert c.should_use_symm_mem(x)
+        assert c.all_reduce(x).tolist() == [1.0] * 16
+        assert c.all_reduce(torch.zeros(17)) is None          # above the cap: None, vLLM's convention
         ubatching._THREAD_ID_TO_CONTEXT[threading.get_ident()] = 0
         try:
-            self.assertFalse(c.should_use_symm_mem(x))
-            self.assertIsNone(c.all_reduce(x))
+            assert not c.should_use_symm_mem(x)
+            assert c.all_reduce(x) is None
         finally:
             del ubatching._THREAD_ID_TO_CONTEXT[threading.get_ident()]
-        self.assertTrue(c.should_use_symm_mem(x))
+        assert c.should_use_symm_mem(x)
 
     def test_max_size_override_and_force_multimem_are_accepted(self):
         c = integ.SymmemSymmMemCommunicator(None, "cpu", force_multimem=True, max_size_override=4096)
-        self.assertTrue(c.disabled)  # no group: disabled with a reason, never an exception
-        self.assertTrue(c.force_multimem)
+        assert c.disabled  # no group: disabled with a reason, never an exception
+        assert c.force_multimem
 
 
 FUSION = """
@@ -289,8 +290,8 @@ FUSION = """
 """
 
 
-@unittest.skipUnless(HAVE_VLLM, "vLLM is not installed")
-class VLLMFusion(unittest.TestCase):
+@pytest.mark.skipif(not HAVE_VLLM, reason="vLLM is not installed")
+class TestVLLMFusion:
     """SYMMEM_VLLM_FUSE_RMSNORM: vLLM's PostGradPassManager gets symmem's pass where symmem serves the TP
     group; the pass rewrites vLLM's all-reduce + fused_add_rms_norm of that group (and nothing else) into the
     dispatching op, made in place after functionalization; the op picks symmem's kernel within the cap and
@@ -301,30 +302,26 @@ class VLLMFusion(unittest.TestCase):
 
     def test_off_by_default(self):
         got = self.run_child(True)
-        self.assertFalse(got["wrapped"])
-        self.assertNotIn("SymmemAllReduceRMSNormPass", got["passes"])
-        self.assertNotEqual(got["fix"], "InPlaceAfter")
+        assert not got["wrapped"]
+        assert "SymmemAllReduceRMSNormPass" not in got["passes"]
+        assert got["fix"] != "InPlaceAfter"
 
     def test_not_served_adds_no_pass(self):
         got = self.run_child(False, SYMMEM_VLLM_FUSE_RMSNORM="1")
-        self.assertTrue(got["wrapped"])
-        self.assertNotIn("SymmemAllReduceRMSNormPass", got["passes"])
+        assert got["wrapped"]
+        assert "SymmemAllReduceRMSNormPass" not in got["passes"]
 
     def test_on_rewrites_the_tp_groups_pattern(self):
         got = self.run_child(True, SYMMEM_VLLM_FUSE_RMSNORM="1")
-        self.assertTrue(got["wrapped"])
-        self.assertEqual(got["passes"][:2], ["NoOpEliminationPass", "SymmemAllReduceRMSNormPass"])
-        self.assertEqual(got["fix"], "InPlaceAfter")
-        self.assertEqual(got["matched"], 3)
+        assert got["wrapped"]
+        assert got["passes"][:2] == ["NoOpEliminationPass", "SymmemAllReduceRMSNormPass"]
+        assert got["fix"] == "InPlaceAfter"
+        assert got["matched"] == 3
         ours, ar, norm = ("symmem_vllm.fused_all_reduce_add_rms_norm.default", "vllm.all_reduce.default",
                           "vllm_ir.fused_add_rms_norm.default")
-        self.assertEqual(got["rewritten"], ["functional " + ours] * 2 + [ar, norm, ar, norm, "functional " + ours])
-        self.assertEqual(got["in_place"], [ours] * 2 + [ar, norm, ar, norm, ours])
-        self.assertTrue(got["runs"], "the rewritten graph does not run")
-        self.assertEqual(got["decisions"][0], ["symmem.all_reduce_add_rmsnorm.default"])
-        self.assertEqual(got["decisions"][1], [norm], "past the cap: vLLM's all-reduce (here x * 2) and its norm")
-        self.assertEqual(got["fallback"], [True, True])
-
-
-if __name__ == "__main__":
-    unittest.main()
+        assert got["rewritten"] == ["functional " + ours] * 2 + [ar, norm, ar, norm, "functional " + ours]
+        assert got["in_place"] == [ours] * 2 + [ar, norm, ar, norm, ours]
+        assert got["runs"], "the rewritten graph does not run"
+        assert got["decisions"][0] == ["symmem.all_reduce_add_rmsnorm.default"]
+        assert got["decisions"][1] == [norm], "past the cap: vLLM's all-reduce (here x * 2) and its norm"
+        assert got["fallback"] == [True, True]

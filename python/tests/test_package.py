@@ -51,6 +51,8 @@ def test_metadata_and_entry_points():
         ("vllm.general_plugins", "symmem", "symmem.integrations.vllm:register"),
     }
     assert any(str(f).startswith("symmem/torch/") for f in dist.files), "subpackages missing from the wheel"
+    # the op schemas' one list, which symmem.torch reads at import
+    assert "symmem/torch/schemas.def" in {str(f) for f in dist.files}, "symmem/torch/schemas.def missing from the wheel"
     assert "torch" in " ".join(dist.requires or []), "torch extra missing"
     meta = dist.metadata
     assert meta["License-Expression"] == "BSD-3-Clause", meta["License-Expression"]

@@ -347,12 +347,17 @@ def test_rmsnorm_fakes(fake, host_group, dtype, shape):
 
 
 def test_rmsnorm_fakes_accept_disjoint_parts_of_one_buffer(fake, host_group):
-    """The checks reject overlap, not a shared storage: out and residual as two halves of one tensor."""
+    """The checks reject overlap, not a shared storage: out and residual as two halves of one tensor, and
+    input, residual and weight as three parts of one; the same buffer's overlapping halves are refused."""
     buf = cuda(2, 6, 32)
     x, w = cuda(6, 32), cuda(32)
-    torch.ops.symmem.all_reduce_add_rmsnorm_out(x, buf[0], w, 1e-6, host_group, buf[1])
+    assert torch.ops.symmem.all_reduce_add_rmsnorm_out(x, buf[0], w, 1e-6, host_group, buf[1]) is None
     both = cuda(7, 32)
-    torch.ops.symmem.all_reduce_add_rmsnorm(both[:3], both[3:6], both[6], 1e-6, host_group)
+    y = torch.ops.symmem.all_reduce_add_rmsnorm(both[:3], both[3:6], both[6], 1e-6, host_group)
+    assert (y.shape, y.dtype) == ((3, 32), both.dtype)
+    flat = cuda(11, 32)
+    with pytest.raises(RuntimeError, match="out overlaps residual"):
+        torch.ops.symmem.all_reduce_add_rmsnorm_out(x, flat[:6], w, 1e-6, host_group, flat[5:])
 
 
 def _rms(op, x, r, w, g, eps=1e-6, out=None):
@@ -420,9 +425,14 @@ def test_rmsnorm_fake_aliasing_errors(fake, host_group, call, match):
 
 
 def test_rmsnorm_weight_may_be_input_when_input_is_only_read(fake, host_group):
+    """The weight may be a row of the input where the op only reads the input (out of place, out=), and the
+    result is the input's shape; the in-place form, which writes the input, refuses it."""
     x, r, _ = _rms_args()
-    torch.ops.symmem.all_reduce_add_rmsnorm(x, r, x[0], 1e-6, host_group)
-    torch.ops.symmem.all_reduce_add_rmsnorm_out(x, r, x[0], 1e-6, host_group, torch.empty_like(x))
+    y = torch.ops.symmem.all_reduce_add_rmsnorm(x, r, x[0], 1e-6, host_group)
+    assert (y.shape, y.dtype) == (x.shape, x.dtype)
+    assert torch.ops.symmem.all_reduce_add_rmsnorm_out(x, r, x[0], 1e-6, host_group, torch.empty_like(x)) is None
+    with pytest.raises(RuntimeError, match="weight overlaps"):
+        torch.ops.symmem.all_reduce_add_rmsnorm_(x, r, x[0], 1e-6, host_group)
 
 
 def _rms_program(g):

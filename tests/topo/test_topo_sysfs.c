@@ -82,7 +82,7 @@ static void open_root(topo_sysfs_t *fs, const char *suffix)
     CHECK_OK(topo_sysfs_open(fs, root));
 }
 
-static void text_files(void)
+static void text_files_lose_trailing_blanks_and_never_overflow(void)
 {
     topo_sysfs_t fs;
     open_root(&fs, "");
@@ -104,7 +104,7 @@ static void text_files(void)
     topo_sysfs_close(&fs);
 }
 
-static void links(void)
+static void links_resolve_inside_the_root_only(void)
 {
     topo_sysfs_t fs;
     open_root(&fs, "///"); /* the same root */
@@ -146,7 +146,7 @@ static void links(void)
     CHECK_ERR_HAS("cannot be opened");
 }
 
-static void listings(void)
+static void listings_are_sorted_however_many_names(void)
 {
     topo_sysfs_t fs;
     open_root(&fs, "");
@@ -174,7 +174,7 @@ static void listings(void)
 /* What a capture read is copied, links as links, into a tree that reads the same: files read by the path a
  * link resolves to (as the topology code reads them), and files read through the link's own path, which the
  * copy must keep a link (not a directory holding the file). */
-static void capture(void)
+static void capture_copies_what_was_read_links_as_links(void)
 {
     topo_sysfs_t fs;
     open_root(&fs, "");
@@ -214,10 +214,10 @@ int main(void)
 {
     make_tree();
     static const test_case_t cases[] = {
-        {"text_files", text_files, 10},
-        {"links", links, 10},
-        {"listings", listings, 10},
-        {"capture", capture, 10},
+        {"text_files_lose_trailing_blanks_and_never_overflow", text_files_lose_trailing_blanks_and_never_overflow, 10},
+        {"links_resolve_inside_the_root_only", links_resolve_inside_the_root_only, 10},
+        {"listings_are_sorted_however_many_names", listings_are_sorted_however_many_names, 10},
+        {"capture_copies_what_was_read_links_as_links", capture_copies_what_was_read_links_as_links, 10},
     };
     int rc = test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
     remove_tree();

@@ -41,7 +41,7 @@ static void all_available(int *av)
 }
 
 /* ---- the decision ------------------------------------------------------------------------------------------ */
-static void wish_rules(void)
+static void measures_only_where_it_may_and_must(void)
 {
     symmem_autotune_state_t st;
     const char *why = NULL;
@@ -70,7 +70,7 @@ static void wish_rules(void)
 }
 
 /* SYMMEM_AUTOTUNE's words, any case; anything else is auto (with a warning) */
-static void mode_words(void)
+static void mode_read_in_any_case_else_auto(void)
 {
     static const struct {
         const char *v;
@@ -177,7 +177,7 @@ static void winner_rules(void)
     CHECK(symmem_autotune_winner(&st, t4, SYMMEM_ALGO_TWOSHOT_PUSH, 0.03) == -1);
 }
 
-static void step_words(void)
+static void step_line_names_times_skips_and_choice(void)
 {
     symmem_autotune_step_t st;
     memset(&st, 0, sizeof st);
@@ -205,7 +205,7 @@ static void step_words(void)
 
 /* Operations per graph: as many as fit in graph_us of predicted time, within [min_ops, max_ops]: 20 or more
  * wherever one operation is predicted under 125 us. */
-static void graph_ops_rule(void)
+static void graph_holds_the_ops_that_fit_its_time(void)
 {
     symmem_autotune_cfg_t cfg;
     symmem_autotune_cfg_default(&cfg);
@@ -229,7 +229,7 @@ static void graph_ops_rule(void)
 }
 
 /* The skip rule: at half the size over factor times the fastest, and not the model's choice. */
-static void skip_rule(void)
+static void skips_what_was_over_factor_slower_at_half_the_size(void)
 {
     symmem_autotune_step_t st;
     memset(&st, 0, sizeof st);
@@ -556,7 +556,7 @@ static void table_from_winners_run(symmem_comm_t *comms)
 }
 
 /* The log's words for a table: bounds in MiB, KiB or bytes, whichever is whole; the last rule "above". */
-static void table_words(void)
+static void table_logged_in_whole_units_last_rule_above(void)
 {
     topo_table_t t = {0};
     CHECK(topo_table_add(&t, SYMMEM_COLL_ALL_REDUCE, 1024, SYMMEM_ALGO_ONESHOT_PULL) == 0);
@@ -1031,20 +1031,20 @@ static void tune_and_autotune_same_table(void) { with_comms(tuner_and_autotune_a
 int main(void)
 {
     static const test_case_t cases[] = {
-        {"wish_rules", wish_rules, 10},
-        {"mode_words", mode_words, 10},
+        {"measures_only_where_it_may_and_must", measures_only_where_it_may_and_must, 10},
+        {"mode_read_in_any_case_else_auto", mode_read_in_any_case_else_auto, 10},
         {"plan_keeps_model_choice_and_prunes", plan_keeps_model_choice_and_prunes, 10},
         {"winner_rules", winner_rules, 10},
-        {"step_words", step_words, 10},
-        {"graph_ops_rule", graph_ops_rule, 10},
-        {"skip_rule", skip_rule, 10},
+        {"step_line_names_times_skips_and_choice", step_line_names_times_skips_and_choice, 10},
+        {"graph_holds_the_ops_that_fit_its_time", graph_holds_the_ops_that_fit_its_time, 10},
+        {"skips_what_was_over_factor_slower_at_half_the_size", skips_what_was_over_factor_slower_at_half_the_size, 10},
         {"run_skips_what_was_slow_at_half_the_size", run_skips, 60},
         {"agrees_on_the_slowest_rank", agrees_on_the_slowest_rank, 60},
         {"budget_stops_at_once", budget_stops_at_once, 60},
         {"failing_rank_stops", failing_rank_stops, 60},
         {"saved_table_round_trips", round_trip, 60},
         {"table_from_winners", table_from_winners, 60},
-        {"table_words", table_words, 10},
+        {"table_logged_in_whole_units_last_rule_above", table_logged_in_whole_units_last_rule_above, 10},
         {"ordinary_call_never_takes_a_symmetric_rule", ordinary_call_never_takes_a_symmetric_rule, 10},
         {"key_changes_with_what_changes_the_ranking", key_changes_with_what_changes_the_ranking, 10},
         {"forms_round_trip_through_the_file", forms_round_trip_through_the_file, 10},

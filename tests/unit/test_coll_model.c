@@ -369,111 +369,6 @@ static void island_units(void)
     }
 }
 
-/* The residency rule: the blocks of every rank on one GPU fit in the share of what the GPU keeps resident. */
-static void grid_rule(void)
-{
-    /* H200: 132 SMs, one 512-thread block per SM; one rank per GPU: 75% of 132 */
-    CHECK(symmem_coll_grid_rule(1, 132, 1, 75, 0) == 99);
-    CHECK(symmem_coll_grid_rule(1, 132, 1, 100, 0) == 132);
-    for (int bps = 1; bps <= 4; bps++)
-        for (int sms = 1; sms <= 200; sms += 13)
-            for (int n = 1; n <= 16; n++)
-                for (int share = 1; share <= 100; share += 11) {
-                    const int g = symmem_coll_grid_rule(bps, sms, n, share, 0);
-                    CHECK(g >= 1 && g <= SYMMEM_COLL_MAX_GRID);
-                    /* all n ranks' grids together within the share, unless one block each is already more */
-                    CHECK((int64_t)g * n * 100 <= (int64_t)bps * sms * share || g == 1);
-                    /* and not needlessly small: one more block each would exceed the share (or the bound) */
-                    CHECK((int64_t)(g + 1) * n * 100 > (int64_t)bps * sms * share || g == SYMMEM_COLL_MAX_GRID);
-                    /* SYMMEM_MAX_BLOCKS only ever lowers it */
-                    CHECK(symmem_coll_grid_rule(bps, sms, n, share, 3) == (g < 3 ? g : 3));
-                }
-    /* 8 co-located ranks on an H200: 12 blocks each, 96 of 132; 16 (SYMMEM_MAX_RANKS): 6 each, 96 of 132 */
-    CHECK(symmem_coll_grid_rule(1, 132, 8, 75, 0) == 12);
-    CHECK(symmem_coll_grid_rule(1, 132, SYMMEM_MAX_RANKS, 75, 0) == 6);
-    CHECK(symmem_coll_grid_rule(1, 132, 12, 75, 0) == 8 && symmem_coll_grid_rule(1, 132, 9, 75, 0) == 11);
-    /* out-of-range shares are clamped to 1..100 */
-    CHECK(symmem_coll_grid_rule(1, 132, 1, 0, 0) == symmem_coll_grid_rule(1, 132, 1, 1, 0));
-    CHECK(symmem_coll_grid_rule(1, 132, 1, 400, 0) == 132);
-    /* never more than the flag slots */
-    CHECK(symmem_coll_grid_rule(4, 200, 1, 100, 0) == SYMMEM_COLL_MAX_GRID);
-}
-
-/* The room for cluster kernels (SYMMEM_CLUSTER_ROOM): co-located ranks hold at most SMs - room x GPCs blocks
- * together, of which the communicator takes its share. */
-static void grid_rule_room(void)
-{
-    /* H200, room 8: 132 - 8 x 8 = 68 blocks, 75% of them 51 for the communicator, divided among its ranks */
-    static const int ranks[] = {2, 4, 8, 12, 16}, per_rank[] = {25, 12, 6, 4, 3};
-    for (int i = 0; i < 5; i++) CHECK(symmem_coll_grid_rule_room(1, 132, ranks[i], 75, 0, 8, 8) == per_rank[i]);
-    CHECK(symmem_coll_grid_rule_room(1, 132, 16, 50, 0, 8, 8) == 2); /* 34 of 68 */
-    for (int bps = 1; bps <= 4; bps++)
-        for (int sms = 1; sms <= 200; sms += 13)
-            for (int n = 1; n <= 16; n++)
-                for (int share = 1; share <= 100; share += 11) {
-                    const int plain = symmem_coll_grid_rule(bps, sms, n, share, 0);
-                    /* room 0, unknown GPCs or one rank on the GPU: the plain rule */
-                    for (int gpcs = 0; gpcs <= 16; gpcs += 4)
-                        CHECK(symmem_coll_grid_rule_room(bps, sms, n, share, 0, 0, gpcs) == plain);
-                    for (int room = 0; room <= 20; room += 4) {
-                        CHECK(symmem_coll_grid_rule_room(bps, sms, n, share, 0, room, 0) == plain);
-                        CHECK(symmem_coll_grid_rule_room(bps, sms, 1, share, 0, room, 8) ==
-                              symmem_coll_grid_rule(bps, sms, 1, share, 0));
-                    }
-                    for (int gpcs = 1; gpcs <= 16; gpcs += 3) {
-                        int prev = plain;
-                        for (int room = 1; room <= 24; room++) {
-                            const int g = symmem_coll_grid_rule_room(bps, sms, n, share, 0, room, gpcs);
-                            CHECK(g >= 1 && g <= SYMMEM_COLL_MAX_GRID);
-                            if (n == 1) {
-                                CHECK(g == plain);
-                                continue;
-                            }
-                            /* never more than the plain rule, and fewer blocks as the room grows */
-                            CHECK(g <= prev);
-                            prev = g;
-                            /* the ranks' blocks leave room x gpcs SMs idle, unless one block each is already more */
-                            const int64_t pool = sms - room * gpcs > 0 ? sms - room * gpcs : 0;
-                            CHECK((int64_t)g * n * 100 <= pool * share || g == 1);
-                            CHECK((int64_t)(g + 1) * n * 100 > pool * share || g == SYMMEM_COLL_MAX_GRID);
-                            CHECK(symmem_coll_grid_rule_room(bps, sms, n, share, 3, room, gpcs) == (g < 3 ? g : 3));
-                        }
-                    }
-                }
-    /* a room larger than the GPU: one block per rank */
-    CHECK(symmem_coll_grid_rule_room(1, 132, 4, 75, 0, 20, 8) == 1);
-    CHECK(symmem_coll_grid_rule_room(1, 132, 4, 75, 0, INT32_MAX, INT32_MAX) == 1);
-}
-
-/* The GPC count from the clusters of 8 and of 16 whole-SM blocks resident at once. */
-static void gpcs_from_clusters(void)
-{
-    /* any GPU whose GPCs have 8..23 SMs each: what the occupancy query counts gives back the GPC count */
-    uint32_t seed = 12345;
-    for (int trial = 0; trial < 2000; trial++) {
-        const int gpcs = 1 + trial % 12;
-        int sms = 0, c8 = 0, c16 = 0;
-        for (int k = 0; k < gpcs; k++) {
-            seed = seed * 1103515245u + 12345u;
-            const int s = 8 + (int)(seed >> 16) % 16;
-            sms += s, c8 += s / 8, c16 += s / 16;
-        }
-        CHECK(symmem_coll_gpcs_from_clusters(c8, c16, sms) == gpcs);
-    }
-    CHECK(symmem_coll_gpcs_from_clusters(16, 8, 132) == 8); /* 8 GPCs of 16..18 SMs */
-    /* an H200 as measured (bench/results/2026-12-05-h200-cluster-room): 15 clusters of 8, 7 of 16 (seven GPCs
-     * of 16 or more SMs and one of 8..15) */
-    CHECK(symmem_coll_gpcs_from_clusters(15, 7, 132) == 8);
-    CHECK(symmem_coll_gpcs_from_clusters(9, 1, 72) == 8);   /* 7 GPCs of 8 SMs and one of 16 */
-    /* unknown: a size refused or a query failed, no cluster of 8, or more GPCs than 8-SM clusters fit */
-    CHECK(symmem_coll_gpcs_from_clusters(16, -1, 132) == 0);
-    CHECK(symmem_coll_gpcs_from_clusters(-1, 8, 132) == 0 && symmem_coll_gpcs_from_clusters(-1, -1, 132) == 0);
-    CHECK(symmem_coll_gpcs_from_clusters(8, 8, 132) == 0 && symmem_coll_gpcs_from_clusters(0, 0, 132) == 0);
-    CHECK(symmem_coll_gpcs_from_clusters(4, 8, 132) == 0);
-    CHECK(symmem_coll_gpcs_from_clusters(17, 0, 132) == 0 && symmem_coll_gpcs_from_clusters(16, 0, 132) == 16);
-    CHECK(symmem_coll_gpcs_from_clusters(1, 0, 7) == 0 && symmem_coll_gpcs_from_clusters(1, 0, 8) == 1);
-}
-
 int main(void)
 {
     static const test_case_t cases[] = {
@@ -485,9 +380,6 @@ int main(void)
         {"lamport_buffer_rule", lamport_buffer_rule, 10},
         {"geometry_invariants", geometry_invariants, 60},
         {"island_units", island_units, 10},
-        {"grid_rule", grid_rule, 10},
-        {"grid_rule_room", grid_rule_room, 30},
-        {"gpcs_from_clusters", gpcs_from_clusters, 10},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
 }

@@ -2,13 +2,14 @@
 
 The ops come from libsymmem_torch.so (python/csrc/symmem_torch.cpp, torch's stable ABI), found through
 SYMMEM_TORCH_LIBRARY, then next to the package (where `pip install --no-build-isolation .` puts it), then a
-source tree's build*/python/csrc/. Where it is missing (a wheel built without torch) the same schemas are
-defined here and run through the ctypes binding: correct and capturable, but a few microseconds slower per
-eager call; `symmem.torch.op_library()` says which one is in use.
+source tree's build*/python/csrc/. Where it is missing (a wheel built without torch) the same schemas
+(schemas.def, the one list both read) are defined here and run through the ctypes binding: correct and
+capturable, but a few microseconds slower per eager call; `symmem.torch.op_library()` says which one is in use.
 
 Every op names its group by string (Dynamo cannot pass Python objects into a graph): a SymmemCommunicator
 registers its communicator under its group_name when it is created.
 """
+import ast
 import ctypes
 import logging
 import os
@@ -21,23 +22,17 @@ from symmem import _lib
 
 log = logging.getLogger("symmem")
 
-# The schemas, as the op library defines them (a test checks they agree when the library is loaded). The
-# mutating forms return nothing: functionalization (torch.compile) rejects custom ops whose outputs alias
-# their inputs. all_reduce_add_rmsnorm updates residual in place and returns a new tensor (no alias).
-SCHEMAS = {
-    "all_reduce": "all_reduce(Tensor input, str reduce_op, str group_name) -> Tensor",
-    "all_reduce_": "all_reduce_(Tensor(a!) input, str reduce_op, str group_name) -> ()",
-    "all_reduce_out": "all_reduce_out(Tensor input, str reduce_op, str group_name, Tensor(a!) out) -> ()",
-    "reduce_scatter_out": "reduce_scatter_out(Tensor input, str reduce_op, str group_name, Tensor(a!) out) -> ()",
-    "all_gather_out": "all_gather_out(Tensor input, str group_name, Tensor(a!) out) -> ()",
-    "barrier": "barrier(str group_name) -> ()",
-    "all_reduce_add_rmsnorm": "all_reduce_add_rmsnorm(Tensor input, Tensor(a!) residual, Tensor weight, float eps, "
-                              "str group_name) -> Tensor",
-    "all_reduce_add_rmsnorm_out": "all_reduce_add_rmsnorm_out(Tensor input, Tensor(a!) residual, Tensor weight, "
-                                  "float eps, str group_name, Tensor(b!) out) -> ()",
-    "all_reduce_add_rmsnorm_": "all_reduce_add_rmsnorm_(Tensor(a!) input, Tensor(b!) residual, Tensor weight, "
-                               "float eps, str group_name) -> ()",
-}
+
+def _read_schemas():
+    """name -> schema, from schemas.def: the one list, which the op library is compiled from too (a test checks
+    the loaded library registered these). One C string literal a line; lines starting with // are comments."""
+    text = (Path(__file__).resolve().parent / "schemas.def").read_text()
+    schemas = [ast.literal_eval(line.strip().rstrip(",")) for line in text.splitlines()
+               if line.strip() and not line.strip().startswith("//")]
+    return {schema.split("(", 1)[0]: schema for schema in schemas}
+
+
+SCHEMAS = _read_schemas()
 
 DTYPES = {torch.float32: symmem.FLOAT32, torch.float16: symmem.FLOAT16, torch.bfloat16: symmem.BFLOAT16}
 REDUCE_OPS = _lib.REDUCE_OPS  # the library's names of its reduction ops

@@ -16,6 +16,13 @@ outputs of failed collectives. As torch's ProcessGroupNCCL does, the watchdog po
 Settings: SYMMEM_TORCH_ERROR_HANDLING=abort|raise (or symmem.torch.set_error_handling(policy_or_callable));
 SYMMEM_TORCH_WATCHDOG_MS, the polling period (default 100; 0 runs no thread: errors then surface only at
 the next eager call).
+
+Why not the C library's watcher (symmem_comm_set_error_handler, comm/watch.c): it runs handlers on a thread
+of its own, where a Python handler would be a ctypes callback taking the GIL on a foreign thread (unsafe once
+the interpreter is finalizing), and close() destroys a communicator under this watchdog's lock while the C
+side waits for that communicator's running handler. The error state read here is the C library's all the
+same. The default differs from SYMMEM_ON_ERROR's (report) because a library never ends its process on its
+own, while a torch job's launcher restarts a failed rank (docs/integrations.md).
 """
 import atexit
 import logging

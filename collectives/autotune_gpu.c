@@ -204,28 +204,19 @@ static void available(const struct symmem_coll *co, int *av)
     if (co->probed && !(co->probe_ce_gbs > 0.0)) av[SYMMEM_ALGO_COPY_ENGINE] = 0;
 }
 
-/* Rank 0 saves the agreed table where symmem-bench --tune does; every rank says where. */
+/* Rank 0 saves the agreed table where symmem-bench --tune does (its lock waited for within the init's
+ * timeout); every rank says where. */
 static void save(symmem_comm_t comm, struct symmem_coll *co, char *where, size_t len)
 {
     char path[4096];
     int explicit_path = 0;
-    if (symmem_coll_tune_path(path, sizeof path, comm->rank == 0, &explicit_path) != 0) {
-        snprintf(where, len, "not saved: no cache folder (set SYMMEM_TUNE_FILE or SYMMEM_TOPO_CACHE_DIR)");
+    if (comm->rank == 0) {
+        symmem_coll_tune_save_cached(&co->tuning, comm->timeout_ms, where, len);
         return;
     }
-    if (comm->rank != 0) {
-        snprintf(where, len, "saved by rank 0 to %s", path);
-        return;
-    }
-    if (symmem_coll_tune_save(&co->tuning, path) == SYMMEM_OK) {
-        snprintf(where, len, "saved to %s", path);
-    } else {
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "autotune: the table could not be saved (%s); this communicator uses it, the "
-                                        "next init measures again",
-                    symmem_last_error());
-        snprintf(where, len, "not saved");
-        symmem_clear_error();
-    }
+    if (symmem_coll_tune_path(path, sizeof path, 0, &explicit_path) != 0)
+        snprintf(where, len, "not saved by rank 0: no cache folder to use");
+    else snprintf(where, len, "saved by rank 0 to %s", path);
 }
 
 static symmem_status_t run(symmem_comm_t comm, struct symmem_coll *co, const char *why)

@@ -195,15 +195,6 @@ static void ctx_close(gpu_ctx_t *g)
     (void)cudaGetLastError();
 }
 
-/* Which algorithms can run here: the island schedule where the split has one, the copy engine unless the
- * probe found its copies failing. */
-static void available(const struct symmem_coll *co, int *av)
-{
-    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) av[a] = a != SYMMEM_ALGO_AUTO && symmem_algo_listed(a);
-    if (co->island_error[0]) av[SYMMEM_ALGO_ISLAND] = 0;
-    if (co->probed && !(co->probe_ce_gbs > 0.0)) av[SYMMEM_ALGO_COPY_ENGINE] = 0;
-}
-
 /* Rank 0 saves the agreed table where symmem-bench --tune does (its lock waited for within the init's
  * timeout); every rank says where. */
 static void save(symmem_comm_t comm, struct symmem_coll *co, char *where, size_t len)
@@ -239,7 +230,7 @@ static symmem_status_t run(symmem_comm_t comm, struct symmem_coll *co, const cha
         return SYMMEM_OK;
     }
     int av[SYMMEM_ALGO_COUNT];
-    available(co, av);
+    symmem_coll_available(co, av);
     const symmem_autotune_ops_t ops = {measure, elapsed_ms, &g};
     symmem_autotune_result_t res;
     const topo_table_t model = co->tuning.defaults;

@@ -330,3 +330,27 @@ void symmem_coll_tune_save_cached(const symmem_coll_tuning_t *tu, int timeout_ms
     snprintf(where, len, "not saved");
     symmem_clear_error();
 }
+
+int symmem_coll_tune_drop_unavailable(symmem_coll_tuning_t *tu, const int *available, char *what, size_t len)
+{
+    topo_table_t *t = &tu->table;
+    int k = 0, dropped = 0;
+    size_t used = 0;
+    if (len) what[0] = '\0';
+    for (int i = 0; i < t->nrules; i++) {
+        const topo_rule_t *r = &t->rules[i];
+        if ((int)r->algo > SYMMEM_ALGO_AUTO && (int)r->algo < SYMMEM_ALGO_COUNT && available[r->algo]) {
+            t->rules[k++] = *r;
+            continue;
+        }
+        char bound[32];
+        if (r->max_bytes == SIZE_MAX) snprintf(bound, sizeof bound, "inf");
+        else snprintf(bound, sizeof bound, "%zu", r->max_bytes);
+        const int n = snprintf(what + used, used < len ? len - used : 0, "%s%s %s %s", dropped ? ", " : "",
+                               symmem_coll_kind_name((symmem_coll_kind_t)r->kind), bound, symmem_algo_name(r->algo));
+        if (n > 0 && used + (size_t)n < len) used += (size_t)n;
+        dropped++;
+    }
+    t->nrules = k;
+    return dropped;
+}

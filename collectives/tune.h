@@ -89,6 +89,11 @@ void symmem_coll_tune_load_cached(symmem_coll_tuning_t *t);
  * waited for at most min(timeout_ms, 2 s). `where` says what happened, for the init's log line; a failure is
  * one warning naming the file and the cause (it costs a measurement at the next init, nothing more). */
 void symmem_coll_tune_save_cached(const symmem_coll_tuning_t *t, int timeout_ms, char *where, size_t len);
+/* Drop the active rules whose algorithm cannot run here (available[algo] == 0, the filter the autotune
+ * measures under), so that a loaded table never sends an AUTO call to one: the op's neighbouring rule, or
+ * the built-in table where none is left, serves their sizes. Returns how many were dropped; `what` lists
+ * them ("all_reduce 65536 copy_engine, ..."). */
+int symmem_coll_tune_drop_unavailable(symmem_coll_tuning_t *t, const int *available, char *what, size_t len);
 
 /* ---- a communicator's (collectives/coll.c) ------------------------------------------------------------- */
 /* The communicator's table (NULL without collectives: host backend). Local; the tuner edits it on every rank

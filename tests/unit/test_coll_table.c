@@ -1,7 +1,7 @@
 /* The algorithm table (no GPU): the built-in NVLink defaults against what 2x H200 measured, the size a call is
  * looked up by, editing the rules, the tuning file's save/load round trip, sections of other topologies kept,
  * hand-written files read, malformed files rejected with the line (in this key's section only: other
- * sections are another version's to judge). */
+ * sections are another version's to judge), and the rules a loaded table may not keep here. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -429,6 +429,45 @@ static void other_sections_never_disable_the_file(void)
     remove_saved(path);
 }
 
+/* A loaded table passes the autotune's availability filter (init runs it once the probe has spoken): the
+ * rules naming an algorithm that cannot run here go, the op's neighbouring rule or the built-in table serves
+ * their sizes, and no size of any op is left to an unavailable algorithm. */
+static void unavailable_rules_are_dropped(void)
+{
+    char path[128];
+    tmp_path(path, sizeof path);
+    write_text(path, "[fpA]\nall_reduce 64K copy_engine\nall_reduce 1M twoshot_pull\nall_reduce inf island\n"
+                     "all_gather inf copy_engine\nreduce_scatter inf staged\n");
+    symmem_coll_tuning_t *c = table_of(8, SYMMEM_LINK_PCIE, "fpA");
+    CHECK_OK(symmem_coll_tune_load(c, path));
+    CHECK(c->table.nrules == 5);
+    int av[SYMMEM_ALGO_COUNT];
+    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) av[a] = a != SYMMEM_ALGO_AUTO;
+    char what[256];
+    const topo_table_t before = c->table;
+    CHECK(symmem_coll_tune_drop_unavailable(c, av, what, sizeof what) == 0 && what[0] == '\0');
+    CHECK(topo_table_hash(&c->table) == topo_table_hash(&before));
+    av[SYMMEM_ALGO_COPY_ENGINE] = av[SYMMEM_ALGO_ISLAND] = 0;
+    CHECK(symmem_coll_tune_drop_unavailable(c, av, what, sizeof what) == 3);
+    CHECK_CONTAINS(what, "all_reduce 65536 copy_engine");
+    CHECK_CONTAINS(what, "all_reduce inf island");
+    CHECK_CONTAINS(what, "all_gather inf copy_engine");
+    CHECK(c->table.nrules == 2);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 64 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_REDUCE_SCATTER, 1 * KIB) == SYMMEM_ALGO_STAGED);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 64 * KIB) ==
+          topo_table_lookup(&c->defaults, SYMMEM_COLL_ALL_GATHER, 64 * KIB));
+    static const size_t sizes[] = {0, 1, 4 * KIB, 64 * KIB, 64 * KIB + 1, 1 * MIB, 256 * MIB, SIZE_MAX};
+    for (int k = 0; k < SYMMEM_COLL_BARRIER; k++)
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            const symmem_algo_t a = symmem_coll_choose(c, (symmem_coll_kind_t)k, sizes[i]);
+            CHECK(a != SYMMEM_ALGO_COPY_ENGINE && a != SYMMEM_ALGO_ISLAND);
+        }
+    free(c);
+    unlink(path);
+}
+
 int main(void)
 {
     static const test_case_t cases[] = {
@@ -443,6 +482,7 @@ int main(void)
         {"print_and_save_again", print_and_save_again, 10},
         {"measured_defaults", measured_defaults, 10},
         {"other_sections_never_disable_the_file", other_sections_never_disable_the_file, 10},
+        {"unavailable_rules_are_dropped", unavailable_rules_are_dropped, 10},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
 }

@@ -20,6 +20,7 @@
 #include "base/hmac.h"
 #include "base/log.h"
 #include "base/param.h"
+#include "base/safe_file.h"
 #include "base/status.h"
 #include "boot/boot_internal.h"
 #include "boot/bootmsg.h"
@@ -89,56 +90,22 @@ symmem_status_t symmem_boot_sock_addr(const symmem_boot_id_t *id, int rank, stru
     return SYMMEM_OK;
 }
 
-/* The directories above SYMMEM_SOCKET_DIR, up to /, checked as OpenSSH's safe_path checks those above a key
- * file: each owned by root or this user, and writable by no one else unless it is sticky (like /tmp, where no
- * user may rename or remove what another owns). Otherwise whoever owns or may write one of them could move
- * the socket directory away and put one of their own in its place (nothing leaks: the handshake still
- * checks uids and the secret, but the job cannot start). Symbolic links among them are resolved first and
- * the real directories checked; the socket directory itself must not be one (check_socket_dir). */
-static symmem_status_t check_socket_dir_parents(const char *dir)
-{
-    char parent[PATH_MAX], real[PATH_MAX];
-    size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/') n--; /* "a/b/" names b */
-    if (n >= sizeof parent)
-        return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "SYMMEM_SOCKET_DIR=%s: the path is too long", dir);
-    memcpy(parent, dir, n);
-    parent[n] = '\0';
-    char *slash = strrchr(parent, '/');
-    if (!slash) snprintf(parent, sizeof parent, ".");
-    else slash[slash == parent] = '\0'; /* "/b" has the parent "/" */
-    if (!realpath(parent, real))
-        return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "SYMMEM_SOCKET_DIR=%s: its parent directory %s: %s", dir,
-                                parent, strerror(errno));
-    for (;;) {
-        struct stat st;
-        if (stat(real, &st) != 0)
-            return symmem_set_error(SYMMEM_SYSTEM_ERROR, "SYMMEM_SOCKET_DIR=%s: %s: %s", dir, real, strerror(errno));
-        if (st.st_uid != 0 && st.st_uid != geteuid())
-            return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
-                                    "SYMMEM_SOCKET_DIR=%s: the directory %s above it is owned by uid %u, neither "
-                                    "root nor this user (uid %u), who could replace the socket directory: use one "
-                                    "whose every parent is root's or yours (e.g. under $XDG_RUNTIME_DIR)",
-                                    dir, real, (unsigned)st.st_uid, (unsigned)geteuid());
-        if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
-            return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
-                                    "SYMMEM_SOCKET_DIR=%s: the directory %s above it has mode %04o: other users may "
-                                    "write to it without the sticky bit, so they could replace the socket "
-                                    "directory; use one whose every parent only root or you can write (or chmod "
-                                    "go-w %s)",
-                                    dir, real, (unsigned)(st.st_mode & 07777), real);
-        if (strcmp(real, "/") == 0) return SYMMEM_OK;
-        char *up = strrchr(real, '/');
-        up[up == real] = '\0';
-    }
-}
-
 /* SYMMEM_SOCKET_DIR must be this user's own directory that nobody else can enter, under directories nobody
  * else can change: then no other user can reach, take or replace the sockets in it. Created (mode 0700) if
  * it does not exist. */
 static symmem_status_t check_socket_dir(const char *dir)
 {
-    SYMMEM_CHECK(check_socket_dir_parents(dir));
+    /* The directories above it (symbolic links among them resolved; the socket directory itself must not be
+     * one, below): whoever owns or may write one of them could move the socket directory away and put one
+     * of their own in its place (nothing leaks: the handshake still checks uids and the secret, but the job
+     * cannot start). */
+    char what[PATH_MAX + 32];
+    snprintf(what, sizeof what, "SYMMEM_SOCKET_DIR=%s", dir);
+    const symmem_status_t parents = symmem_safe_parents(dir, what, "the socket directory");
+    if (parents != SYMMEM_OK) {
+        SYMMEM_WARN(SYMMEM_SUBSYS_BOOT, "%s (%s)", symmem_last_error(), symmem_status_name(parents));
+        return parents;
+    }
     struct stat st;
     if (lstat(dir, &st) != 0 && errno == ENOENT && mkdir(dir, 0700) != 0 && errno != EEXIST)
         return symmem_set_error(SYMMEM_SYSTEM_ERROR, "SYMMEM_SOCKET_DIR=%s cannot be created: %s", dir,

@@ -166,7 +166,7 @@ static void tune_key(symmem_comm_t comm, const struct symmem_coll *co, char *out
 
 /* SYMMEM_ALGO, then the table measured on this machine (symmem-bench --tune, or the autotune of an earlier
  * init): SYMMEM_TUNE_FILE, else the cache folder's tune.txt when it exists, its section for this key. A table
- * that does not parse is ignored with a warning. */
+ * that cannot be used (a refused file, an error in this key's section) is ignored with a warning. */
 static void table_wishes(symmem_comm_t comm, struct symmem_coll *co)
 {
     topo_choice_facts_t facts;
@@ -178,14 +178,7 @@ static void table_wishes(symmem_comm_t comm, struct symmem_coll *co)
     const int env_algo = env[0] ? symmem_algo_lookup(env) : SYMMEM_ALGO_AUTO;
     co->tuning.env_algo = env_algo < 0 ? SYMMEM_ALGO_AUTO : (symmem_algo_t)env_algo;
     if (env_algo < 0) SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_ALGO=%s is not an algorithm; using auto", env);
-    char tune[4096];
-    int explicit_tune = 0;
-    if (symmem_coll_tune_path(tune, sizeof tune, 0, &explicit_tune) == 0 &&
-        (explicit_tune || access(tune, R_OK) == 0) && symmem_coll_tune_load(&co->tuning, tune) != SYMMEM_OK) {
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "algorithm table %s ignored: %s", tune, symmem_last_error());
-        symmem_clear_error();
-        co->tuning.table.nrules = 0;
-    }
+    symmem_coll_tune_load_cached(&co->tuning);
 }
 
 symmem_status_t symmem_coll_agree(symmem_comm_t comm, struct symmem_coll *co, int blocks_per_sm)

@@ -269,37 +269,19 @@ static void ctx_close(gpu_ctx_t *g)
     (void)cudaGetLastError();
 }
 
-/* Which algorithms can run here: the island schedule where the split has one, the copy engine unless the
- * probe found its copies failing. */
-static void available(const struct symmem_coll *co, int *av)
-{
-    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) av[a] = a != SYMMEM_ALGO_AUTO && symmem_algo_listed(a);
-    if (co->island_error[0]) av[SYMMEM_ALGO_ISLAND] = 0;
-    if (co->probed && !(co->probe_ce_gbs > 0.0)) av[SYMMEM_ALGO_COPY_ENGINE] = 0;
-}
-
-/* Rank 0 saves the agreed table where symmem-bench --tune does; every rank says where. */
+/* Rank 0 saves the agreed table where symmem-bench --tune does (its lock waited for within the init's
+ * timeout); every rank says where. */
 static void save(symmem_comm_t comm, struct symmem_coll *co, char *where, size_t len)
 {
     char path[4096];
     int explicit_path = 0;
-    if (symmem_coll_tune_path(path, sizeof path, comm->rank == 0, &explicit_path) != 0) {
-        snprintf(where, len, "not saved: no cache folder (set SYMMEM_TUNE_FILE or SYMMEM_TOPO_CACHE_DIR)");
+    if (comm->rank == 0) {
+        symmem_coll_tune_save_cached(&co->tuning, comm->timeout_ms, where, len);
         return;
     }
-    if (comm->rank != 0) {
-        snprintf(where, len, "saved by rank 0 to %s", path);
-        return;
-    }
-    if (symmem_coll_tune_save(&co->tuning, path) == SYMMEM_OK) {
-        snprintf(where, len, "saved to %s", path);
-    } else {
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "autotune: the table could not be saved (%s); this communicator uses it, the "
-                                        "next init measures again",
-                    symmem_last_error());
-        snprintf(where, len, "not saved");
-        symmem_clear_error();
-    }
+    if (symmem_coll_tune_path(path, sizeof path, 0, &explicit_path) != 0)
+        snprintf(where, len, "not saved by rank 0: no cache folder to use");
+    else snprintf(where, len, "saved by rank 0 to %s", path);
 }
 
 static symmem_status_t run(symmem_comm_t comm, struct symmem_coll *co, const char *why)
@@ -323,7 +305,7 @@ static symmem_status_t run(symmem_comm_t comm, struct symmem_coll *co, const cha
         return SYMMEM_OK;
     }
     int av[SYMMEM_ALGO_COUNT];
-    available(co, av);
+    symmem_coll_available(co, av);
     const symmem_autotune_ops_t ops = {measure, elapsed_ms, &g};
     symmem_autotune_result_t res;
     const topo_table_t model = co->tuning.defaults;
@@ -456,7 +438,7 @@ static symmem_status_t tune_sizes(symmem_comm_t comm, const size_t *bytes, int n
         return SYMMEM_OK;
     }
     int av[SYMMEM_ALGO_COUNT];
-    available(co, av);
+    symmem_coll_available(co, av);
     const symmem_autotune_ops_t ops = {measure, elapsed_ms, &g};
     symmem_autotune_result_t res;
     symmem_status_t st = symmem_autotune_pins(comm, &co->tuning, &co->machine, av, &ops, &cfg, want, n,

@@ -138,6 +138,11 @@ void symmem_coll_island_init(symmem_comm_t comm, struct symmem_coll *co);
 void symmem_coll_choice_facts(symmem_comm_t comm, const struct symmem_coll *co, double rd, double wr, double ce,
                               topo_choice_facts_t *f);
 
+/* Which algorithms can run here (av[algo] != 0), from facts every rank agreed on: the island schedule where
+ * the split has one, the copy engine unless the init probe found its copies failing. What the autotune
+ * measures and what a loaded table keeps (init.c). */
+void symmem_coll_available(const struct symmem_coll *co, int *av);
+
 /* ---- the autotune at init (autotune_gpu.c; collectives/autotune.h) ---------------------------------------- */
 /* Collective, at the end of init (workspace ready, probe done): decide with every rank whether to measure
  * the table, measure, agree, save, and log what was chosen and why. A failure to measure leaves the model's

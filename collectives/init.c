@@ -156,6 +156,30 @@ static symmem_status_t load_kernels(int *blocks_per_sm)
     return SYMMEM_OK;
 }
 
+void symmem_coll_available(const struct symmem_coll *co, int *av)
+{
+    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) av[a] = a != SYMMEM_ALGO_AUTO && symmem_algo_listed(a);
+    if (co->island_error[0]) av[SYMMEM_ALGO_ISLAND] = 0;
+    if (co->probed && !(co->probe_ce_gbs > 0.0)) av[SYMMEM_ALGO_COPY_ENGINE] = 0;
+}
+
+/* A tuning-file table goes through the autotune's filter once the probe has spoken: a rule naming an
+ * algorithm that cannot run here would fail the first AUTO call that reaches it and leave the peers waiting
+ * for the timeout. Every rank drops the same rules (the table and the facts are agreed). */
+static void table_filter(struct symmem_coll *co)
+{
+    int av[SYMMEM_ALGO_COUNT];
+    symmem_coll_available(co, av);
+    char dropped[512];
+    if (symmem_coll_tune_drop_unavailable(&co->tuning, av, dropped, sizeof dropped) == 0) return;
+    SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
+                "the algorithm table's rules %s name an algorithm that cannot run here (%s%s%s); they are dropped, "
+                "the neighbouring rules or the built-in table serve their sizes",
+                dropped, av[SYMMEM_ALGO_ISLAND] ? "" : co->island_error,
+                !av[SYMMEM_ALGO_ISLAND] && !av[SYMMEM_ALGO_COPY_ENGINE] ? "; " : "",
+                av[SYMMEM_ALGO_COPY_ENGINE] ? "" : "the init probe found the copy engine's peer copies failing");
+}
+
 symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
 {
     if (!comm || comm->backend != SYMMEM_BACKEND_CUDA) return SYMMEM_OK;
@@ -174,7 +198,7 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
     SYMMEM_CHECK_GOTO(symmem_coll_workspace_init(comm, co), st, fail);
     const double t3 = now_ms();
     /* The defaults become final here: the probe's decision comes from allgathered minima, so it is the same on
-     * every rank (the tuning-file table, agreed above by hash, is not touched and still wins). */
+     * every rank (the tuning-file table, agreed above by hash, still wins, less the rules table_filter drops). */
     if (co->probe) SYMMEM_CHECK_GOTO(probe_links(comm, co), st, fail);
     {
         topo_choice_facts_t f;
@@ -182,6 +206,7 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
                                  co->probed ? co->probe_ce_gbs : 0.0, &f);
         topo_choice_machine(&f, &co->machine);
     }
+    table_filter(co);
     SYMMEM_CHECK_GOTO(symmem_coll_autotune_init(comm, co), st, fail);
     SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
                 "collectives ready: workspace %zu bytes (Lamport 3 x %zu, data 2 x %zu), %d blocks/kernel of %d..%d "

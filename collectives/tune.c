@@ -3,16 +3,17 @@
 #include "collectives/tune.h"
 
 #include <errno.h>
-#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/log.h"
 #include "base/param.h"
+#include "base/safe_file.h"
 #include "base/status.h"
 #include "topology/cache.h"
 
@@ -75,10 +76,7 @@ size_t symmem_coll_message_bytes(int nranks, symmem_coll_kind_t kind, size_t cou
 
 int symmem_coll_tune_path(char *out, size_t len, int create_dir, int *explicit_path)
 {
-    if (symmem_tune_file_path(out, len, explicit_path) != 0) return -1;
-    char dir[4096];
-    if (create_dir && !*explicit_path && symmem_cache_dir(dir, sizeof dir) == 0) symmem_mkdir_p(dir);
-    return 0;
+    return symmem_tune_file_path(out, len, create_dir, explicit_path);
 }
 
 /* ---- editing ------------------------------------------------------------------------------------------- */
@@ -129,108 +127,130 @@ symmem_status_t symmem_coll_tune_replace(symmem_coll_tuning_t *tu, symmem_coll_k
     return SYMMEM_OK;
 }
 
-/* ---- file I/O ---------------------------------------------------------------------------------------------- */
-static char *trim(char *s)
+/* ---- file I/O ----------------------------------------------------------------------------------------------
+ * The file is untrusted input (another version's sections, a hand edit, a damaged save): it is read whole
+ * through base/safe_file.h (no link followed, a regular file of this user that nobody else may write, at
+ * most TUNE_FILE_MAX bytes), and only the section of this key is parsed. Other sections are not this
+ * library's to judge: another version may name algorithms this one does not know, so their lines are never
+ * an error here, and a save copies them forward as they are. */
+#define TUNE_FILE_MAX ((size_t)1 << 20) /* a section is a few KiB: room for hundreds of keys */
+#define TUNE_LINE_MAX 510               /* characters of a rule (before any comment) */
+#define TUNE_LOCK_MAX_MS 2000           /* a save holds the lock for milliseconds; rank 0 does not wait longer */
+
+static int blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+/* One line of the file: [*a, *b) its text without the comment and the blanks around it; returns where the
+ * next line starts. */
+static const char *line_text(const char *p, const char *end, const char **a, const char **b)
 {
-    while (*s == ' ' || *s == '\t') s++;
-    char *e = s + strlen(s);
-    while (e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t')) *--e = '\0';
-    return s;
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    const char *e = nl ? nl : end, *hash = memchr(p, '#', (size_t)(e - p));
+    const char *x = p, *y = hash ? hash : e;
+    while (x < y && blank(*x)) x++;
+    while (y > x && blank(y[-1])) y--;
+    *a = x;
+    *b = y;
+    return nl ? nl + 1 : end;
 }
 
-symmem_status_t symmem_coll_tune_load(symmem_coll_tuning_t *tu, const char *path)
+/* A section header's relation to `key`: -1 not a header; 1 "[key]"; 0 any other section. A header without
+ * its ']' starts another section too, except when its text is the key: that is this key's section, damaged
+ * (*broken = 1). */
+static int header_for(const char *a, const char *b, const char *key, int *broken)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return symmem_record_error(SYMMEM_SYSTEM_ERROR, "cannot open the algorithm table %s: %s", path, strerror(errno));
+    *broken = 0;
+    if (a == b || *a != '[') return -1;
+    const char *close = memchr(a, ']', (size_t)(b - a)), *x = a + 1, *y = close ? close : b;
+    while (x < y && blank(*x)) x++;
+    while (y > x && blank(y[-1])) y--;
+    const int named = (size_t)(y - x) == strlen(key) && memcmp(x, key, (size_t)(y - x)) == 0;
+    if (named && !close) *broken = 1;
+    return named;
+}
+
+/* One rule of this key's section into t; the error (recorded, "name:line: ...") otherwise. */
+static symmem_status_t parse_rule(const char *a, const char *b, const char *name, int lineno, const char *key,
+                                  topo_table_t *t)
+{
+    if (b - a > TUNE_LINE_MAX)
+        return symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: line longer than %d characters", name, lineno,
+                                   TUNE_LINE_MAX);
+    char s[TUNE_LINE_MAX + 1];
+    memcpy(s, a, (size_t)(b - a));
+    s[b - a] = '\0';
+    char op[64], size[64], algo_name[64], extra[8];
+    if (sscanf(s, "%63s %63s %63s %7s", op, size, algo_name, extra) != 3)
+        return symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: expected \"<op> <max_bytes|inf> <algorithm>\"",
+                                   name, lineno);
+    /* "all_reduce" (every form) or "all_reduce.ord" (one form: symmem_form_name) */
+    int form = TOPO_FORM_ANY;
+    char *dot = strchr(op, '.');
+    if (dot) {
+        *dot = '\0';
+        form = symmem_form_lookup(dot + 1);
+        if (form < 0)
+            return symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: unknown form \"%s\" (ord, sym_in, sym_out, sym)",
+                                       name, lineno, dot + 1);
+    }
+    const int kind = symmem_coll_kind_from_name(op);
+    if (kind < 0 || kind >= SYMMEM_COLL_BARRIER)
+        return symmem_record_error(SYMMEM_INVALID_ARGUMENT,
+                                   "%s:%d: unknown op \"%s\" (all_reduce, reduce_scatter, all_gather)", name, lineno,
+                                   op);
+    size_t max_bytes;
+    if (strcmp(size, "inf") == 0) max_bytes = SIZE_MAX;
+    else if (symmem_parse_size(size, &max_bytes) != 0)
+        return symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: \"%s\" is not a size", name, lineno, size);
+    const int algo = symmem_algo_lookup(algo_name);
+    if (algo <= SYMMEM_ALGO_AUTO)
+        return symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: \"%s\" is not a concrete algorithm", name, lineno,
+                                   algo_name);
+    if (topo_table_add_form(t, kind, form, max_bytes, (symmem_algo_t)algo) != 0)
+        return symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: more than %d rules in section [%s]", name, lineno,
+                                   TOPO_TABLE_MAX_RULES, key);
+    return SYMMEM_OK;
+}
+
+symmem_status_t symmem_coll_tune_parse(symmem_coll_tuning_t *tu, const char *text, size_t len, const char *name)
+{
     topo_table_t t;
     t.nrules = 0;
-    char line[512];
     int lineno = 0, in_section = 0, found = 0;
-    symmem_status_t st = SYMMEM_OK;
-    while (fgets(line, sizeof line, f)) {
+    if (!text) text = "", len = 0;
+    for (const char *p = text, *end = text + len; p < end;) {
+        const char *a, *b;
+        p = line_text(p, end, &a, &b);
         lineno++;
-        size_t len = strlen(line);
-        if (len == sizeof line - 1 && line[len - 1] != '\n') {
-            /* Longer than the buffer: the rest must not be read as a line of its own. A long comment is
-             * fine (its rest is skipped); anything else is an error naming the line. */
-            int ch = fgetc(f);
-            if (ch != EOF && ch != '\n' && !strchr(line, '#')) {
-                st = symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: line longer than %zu characters", path,
-                                      lineno, sizeof line - 2);
-                break;
-            }
-            while (ch != EOF && ch != '\n') ch = fgetc(f);
-        }
-        char *hash = strchr(line, '#');
-        if (hash) *hash = '\0';
-        char *s = trim(line);
-        if (!*s) continue;
-        if (*s == '[') {
-            char *end = strchr(s, ']');
-            if (!end) {
-                st = symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: section header without ']'", path, lineno);
-                break;
-            }
-            *end = '\0';
-            in_section = strcmp(trim(s + 1), tu->fingerprint) == 0;
-            found |= in_section;
-            continue;
-        }
-        char op[64], size[64], algo_name[64], extra[8];
-        if (sscanf(s, "%63s %63s %63s %7s", op, size, algo_name, extra) != 3) {
-            st = symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: expected \"<op> <max_bytes|inf> <algorithm>\"", path,
-                                  lineno);
-            break;
-        }
-        /* "all_reduce" (every form) or "all_reduce.ord" (one form: symmem_form_name) */
-        int form = TOPO_FORM_ANY;
-        char *dot = strchr(op, '.');
-        if (dot) {
-            *dot = '\0';
-            form = symmem_form_lookup(dot + 1);
-            if (form < 0) {
-                st = symmem_record_error(SYMMEM_INVALID_ARGUMENT,
-                                         "%s:%d: unknown form \"%s\" (ord, sym_in, sym_out, sym)", path, lineno, dot + 1);
-                break;
-            }
-        }
-        const int kind = symmem_coll_kind_from_name(op);
-        size_t max_bytes;
-        symmem_algo_t algo;
-        if (kind < 0 || kind >= SYMMEM_COLL_BARRIER) {
-            st = symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: unknown op \"%s\" (all_reduce, reduce_scatter, all_gather)",
-                                  path, lineno, op);
-            break;
-        }
-        if (strcmp(size, "inf") == 0) max_bytes = SIZE_MAX;
-        else if (symmem_parse_size(size, &max_bytes) != 0) {
-            st = symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: \"%s\" is not a size", path, lineno, size);
-            break;
-        }
-        const int a = symmem_algo_lookup(algo_name);
-        if (a <= SYMMEM_ALGO_AUTO) {
-            st = symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: \"%s\" is not a concrete algorithm", path, lineno,
-                                  algo_name);
-            break;
-        }
-        algo = (symmem_algo_t)a;
-        if (in_section && topo_table_add_form(&t, kind, form, max_bytes, algo) != 0) {
-            st = symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: more than %d rules in section [%s]", path, lineno,
-                                     TOPO_TABLE_MAX_RULES, tu->fingerprint);
-            break;
+        int broken;
+        const int h = header_for(a, b, tu->fingerprint, &broken);
+        if (broken)
+            return symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: section header without ']'", name, lineno);
+        if (h >= 0) {
+            in_section = h;
+            found |= h;
+        } else if (in_section && a < b) {
+            SYMMEM_CHECK(parse_rule(a, b, name, lineno, tu->fingerprint, &t));
         }
     }
-    fclose(f);
-    if (st != SYMMEM_OK) return st;
     if (!found) {
-        SYMMEM_INFO(SYMMEM_SUBSYS_COLL, "%s has no section for this topology [%s]; using the built-in table", path,
+        SYMMEM_INFO(SYMMEM_SUBSYS_COLL, "%s has no section for this topology [%s]; using the built-in table", name,
                     tu->fingerprint);
         return SYMMEM_OK;
     }
     tu->table = t;
-    SYMMEM_INFO(SYMMEM_SUBSYS_COLL, "loaded %d algorithm rules for [%s] from %s", t.nrules, tu->fingerprint, path);
+    SYMMEM_INFO(SYMMEM_SUBSYS_COLL, "loaded %d algorithm rules for [%s] from %s", t.nrules, tu->fingerprint, name);
     return SYMMEM_OK;
+}
+
+symmem_status_t symmem_coll_tune_load(symmem_coll_tuning_t *tu, const char *path)
+{
+    char *text;
+    size_t len;
+    SYMMEM_CHECK(symmem_safe_parents(path, path, "the algorithm table"));
+    SYMMEM_CHECK(symmem_safe_read(path, TUNE_FILE_MAX, &text, &len, NULL));
+    const symmem_status_t st = symmem_coll_tune_parse(tu, text, len, path);
+    free(text);
+    return st;
 }
 
 static void print_table(const topo_table_t *t, const char *fingerprint, FILE *out)
@@ -264,77 +284,124 @@ void symmem_coll_tune_print(const symmem_coll_tuning_t *tu, FILE *out)
     print_table(&eff, tu->fingerprint, out);
 }
 
-/* The exclusive lock that orders writers of `path` (a lock file beside it; released when fd closes), or -1
- * when none can be taken (the write then goes on unlocked: a lost section only costs a later re-measure). */
-static int lock_path(const char *path)
+/* The other sections of the existing file, line for line (its leading comments dropped: ours replace them;
+ * this key's section, damaged or not, dropped: the caller writes it anew). */
+static void copy_other_sections(const char *key, const char *text, size_t len, FILE *out)
 {
-    char lock[4096];
-    if ((size_t)snprintf(lock, sizeof lock, "%s.lock", path) >= sizeof lock) return -1;
-    const int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) return -1;
-    while (flock(fd, LOCK_EX) != 0)
-        if (errno != EINTR) {
-            close(fd);
-            return -1;
-        }
-    return fd;
-}
-
-/* The other sections of an existing file (its header comments dropped: ours replaces them). */
-static void copy_other_sections(const symmem_coll_tuning_t *tu, const char *path, FILE *out)
-{
-    FILE *in = fopen(path, "r");
-    if (!in) return;
-    char line[512];
     int skip = 0, header_done = 0;
-    while (fgets(line, sizeof line, in)) {
-        char copy[512];
-        snprintf(copy, sizeof copy, "%s", line);
-        char *s = trim(copy);
-        if (!header_done && (*s == '#' || !*s)) continue;
+    for (const char *p = text, *end = text + len; p < end;) {
+        const char *a, *b, *line = p;
+        p = line_text(p, end, &a, &b);
+        if (!header_done && a == b) continue; /* blank or comment only */
         header_done = 1;
-        if (*s == '[') {
-            char *end = strchr(s, ']');
-            if (end) *end = '\0';
-            skip = strcmp(trim(s + 1), tu->fingerprint) == 0;
-        }
-        if (!skip) fputs(line, out);
+        int broken;
+        const int h = header_for(a, b, key, &broken);
+        if (h >= 0) skip = h || broken;
+        if (skip) continue;
+        fwrite(line, 1, (size_t)(p - line), out);
+        if (p == end && p[-1] != '\n') fputc('\n', out);
     }
-    fclose(in);
 }
 
 symmem_status_t symmem_coll_tune_save(const symmem_coll_tuning_t *tu, const char *path)
 {
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= sizeof tmp)
-        return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "symmem_coll_tune_save: path too long");
-    const int lock = lock_path(path);
-    const int fd = mkstemp(tmp); /* a new file, never one that existed (or a link someone placed there) */
-    FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!out) {
-        const int err = errno;
-        if (fd >= 0) close(fd), unlink(tmp);
-        if (lock >= 0) close(lock);
-        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "cannot write %s: %s", tmp, strerror(err));
+    return symmem_coll_tune_save_within(tu, path, symmem_param_int(SYMMEM_PARAM_TIMEOUT_MS));
+}
+
+symmem_status_t symmem_coll_tune_save_within(const symmem_coll_tuning_t *tu, const char *path, int timeout_ms)
+{
+    char lock_path[PATH_MAX + 8];
+    if ((size_t)snprintf(lock_path, sizeof lock_path, "%s.lock", path) >= sizeof lock_path)
+        return symmem_record_error(SYMMEM_INVALID_ARGUMENT, "symmem_coll_tune_save: path too long");
+    SYMMEM_CHECK(symmem_safe_parents(path, path, "the algorithm table"));
+    int lock;
+    SYMMEM_CHECK(symmem_safe_lock(
+        lock_path, timeout_ms > 0 && timeout_ms < TUNE_LOCK_MAX_MS ? timeout_ms : TUNE_LOCK_MAX_MS, &lock));
+    /* under the lock every writer of this file takes: any temporary file beside it is a dead save's */
+    const int cleaned = symmem_safe_clean(path, 0);
+    if (cleaned)
+        SYMMEM_INFO(SYMMEM_SUBSYS_COLL, "removed %d temporary file(s) of an earlier save of %s that did not finish",
+                    cleaned, path);
+    char *old = NULL;
+    size_t old_len = 0;
+    int missing = 0;
+    symmem_status_t st = symmem_safe_read(path, TUNE_FILE_MAX, &old, &old_len, &missing);
+    if (st != SYMMEM_OK && !missing) {
+        /* a link, a FIFO, another user's file: never replaced (nor followed); the caller says it was not saved */
+        close(lock);
+        return st;
     }
-    (void)fchmod(fd, 0644); /* later inits of the user's other jobs read it; nobody else writes it */
-    fprintf(out, "# symmem algorithm table v2 (SYMMEM_TUNE_FILE): <op>[.<form>] <max_bytes|inf> <algorithm> per line,\n"
-                 "# under the [key] it was measured for: topology fingerprint, placement, grid, workspace, library "
-                 "version\n");
-    copy_other_sections(tu, path, out);
-    symmem_coll_tune_print(tu, out);
-    const int bad = ferror(out);
-    if (fclose(out) != 0 || bad) {
-        unlink(tmp);
-        if (lock >= 0) close(lock);
-        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "writing %s failed", tmp);
+    symmem_clear_error();
+    symmem_safe_out_t out;
+    st = symmem_safe_out_open(&out, path, 0644); /* the user's other jobs read it; nobody else writes it */
+    if (st == SYMMEM_OK) {
+        fprintf(out.f, "# symmem algorithm table v2 (SYMMEM_TUNE_FILE): <op>[.<form>] <max_bytes|inf> <algorithm> per "
+                       "line,\n# under the [key] it was measured for: topology fingerprint, placement, grid, workspace, "
+                       "library version\n");
+        if (old) copy_other_sections(tu->fingerprint, old, old_len, out.f);
+        symmem_coll_tune_print(tu, out.f);
+        st = symmem_safe_out_commit(&out);
     }
-    if (rename(tmp, path) != 0) {
-        const int err = errno;
-        unlink(tmp);
-        if (lock >= 0) close(lock);
-        return symmem_set_error(SYMMEM_SYSTEM_ERROR, "cannot rename %s to %s: %s", tmp, path, strerror(err));
+    free(old);
+    close(lock);
+    return st;
+}
+
+/* ---- what communicator init reads and writes --------------------------------------------------------------- */
+void symmem_coll_tune_load_cached(symmem_coll_tuning_t *tu)
+{
+    char path[PATH_MAX];
+    int explicit_path = 0;
+    struct stat st;
+    if (symmem_coll_tune_path(path, sizeof path, 0, &explicit_path) != 0) return; /* none, or refused (warned) */
+    if (!explicit_path && lstat(path, &st) != 0 && errno == ENOENT) return;      /* nothing measured here yet */
+    if (symmem_coll_tune_load(tu, path) == SYMMEM_OK) return;
+    SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "algorithm table %s not used, the built-in table is: %s", path,
+                symmem_last_error());
+    symmem_clear_error();
+    tu->table.nrules = 0;
+}
+
+void symmem_coll_tune_save_cached(const symmem_coll_tuning_t *tu, int timeout_ms, char *where, size_t len)
+{
+    char path[PATH_MAX];
+    int explicit_path = 0;
+    if (symmem_coll_tune_path(path, sizeof path, 1, &explicit_path) != 0) {
+        snprintf(where, len, "not saved: no cache folder to use (see the warning above, or set SYMMEM_TUNE_FILE or "
+                             "SYMMEM_TOPO_CACHE_DIR)");
+        return;
     }
-    if (lock >= 0) close(lock);
-    return SYMMEM_OK;
+    if (symmem_coll_tune_save_within(tu, path, timeout_ms) == SYMMEM_OK) {
+        snprintf(where, len, "saved to %s", path);
+        return;
+    }
+    SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "autotune: the table was not saved (%s); this communicator uses it, the next init "
+                                    "measures again",
+                symmem_last_error());
+    snprintf(where, len, "not saved");
+    symmem_clear_error();
+}
+
+int symmem_coll_tune_drop_unavailable(symmem_coll_tuning_t *tu, const int *available, char *what, size_t len)
+{
+    topo_table_t *t = &tu->table;
+    int k = 0, dropped = 0;
+    size_t used = 0;
+    if (len) what[0] = '\0';
+    for (int i = 0; i < t->nrules; i++) {
+        const topo_rule_t *r = &t->rules[i];
+        if ((int)r->algo > SYMMEM_ALGO_AUTO && (int)r->algo < SYMMEM_ALGO_COUNT && available[r->algo]) {
+            t->rules[k++] = *r;
+            continue;
+        }
+        char bound[32];
+        if (r->max_bytes == SIZE_MAX) snprintf(bound, sizeof bound, "inf");
+        else snprintf(bound, sizeof bound, "%zu", r->max_bytes);
+        const int n = snprintf(what + used, used < len ? len - used : 0, "%s%s %s %s", dropped ? ", " : "",
+                               symmem_coll_kind_name((symmem_coll_kind_t)r->kind), bound, symmem_algo_name(r->algo));
+        if (n > 0 && used + (size_t)n < len) used += (size_t)n;
+        dropped++;
+    }
+    t->nrules = k;
+    return dropped;
 }

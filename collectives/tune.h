@@ -76,21 +76,44 @@ symmem_status_t symmem_coll_tune_set(symmem_coll_tuning_t *t, symmem_coll_kind_t
  * form (symmem-bench --tune, one op and form per pass). Every rank must make the same call. */
 symmem_status_t symmem_coll_tune_replace(symmem_coll_tuning_t *t, symmem_coll_kind_t kind, symmem_form_t form,
                                          const topo_table_t *rules);
-/* Read the section of `path` whose fingerprint matches t's: SYMMEM_INVALID_ARGUMENT (table unchanged) on a
- * syntax error, SYMMEM_OK without change when no section matches. A failure is recorded (the last error
- * names file and line), not logged: the caller says what it does about it (communicator init ignores the
- * file with one warning, symmem-bench --tune refuses to run). */
+/* Read the section of `path` whose fingerprint matches t's. The file is untrusted: every directory above it
+ * must be root's or this user's and writable by nobody else unless sticky, and it is read through
+ * base/safe_file.h (a link is not followed; a FIFO, a device, another user's file, one others may write or
+ * one over 1 MiB is refused before a byte is read). Only this key's section is parsed: an error there is
+ * SYMMEM_INVALID_ARGUMENT (table unchanged), while the lines of other sections (another version's
+ * algorithms, say) are never an error; SYMMEM_OK without change when no section matches. A failure is
+ * recorded (the last error names file and line), not logged: the caller says what it does about it. */
 symmem_status_t symmem_coll_tune_load(symmem_coll_tuning_t *t, const char *path);
+/* symmem_coll_tune_load's reader on text already in memory (`name` for the messages). */
+symmem_status_t symmem_coll_tune_parse(symmem_coll_tuning_t *t, const char *text, size_t len, const char *name);
 /* Write the effective table as the section of t's fingerprint in `path`, keeping the other sections of an
- * existing file: under an exclusive lock on `path`.lock (writers of other processes wait their turn, so none
- * loses another's section), into a new temporary file (mode 0644, never a file that existed) renamed over
- * `path`, so a reader sees the old file or the new one, never a part. */
+ * existing file as they are: under an exclusive lock on `path`.lock (writers of other processes wait their
+ * turn, so none loses another's section; waited for at most min(timeout_ms, 2 s), SYMMEM_TIMEOUT naming the
+ * holder otherwise; temporary files of dead saves are removed under it), into a new temporary file (mkstemp,
+ * mode 0644) renamed over `path`, so a reader sees the old file or the new one, never a part. An existing
+ * `path` that symmem_coll_tune_load would refuse (a link, a FIFO, another user's file) is left as it is and
+ * the save fails. Recorded, not logged. symmem_coll_tune_save waits SYMMEM_TIMEOUT_MS at most. */
+symmem_status_t symmem_coll_tune_save_within(const symmem_coll_tuning_t *t, const char *path, int timeout_ms);
 symmem_status_t symmem_coll_tune_save(const symmem_coll_tuning_t *t, const char *path);
 /* The effective table (active rules, the defaults for kinds without any) in the file format. */
 void symmem_coll_tune_print(const symmem_coll_tuning_t *t, FILE *out);
 /* Where the table lives unless a path is given: SYMMEM_TUNE_FILE (*explicit_path 1), else
- * <cache dir>/tune.txt (with create_dir, the cache folder is created). 0, or -1 when no path can be named. */
+ * <cache dir>/tune.txt (with create_dir, the cache folder is created), after the checks of
+ * topology/cache.h. 0, or -1 when there is none to use (a refused folder is warned about once). */
 int symmem_coll_tune_path(char *out, size_t len, int create_dir, int *explicit_path);
+/* Communicator init's read: symmem_coll_tune_path's file when SYMMEM_TUNE_FILE names it or it exists, its
+ * section for t's key. Never blocks; a table that cannot be used leaves the built-in one, with one warning
+ * that names the file and the cause. */
+void symmem_coll_tune_load_cached(symmem_coll_tuning_t *t);
+/* Rank 0's save after the autotune: to symmem_coll_tune_path's file (the cache folder created), the lock
+ * waited for at most min(timeout_ms, 2 s). `where` says what happened, for the init's log line; a failure is
+ * one warning naming the file and the cause (it costs a measurement at the next init, nothing more). */
+void symmem_coll_tune_save_cached(const symmem_coll_tuning_t *t, int timeout_ms, char *where, size_t len);
+/* Drop the active rules whose algorithm cannot run here (available[algo] == 0, the filter the autotune
+ * measures under), so that a loaded table never sends an AUTO call to one: the op's neighbouring rule, or
+ * the built-in table where none is left, serves their sizes. Returns how many were dropped; `what` lists
+ * them ("all_reduce 65536 copy_engine, ..."). */
+int symmem_coll_tune_drop_unavailable(symmem_coll_tuning_t *t, const int *available, char *what, size_t len);
 
 /* ---- a communicator's (collectives/coll.c) ------------------------------------------------------------- */
 /* The communicator's table (NULL without collectives: host backend). Local; the tuner edits it on every rank

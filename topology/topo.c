@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "topology/cache.h"
 #include "base/param.h"
+#include "base/safe_file.h"
 #include "base/status.h"
 #include "symmem/topo.h"
 #include "topology/topo_internal.h"
@@ -98,17 +99,24 @@ static int cache_dir(const symmem_topo_options_t *o, char *out, size_t len)
     return symmem_cache_dir(out, len);
 }
 
-/* A cache entry serves when it matches the fingerprint and has at least the figures asked for. */
-static int cache_load(const char *file, const struct symmem_topo *t, int quick, topo_measure_t *m)
+/* A cache entry serves when it matches the fingerprint and has at least the figures asked for. The folder
+ * and the file are untrusted until checked (topology/cache.h, base/safe_file.h): a refused folder is warned
+ * about once and not used, a refused file (a link, a FIFO, another user's) is warned about and measured
+ * over; a stale or damaged one is simply measured again. */
+int topo_cache_load(const char *dir, const struct symmem_topo *t, int quick, topo_measure_t *m)
 {
-    FILE *f = fopen(file, "r");
-    if (!f) return 0;
-    static const size_t cap = GPUS_JSON_MAX;
-    char *text = malloc(cap + 1);
-    size_t n = text ? fread(text, 1, cap, f) : 0;
-    fclose(f);
-    if (!text) return 0;
-    text[n] = '\0';
+    char real[PATH_MAX - 64], file[PATH_MAX];
+    if (symmem_cache_folder(dir, 0, real, sizeof real) != 0) return 0;
+    topo_fmt(file, sizeof file, "%s/topo-%s.json", real, t->model.fingerprint);
+    char *text;
+    size_t len;
+    int missing = 0;
+    if (symmem_safe_read(file, GPUS_JSON_MAX, &text, &len, &missing) != SYMMEM_OK) {
+        if (!missing)
+            SYMMEM_WARN(SYMMEM_SUBSYS_TOPO, "topology cache not used, measuring: %s", symmem_last_error());
+        symmem_clear_error();
+        return 0;
+    }
     topo_gpu_facts_t *gf = malloc(sizeof *gf);
     char fp[17] = "";
     int ok = gf && topo_gpu_facts_parse(text, file, gf, m, fp) == SYMMEM_OK;
@@ -121,28 +129,35 @@ static int cache_load(const char *file, const struct symmem_topo *t, int quick, 
     return ok;
 }
 
-static void cache_store(const char *dir_in, const char *file, const struct symmem_topo *t)
+#define CACHE_LEFTOVER_S 600 /* a temporary file this old is a dead writer's (a store takes milliseconds) */
+
+void topo_cache_store(const char *dir, const struct symmem_topo *t)
 {
-    char tmp[PATH_MAX + 32];
-    topo_fmt(tmp, sizeof tmp, "%s.%d.tmp", file, (int)getpid());
-    FILE *f = symmem_mkdir_p(dir_in) == 0 ? fopen(tmp, "w") : NULL;
-    int ok = f && topo_gpu_facts_write(f, &t->gpu, &t->measure, t->model.fingerprint) == SYMMEM_OK;
-    if (f && fclose(f) != 0) ok = 0;
-    /* rename: a reader never sees half a file, and concurrent ranks just replace each other's copy */
-    if (ok && rename(tmp, file) == 0) return;
-    if (f) unlink(tmp);
-    symmem_clear_error();
+    char real[PATH_MAX - 64], file[PATH_MAX];
+    if (symmem_cache_folder(dir, 1, real, sizeof real) != 0) return; /* warned once */
+    topo_fmt(file, sizeof file, "%s/topo-%s.json", real, t->model.fingerprint);
+    /* no lock (ranks of one job store the same figures, and replace each other's copy whole): what is old
+     * enough cannot be a live store's */
+    symmem_safe_clean(file, CACHE_LEFTOVER_S);
+    symmem_safe_out_t out;
+    symmem_status_t st = symmem_safe_out_open(&out, file, 0644);
+    if (st == SYMMEM_OK) {
+        st = topo_gpu_facts_write(out.f, &t->gpu, &t->measure, t->model.fingerprint);
+        if (st == SYMMEM_OK) st = symmem_safe_out_commit(&out);
+        else symmem_safe_out_abort(&out);
+    }
+    if (st == SYMMEM_OK) return;
     SYMMEM_WARN(SYMMEM_SUBSYS_TOPO, "cannot write the topology cache %s (%s): figures will be measured again next "
-                "time; set SYMMEM_TOPO_CACHE_DIR to a writable directory", file, strerror(errno));
+                "time; set SYMMEM_TOPO_CACHE_DIR to a writable folder of yours", file, symmem_last_error());
+    symmem_clear_error();
 }
 
 static symmem_status_t measure(const symmem_topo_options_t *o, struct symmem_topo *t)
 {
-    char dir[PATH_MAX - 64], file[PATH_MAX];
+    char dir[PATH_MAX - 64];
     int cached = o->use_cache && cache_dir(o, dir, sizeof dir) == 0;
     if (cached) {
-        topo_fmt(file, sizeof file, "%s/topo-%s.json", dir, t->model.fingerprint);
-        if (cache_load(file, t, o->quick, &t->measure)) {
+        if (topo_cache_load(dir, t, o->quick, &t->measure)) {
             topo_fmt(t->measure_source, sizeof t->measure_source, "cache");
             return SYMMEM_OK;
         }
@@ -153,7 +168,7 @@ static symmem_status_t measure(const symmem_topo_options_t *o, struct symmem_top
     topo_measure_clear(&t->measure);
     SYMMEM_CHECK(topo_measure_run(&t->gpu, numa, cpus, o->quick, &t->measure));
     topo_fmt(t->measure_source, sizeof t->measure_source, "now");
-    if (cached) cache_store(dir, file, t);
+    if (cached) topo_cache_store(dir, t);
     return SYMMEM_OK;
 }
 

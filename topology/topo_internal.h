@@ -227,6 +227,13 @@ struct symmem_topo {
     topo_model_t model;
 };
 
+/* topo.c: the measurement cache, <dir>/topo-<fingerprint>.json in the gpus.json format (topology/cache.h
+ * says which folders are used). Load: 1 when an entry with the fingerprint and at least the figures asked
+ * for (all of them unless quick) was read into m. Store: t's facts and figures, written whole (a fresh file
+ * renamed into place); a failure is warned about, never an error. */
+int topo_cache_load(const char *dir, const struct symmem_topo *t, int quick, topo_measure_t *m);
+void topo_cache_store(const char *dir, const struct symmem_topo *t);
+
 /* report.c */
 symmem_status_t topo_report_text(const struct symmem_topo *t, FILE *out);
 symmem_status_t topo_report_json(const struct symmem_topo *t, FILE *out);

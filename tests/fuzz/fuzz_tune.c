@@ -1,8 +1,5 @@
-/* The algorithm table reader (symmem_coll_tune_load) on any file. Whatever it loads must give a concrete
- * algorithm for every op and size, and print. */
-#include <sys/mman.h>
-#include <unistd.h>
-
+/* The algorithm table reader (symmem_coll_tune_parse, what symmem_coll_tune_load runs on a file it has
+ * read) on any text. Whatever it loads must give a concrete algorithm for every op and size, and print. */
 #include "collectives/tune.h"
 #include "fuzz.h"
 
@@ -15,10 +12,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    int fd = memfd_create("tune", MFD_CLOEXEC);
-    if (fd < 0 || (size && write(fd, data, size) != (ssize_t)size)) abort();
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     /* static: 4 KiB, and no allocation per input; the fresh table (the cost model's bisections) made once */
     static symmem_coll_tuning_t fresh, t;
     static int made;
@@ -29,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     t = fresh;
     symmem_coll_tuning_t *c = &t;
-    if (symmem_coll_tune_load(c, path) == SYMMEM_OK) {
+    if (symmem_coll_tune_parse(c, (const char *)data, size, "fuzz") == SYMMEM_OK) {
         static const size_t sizes[] = {0, 1, 4096, 65536, 1 << 20, (size_t)1 << 40, SIZE_MAX};
         for (int k = 0; k < SYMMEM_COLL_BARRIER; k++)
             for (int f = 0; f < SYMMEM_FORM_COUNT; f++)
@@ -40,6 +33,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FILE *null = fopen("/dev/null", "w");
         if (null) symmem_coll_tune_print(c, null), fclose(null);
     }
-    close(fd);
     return 0;
 }

@@ -13,7 +13,7 @@
 
 #include "base/param.h"
 #include "base/status.h"
-#include "collectives/plan.h"
+#include "collectives/residency.h"
 #include "boot/comm_state.h"
 #include "collectives/autotune.h"
 #include "collectives/tune.h"

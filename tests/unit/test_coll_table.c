@@ -1,10 +1,12 @@
 /* The algorithm table (no GPU): the built-in NVLink defaults against what 2x H200 measured, the size a call is
  * looked up by, editing the rules, the tuning file's save/load round trip, sections of other topologies kept,
- * hand-written files read, and malformed files rejected with the line. */
+ * hand-written files read, malformed files rejected with the line (in this key's section only: other
+ * sections are another version's to judge), and the rules a loaded table may not keep here. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "collectives/tune.h"
 #include "test_util.h"
@@ -65,6 +67,7 @@ static void write_text(const char *path, const char *text)
     if (!f) return;
     fputs(text, f);
     fclose(f);
+    CHECK(chmod(path, 0644) == 0); /* whatever the umask: a file others may write is refused */
 }
 
 static void save_load_round_trip_keeps_other_sections(void)
@@ -372,6 +375,99 @@ static void measured_defaults(void)
     free(c);
 }
 
+/* Another key's section is not this reader's to judge: a newer version's algorithm, an op it does not know,
+ * junk, a line past the length limit and a header without its ']' there are neither an error nor loaded, and
+ * a save copies them forward as they are; only this key's section decides whether the file is used. */
+static void other_sections_never_disable_the_file(void)
+{
+    char path[128];
+    tmp_path(path, sizeof path);
+    char long_rule[700];
+    memset(long_rule, 'x', sizeof long_rule - 1);
+    long_rule[sizeof long_rule - 1] = '\0';
+    char text[2048];
+    snprintf(text, sizeof text,
+             "[fpA.v9.9.9]\nall_reduce 64K fp8_twoshot\nteleport inf staged\n%%%%junk%%%%\n%s\n[broken-other\n"
+             "all_reduce 12Q oneshot_push\n[fpA]\nall_reduce 8K oneshot_pull\nall_reduce inf staged\n[fpB]\n"
+             "all_gather inf fp8_twoshot\n",
+             long_rule);
+    write_text(path, text);
+    symmem_coll_tuning_t *c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
+    CHECK_OK(symmem_coll_tune_load(c, path));
+    CHECK(c->table.nrules == 2);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 8 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * MIB) == SYMMEM_ALGO_STAGED);
+    /* a save replaces this key's section and keeps every other line, unknown ones included */
+    CHECK_OK(symmem_coll_tune_clear(c, SYMMEM_COLL_KIND_COUNT));
+    CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PULL));
+    CHECK_OK(symmem_coll_tune_save(c, path));
+    CHECK(count_lines(path, "all_reduce 64K fp8_twoshot") == 1 && count_lines(path, "teleport inf staged") == 1);
+    CHECK(count_lines(path, "%%junk%%") == 1);
+    char saved[4096];
+    FILE *f = fopen(path, "r");
+    CHECK(f);
+    const size_t n = fread(saved, 1, sizeof saved - 1, f);
+    fclose(f);
+    saved[n] = '\0';
+    char *at = strstr(saved, long_rule); /* whole, on a line of its own */
+    CHECK(at && at > saved && at[-1] == '\n' && at[strlen(long_rule)] == '\n');
+    CHECK(count_lines(path, "[broken-other") == 1 && count_lines(path, "all_reduce 12Q") == 1);
+    CHECK(count_lines(path, "all_gather inf fp8_twoshot") == 1 && count_lines(path, "[fpA]") == 1);
+    CHECK(count_lines(path, "all_reduce 8K oneshot_pull") == 0);
+    free(c);
+    c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
+    CHECK_OK(symmem_coll_tune_load(c, path));
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 256 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    free(c);
+    /* the other key's unknown algorithm is that key's error, when that key reads it */
+    c = table_of(2, SYMMEM_LINK_NVLINK, "fpB");
+    CHECK_ST(symmem_coll_tune_load(c, path), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ERR_HAS("\"fp8_twoshot\" is not a concrete algorithm");
+    CHECK(c->table.nrules == 0);
+    free(c);
+    remove_saved(path);
+}
+
+/* A loaded table passes the autotune's availability filter (init runs it once the probe has spoken): the
+ * rules naming an algorithm that cannot run here go, the op's neighbouring rule or the built-in table serves
+ * their sizes, and no size of any op is left to an unavailable algorithm. */
+static void unavailable_rules_are_dropped(void)
+{
+    char path[128];
+    tmp_path(path, sizeof path);
+    write_text(path, "[fpA]\nall_reduce 64K copy_engine\nall_reduce 1M twoshot_pull\nall_reduce inf island\n"
+                     "all_gather inf copy_engine\nreduce_scatter inf staged\n");
+    symmem_coll_tuning_t *c = table_of(8, SYMMEM_LINK_PCIE, "fpA");
+    CHECK_OK(symmem_coll_tune_load(c, path));
+    CHECK(c->table.nrules == 5);
+    int av[SYMMEM_ALGO_COUNT];
+    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) av[a] = a != SYMMEM_ALGO_AUTO;
+    char what[256];
+    const topo_table_t before = c->table;
+    CHECK(symmem_coll_tune_drop_unavailable(c, av, what, sizeof what) == 0 && what[0] == '\0');
+    CHECK(topo_table_hash(&c->table) == topo_table_hash(&before));
+    av[SYMMEM_ALGO_COPY_ENGINE] = av[SYMMEM_ALGO_ISLAND] = 0;
+    CHECK(symmem_coll_tune_drop_unavailable(c, av, what, sizeof what) == 3);
+    CHECK_CONTAINS(what, "all_reduce 65536 copy_engine");
+    CHECK_CONTAINS(what, "all_reduce inf island");
+    CHECK_CONTAINS(what, "all_gather inf copy_engine");
+    CHECK(c->table.nrules == 2);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 64 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_REDUCE_SCATTER, 1 * KIB) == SYMMEM_ALGO_STAGED);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 64 * KIB) ==
+          topo_table_lookup(&c->defaults, SYMMEM_COLL_ALL_GATHER, 64 * KIB));
+    static const size_t sizes[] = {0, 1, 4 * KIB, 64 * KIB, 64 * KIB + 1, 1 * MIB, 256 * MIB, SIZE_MAX};
+    for (int k = 0; k < SYMMEM_COLL_BARRIER; k++)
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            const symmem_algo_t a = symmem_coll_choose(c, (symmem_coll_kind_t)k, sizes[i]);
+            CHECK(a != SYMMEM_ALGO_COPY_ENGINE && a != SYMMEM_ALGO_ISLAND);
+        }
+    free(c);
+    unlink(path);
+}
+
 int main(void)
 {
     static const test_case_t cases[] = {
@@ -385,6 +481,8 @@ int main(void)
         {"file_format_tolerance", file_format_tolerance, 10},
         {"print_and_save_again", print_and_save_again, 10},
         {"measured_defaults", measured_defaults, 10},
+        {"other_sections_never_disable_the_file", other_sections_never_disable_the_file, 10},
+        {"unavailable_rules_are_dropped", unavailable_rules_are_dropped, 10},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
 }

@@ -100,7 +100,7 @@ static int auto_runs(cc_ctx_t *ctx, symmem_comm_t *comms)
             const size_t wrong = cc_check_reduce(h, dt, SYMMEM_OP_SUM, count, 0, ctx->nranks, seed, NULL);
             CC_EXPECT(ctx, failures, wrong == 0, "all_reduce of %zu bytes (AUTO: %s): %zu wrong elements", sizes[s],
                       symmem_algo_name(symmem_coll_choose(symmem_coll_tuning(comms[i]), SYMMEM_COLL_ALL_REDUCE,
-                                                          sizes[s])),
+                                                          SYMMEM_FORM_ORDINARY, sizes[s])),
                       wrong);
         }
     }

@@ -395,8 +395,8 @@ static void other_sections_never_disable_the_file(void)
     symmem_coll_tuning_t *c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
     CHECK_OK(symmem_coll_tune_load(c, path));
     CHECK(c->table.nrules == 2);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 8 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * MIB) == SYMMEM_ALGO_STAGED);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 8 * KIB) == SYMMEM_ALGO_ONESHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 1 * MIB) == SYMMEM_ALGO_STAGED);
     /* a save replaces this key's section and keeps every other line, unknown ones included */
     CHECK_OK(symmem_coll_tune_clear(c, SYMMEM_COLL_KIND_COUNT));
     CHECK_OK(symmem_coll_tune_set(c, SYMMEM_COLL_ALL_REDUCE, SIZE_MAX, SYMMEM_ALGO_TWOSHOT_PULL));
@@ -417,8 +417,8 @@ static void other_sections_never_disable_the_file(void)
     free(c);
     c = table_of(2, SYMMEM_LINK_NVLINK, "fpA");
     CHECK_OK(symmem_coll_tune_load(c, path));
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1) == SYMMEM_ALGO_TWOSHOT_PULL);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 256 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 1) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 256 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
     free(c);
     /* the other key's unknown algorithm is that key's error, when that key reads it */
     c = table_of(2, SYMMEM_LINK_NVLINK, "fpB");
@@ -453,15 +453,15 @@ static void unavailable_rules_are_dropped(void)
     CHECK_CONTAINS(what, "all_reduce inf island");
     CHECK_CONTAINS(what, "all_gather inf copy_engine");
     CHECK(c->table.nrules == 2);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 1 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, 64 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_REDUCE_SCATTER, 1 * KIB) == SYMMEM_ALGO_STAGED);
-    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, 64 * KIB) ==
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 1 * KIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_REDUCE, SYMMEM_FORM_ORDINARY, 64 * MIB) == SYMMEM_ALGO_TWOSHOT_PULL);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_REDUCE_SCATTER, SYMMEM_FORM_ORDINARY, 1 * KIB) == SYMMEM_ALGO_STAGED);
+    CHECK(symmem_coll_choose(c, SYMMEM_COLL_ALL_GATHER, SYMMEM_FORM_ORDINARY, 64 * KIB) ==
           topo_table_lookup(&c->defaults, SYMMEM_COLL_ALL_GATHER, 64 * KIB));
     static const size_t sizes[] = {0, 1, 4 * KIB, 64 * KIB, 64 * KIB + 1, 1 * MIB, 256 * MIB, SIZE_MAX};
     for (int k = 0; k < SYMMEM_COLL_BARRIER; k++)
         for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-            const symmem_algo_t a = symmem_coll_choose(c, (symmem_coll_kind_t)k, sizes[i]);
+            const symmem_algo_t a = symmem_coll_choose(c, (symmem_coll_kind_t)k, SYMMEM_FORM_ORDINARY, sizes[i]);
             CHECK(a != SYMMEM_ALGO_COPY_ENGINE && a != SYMMEM_ALGO_ISLAND);
         }
     free(c);

@@ -33,6 +33,10 @@ int symmem_algo_lookup(const char *name);
 /* Whether `algo` is a value of SYMMEM_ALGO_LIST (the values below SYMMEM_ALGO_COUNT need not all be:
  * branches reserve values for algorithms added elsewhere). */
 int symmem_algo_listed(int algo);
+/* Whether `algo` is lossy (SYMMEM_ALGO_WIRE_INT8, the compressed wire: collectives/wire.h): it runs only where
+ * a call names it; AUTO's tables, SYMMEM_ALGO, the tuning file, the autotune and every "all algorithms"
+ * list (the bench's -a all, the tests of every algorithm) leave it out. */
+int symmem_algo_lossy(int algo);
 
 #ifdef __cplusplus
 }

@@ -95,7 +95,14 @@ extern "C" {
     X(ISLANDS, STR, "",                                                                                    \
       "the island algorithm's islands (CPU sockets), e.g. 0-3,4-7 or 0-1+4-5,2-3+6-7 (ranges joined by +; " \
       "empty: by each GPU's NUMA node); every rank must set the same: where ranks differ, the island "     \
-      "algorithm is off everywhere (docs/collectives.md, \"Island schedule\")")
+      "algorithm is off everywhere (docs/collectives.md, \"Island schedule\")")                           \
+    X(WIRE_MIN_BYTES, SIZE, "1M",                                                                          \
+      "compressed-wire all-reduces (wire_int8, torch's wire=\"int8\": lossy, only where a call asks) of fewer " \
+      "bytes than this run the exact algorithm AUTO chooses instead; every rank must set the same "       \
+      "(docs/collectives.md, \"Compressed wire\")")                                                         \
+    X(WIRE_GROUP, INT, "32",                                                                               \
+      "values per int8 scale group of the compressed wire: 32, 64 or 128 (fewer bytes on the wire with "   \
+      "larger groups, a larger error where a group holds an outlier); every rank must set the same")
 
 typedef enum symmem_param_id {
 #define SYMMEM_PARAM_ENUM_(name, type, def, doc) SYMMEM_PARAM_##name,

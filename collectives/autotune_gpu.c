@@ -195,11 +195,11 @@ static void ctx_close(gpu_ctx_t *g)
     (void)cudaGetLastError();
 }
 
-/* Which algorithms can run here: the island schedule where the split has one, the copy engine unless the
- * probe found its copies failing. */
+/* Which algorithms can run here: the exact ones (a lossy one is never AUTO's), the island schedule where the
+ * split has one, the copy engine unless the probe found its copies failing. */
 static void available(const struct symmem_coll *co, int *av)
 {
-    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) av[a] = a != SYMMEM_ALGO_AUTO && symmem_algo_listed(a);
+    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) av[a] = a != SYMMEM_ALGO_AUTO && symmem_algo_listed(a) && !symmem_algo_lossy(a);
     if (co->island_error[0]) av[SYMMEM_ALGO_ISLAND] = 0;
     if (co->probed && !(co->probe_ce_gbs > 0.0)) av[SYMMEM_ALGO_COPY_ENGINE] = 0;
 }

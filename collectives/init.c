@@ -272,6 +272,7 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
     SYMMEM_CHECK_GOTO(load_kernels(&blocks_per_sm), st, fail);
     const double t1 = now_ms();
     symmem_coll_island_init(comm, co); /* before the table: its facts include the islands */
+    symmem_coll_wire_init(comm, co);   /* its settings are agreed below */
     SYMMEM_CHECK_GOTO(symmem_coll_agree(comm, co, blocks_per_sm), st, fail);
     find_colocated(comm, co);
     const double t2 = now_ms();

@@ -83,9 +83,9 @@ symmem_status_t symmem_coll_tune_set(symmem_coll_tuning_t *tu, symmem_coll_kind_
 {
     if ((int)kind < 0 || kind >= SYMMEM_COLL_BARRIER)
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "symmem_coll_tune_set: invalid op %d", (int)kind);
-    if ((int)algo <= SYMMEM_ALGO_AUTO || !symmem_algo_listed((int)algo))
-        return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "symmem_coll_tune_set: algorithm %d is not a concrete algorithm",
-                                (int)algo);
+    if ((int)algo <= SYMMEM_ALGO_AUTO || !symmem_algo_listed((int)algo) || symmem_algo_lossy((int)algo))
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                                "symmem_coll_tune_set: algorithm %d is not a concrete exact algorithm", (int)algo);
     if (topo_table_add(&tu->table, kind, max_bytes, algo) != 0)
         return symmem_set_error(SYMMEM_INVALID_USAGE, "symmem_coll_tune_set: table full (%d rules)",
                                 TOPO_TABLE_MAX_RULES);
@@ -160,6 +160,11 @@ symmem_status_t symmem_coll_tune_load(symmem_coll_tuning_t *tu, const char *path
             break;
         }
         const int a = symmem_algo_lookup(algo_name);
+        if (a > SYMMEM_ALGO_AUTO && symmem_algo_lossy(a)) { /* lossy: only where a call names it */
+            st = symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: \"%s\" is lossy: a table holds exact algorithms only",
+                                     path, lineno, algo_name);
+            break;
+        }
         if (a <= SYMMEM_ALGO_AUTO) {
             st = symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: \"%s\" is not a concrete algorithm", path, lineno,
                                   algo_name);

@@ -39,6 +39,17 @@ _live = weakref.WeakSet()
 _inproc_ids = itertools.count()
 
 
+def _wire_setting(wire):
+    """The wire format a communicator's all-reduces use: None or "none" exact, "int8" compressed; anything else
+    warns and stays exact (construction never raises)."""
+    if wire is None:
+        return "none"
+    if wire not in _ops.WIRES:
+        log.warning("symmem: wire=%r is not one of %s; the all-reduces stay exact", wire, ", ".join(_ops.WIRES))
+        return "none"
+    return wire
+
+
 def _torch_device(device):
     d = device if isinstance(device, torch.device) else torch.device(device)
     if d.type == "cuda" and d.index is None:
@@ -51,9 +62,14 @@ class SymmemCommunicator:
     device, max_size (bytes; the largest eligible message), preferred_max_size (bytes; the cap a framework
     with another backend such as NCCL should apply: the library's bound for the group's links, within
     max_size), link_class (the group's worst link, a symmem.LINK_* value; None when disabled), group_name
-    (what torch.ops.symmem.* take), comm (the symmem.Comm, None when disabled)."""
+    (what torch.ops.symmem.* take), comm (the symmem.Comm, None when disabled), wire (the all-reduce's wire
+    format: "none", exact, the default; "int8", compressed and lossy, for sum of bf16/fp16 from
+    SYMMEM_WIRE_MIN_BYTES on: docs/collectives.md, "Compressed wire"; every rank must pass the same)."""
 
-    def __init__(self, group, device, max_size=None):
+    wire = "none"  # the class's default, for instances made without __init__ too
+
+    def __init__(self, group, device, max_size=None, wire=None):
+        self.wire = _wire_setting(wire)
         self.disabled = True
         self.disabled_reason = "not initialised"
         self.group = group
@@ -111,9 +127,10 @@ class SymmemCommunicator:
         _by_group[id(group)] = weakref.ref(self)
 
     @classmethod
-    def _from_comm(cls, comm, name, max_size=None):
+    def _from_comm(cls, comm, name, max_size=None, wire=None):
         """A communicator over an existing symmem.Comm (e.g. one rank of Comm.init_all), without a torch group."""
         self = cls.__new__(cls)
+        self.wire = _wire_setting(wire)
         self.disabled = True
         self.disabled_reason = "not initialised"
         self.group = None
@@ -164,20 +181,22 @@ class SymmemCommunicator:
             raise SymmemError(self._error.status, f"communicator '{self.group_name}' failed earlier: {self._error}")
 
     # -- collectives (stream-ordered on the current stream, CUDA-graph capturable) -----------------------
-    def all_reduce(self, inp, *, out=None, op="sum"):
+    def all_reduce(self, inp, *, out=None, op="sum", wire=None):
         """Reduce (op: "sum", "max", "min") over the group into `out`: a new tensor when None, `inp` itself
-        for in place. Returns the result, or None when `inp` is not eligible (vLLM's convention; SGLang
-        checks should_torch_symm_mem_allreduce first)."""
+        for in place. wire: None for the communicator's `wire`, "none" (exact) or "int8" (compressed, lossy:
+        sum of bf16/fp16 only, else RuntimeError). Returns the result, or None when `inp` is not eligible
+        (vLLM's convention; SGLang checks should_torch_symm_mem_allreduce first)."""
         if not self.should_torch_symm_mem_allreduce(inp):
             return None
         if self._error is not None:
             self._raise_if_failed()
+        w = self.wire if wire is None else wire
         if out is None:
-            return _AR(inp, op, self.group_name)
+            return _AR(inp, op, self.group_name, w)
         if out is inp:
-            _AR_(inp, op, self.group_name)
+            _AR_(inp, op, self.group_name, w)
         else:
-            _AR_OUT(inp, op, self.group_name, out)
+            _AR_OUT(inp, op, self.group_name, out, w)
         return out
 
     def all_reduce_add_rmsnorm(self, inp, residual, weight, eps, *, out=None):
@@ -304,13 +323,13 @@ class SymmemCommunicator:
                 f"device={self.device}, max_size={self.max_size}, {state})")
 
 
-def communicators_in_process(nranks, devices=None, max_size=None, timeout_ms=0):
+def communicators_in_process(nranks, devices=None, max_size=None, timeout_ms=0, wire=None):
     """Every rank in this process (symmem_comm_init_all), one SymmemCommunicator each: devices[r] is rank r's
     GPU (repeats allowed: several ranks on one GPU); None puts rank r on GPU r. Drive rank r from its own
     thread (each with its own stream): collectives on several ranks wait for each other on the device."""
     comms = symmem.Comm.init_all(nranks, devices=devices, timeout_ms=timeout_ms)
     k = next(_inproc_ids)
-    out = [SymmemCommunicator._from_comm(c, f"symmem-inproc{k}:{r}", max_size) for r, c in enumerate(comms)]
+    out = [SymmemCommunicator._from_comm(c, f"symmem-inproc{k}:{r}", max_size, wire) for r, c in enumerate(comms)]
     for c in out:
         c._colocated = tuple(o.rank for o in out if o is not c and o.device == c.device)
     return out

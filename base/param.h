@@ -44,7 +44,8 @@ extern "C" {
       "search path)")                                                                                      \
     X(ALGO, STR, "auto",                                                                                   \
       "force a collective algorithm (auto: the library chooses), by name:" SYMMEM_ALGO_LIST(               \
-          SYMMEM_PARAM_ALGO_NAME_))                                                                        \
+          SYMMEM_PARAM_ALGO_NAME_) "; the lossy wire_int8 runs only where a call names it (here: ignored, " \
+      "with a warning)")                                                                                   \
     X(WORKSPACE_BYTES, SIZE, "64M",                                                                        \
       "per-rank collective workspace: three Lamport buffers of the largest power of two at most 1/8 of it " \
       "plus 16 KiB, and two data halves; messages larger than a round of it run in rounds")                \

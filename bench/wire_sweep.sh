@@ -51,7 +51,8 @@ fi
   echo '```'
   nvidia-smi --query-gpu=index,name,driver_version,pcie.link.gen.current,pcie.link.width.current,memory.total \
     --format=csv,noheader 2>&1
-  echo "build: $BUILD  ranks: $RANKS  placements: $PLACEMENTS  groups: $GROUPS_  sizes: ${WIRE_MINB:-4M}..${WIRE_MAXB:-64M}"
+  echo "build: $BUILD  ranks: $RANKS  placements: $PLACEMENTS  groups: $GROUPS_"
+  echo "sizes: ${WIRE_MINB:-4M}..${WIRE_MAXB:-64M}"
   echo "MPS: ${CUDA_MPS_PIPE_DIRECTORY:-not used}  op library: ${SYMMEM_TORCH_LIBRARY:-none (ctypes ops)}"
   echo '```'
   echo

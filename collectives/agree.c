@@ -147,9 +147,9 @@ static symmem_status_t agree_across_ranks(symmem_comm_t comm, struct symmem_coll
         /* a call asking for the compressed wire must run the same kernel everywhere */
         if (all[r].wire_min_bytes != me.wire_min_bytes || all[r].wire_group != me.wire_group)
             return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
-                                    "SYMMEM_WIRE_MIN_BYTES or SYMMEM_WIRE_GROUP differs between ranks (rank %d: %" PRIu64
-                                    " bytes, group %d; this rank: %" PRIu64 " bytes, group %d): every rank must set "
-                                    "the same",
+                                    "SYMMEM_WIRE_MIN_BYTES or SYMMEM_WIRE_GROUP differs between ranks (rank %d: "
+                                    "%" PRIu64 " bytes, group %d; this rank: %" PRIu64 " bytes, group %d): every rank "
+                                    "must set the same",
                                     r, all[r].wire_min_bytes, all[r].wire_group, me.wire_min_bytes, me.wire_group);
         if (all[r].table_hash != me.table_hash) table_differs = 1;
         if (islands_differ < 0 && (all[r].island_ok != me.island_ok ||

@@ -39,8 +39,8 @@ __device__ __forceinline__ void wire_unpack(uint2 q, float scale, float *f)
 
 /* One step at position pk of the round (every lane of the warp calls it: the quantizing steps shuffle). */
 template <typename T>
-__device__ __forceinline__ void wire_step(const WP &wp, const Geo &g, const symmem_island_step_t &st, uint64_t half_start,
-                                          uint64_t off, uint64_t pk, uint64_t scale_off)
+__device__ __forceinline__ void wire_step(const WP &wp, const Geo &g, const symmem_island_step_t &st,
+                                          uint64_t half_start, uint64_t off, uint64_t pk, uint64_t scale_off)
 {
     constexpr int V = Pack<T>::V;
     static_assert(V == SYMMEM_WIRE_PACK_VALUES, "the wire carries 16-bit dtypes");
@@ -110,7 +110,8 @@ __device__ __forceinline__ void wire_step(const WP &wp, const Geo &g, const symm
         if (SYMMEM_ISLAND_END_WHERE(e) == SYMMEM_ISLAND_OUT) {
             store_user<T>(g.recv, elem, Conv<T>::pack(acc), nv, g.aligned);
         } else {
-            char *slot = p.ws[SYMMEM_ISLAND_END_RANK(e)] + half_start + (uint64_t)SYMMEM_ISLAND_END_SLOT(e) * wp.slot_bytes;
+            char *slot =
+                p.ws[SYMMEM_ISLAND_END_RANK(e)] + half_start + (uint64_t)SYMMEM_ISLAND_END_SLOT(e) * wp.slot_bytes;
             st8(slot + pk * 8, q);
             /* the group's first lane: valid packs are a prefix of the round, so it is valid when any is */
             if (pk % lanes == 0) reinterpret_cast<float *>(slot + scale_off)[pk / lanes] = scale;

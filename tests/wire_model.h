@@ -74,11 +74,13 @@ static void wm_step(const wire_model_t *m, int r, const symmem_island_step_t *st
             const uint16_t e = st->src[j];
             float f[8];
             if (SYMMEM_ISLAND_END_WHERE(e) == SYMMEM_ISLAND_IN) {
-                for (int k = 0; k < 8; k++) f[k] = k < nv[l] ? wm_to_f(m->dt, in[r][(uint64_t)s * m->stride + i + k]) : 0.0f;
+                for (int k = 0; k < 8; k++)
+                    f[k] = k < nv[l] ? wm_to_f(m->dt, in[r][(uint64_t)s * m->stride + i + k]) : 0.0f;
             } else {
                 const int sl = SYMMEM_ISLAND_END_SLOT(e);
                 const float sc = ws[r].scale[(uint64_t)sl * groups + pk / m->lanes];
-                for (int k = 0; k < 8; k++) f[k] = symmem_wire_dequant(ws[r].q[((uint64_t)sl * m->segp + pk) * 8 + k], sc);
+                for (int k = 0; k < 8; k++)
+                    f[k] = symmem_wire_dequant(ws[r].q[((uint64_t)sl * m->segp + pk) * 8 + k], sc);
             }
             for (int k = 0; k < 8; k++) acc[l][k] = j == 0 ? f[k] : SYMMEM_WIRE_ADD(acc[l][k], f[k]);
         }
@@ -218,7 +220,8 @@ static void wm_fill(int kind, symmem_dtype_t dt, uint64_t seed, int rank, int n,
 /* ---- the bound and the error figures ------------------------------------------------------------------- */
 /* w[i] += max |x[j]| over |j - i| < group, j in [0, count): van Herk's blocks of 2 * group - 1 (prefix and
  * suffix maxima) for the full windows, the few clipped ones at the ends directly. tmp: 2 * count floats. */
-static void wm_add_window_max(const uint16_t *x, symmem_dtype_t dt, uint64_t count, uint32_t group, double *w, float *tmp)
+static void wm_add_window_max(const uint16_t *x, symmem_dtype_t dt, uint64_t count, uint32_t group, double *w,
+                              float *tmp)
 {
     const uint64_t b = 2 * (uint64_t)group - 1;
     float *pre = tmp, *suf = tmp + count;

@@ -134,8 +134,9 @@ static int data_one(cc_ctx_t *ctx, wire_state_t *S, const data_case_t *c, int *f
             if (S->got[k] != S->model[0][k] &&
                 !(isnan(wm_to_f(c->dt, S->got[k])) && isnan(wm_to_f(c->dt, S->model[0][k]))))
                 if (differ++ == 0) first = k;
-        CC_EXPECT(ctx, failures, differ == 0, "%s: %zu elements differ from the CPU model, the first at %zu: %g, model %g",
-                  name, differ, first, wm_to_f(c->dt, S->got[first]), wm_to_f(c->dt, S->model[0][first]));
+        CC_EXPECT(ctx, failures, differ == 0,
+                  "%s: %zu elements differ from the CPU model, the first at %zu: %g, model %g", name, differ, first,
+                  wm_to_f(c->dt, S->got[first]), wm_to_f(c->dt, S->model[0][first]));
         CC_EXPECT(ctx, failures, e.nonfinite == 0 && e.max_over_bound <= 1.0,
                   "%s: %llu non-finite results, error %.3f of the bound at element %llu", name,
                   (unsigned long long)e.nonfinite, e.max_over_bound, (unsigned long long)e.worst);
@@ -161,7 +162,8 @@ static int case_data(cc_ctx_t *ctx, void *arg, int dti, int *fatal)
     for (int kind = 0; kind < WM_KINDS && !*fatal; kind++)
         for (int k = 0; k < 3 && !*fatal; k++) {
             if (!counts[k] || (k == 2) != (kind == WM_TP)) continue; /* the TP data at its shape only */
-            const data_case_t c = {dt, kind, counts[k], (kind + k + dti) % 2, 0xd47aull + (uint64_t)(dti * 16 + kind * 4 + k)};
+            const data_case_t c = {dt, kind, counts[k], (kind + k + dti) % 2,
+                                   0xd47aull + (uint64_t)(dti * 16 + kind * 4 + k)};
             failures += data_one(ctx, S, &c, fatal);
         }
     return failures;
@@ -200,8 +202,10 @@ static int case_graph(cc_ctx_t *ctx, void *arg, int param, int *fatal)
         cudaError_t e = cc_dev_spin(20000, G[i].iter, n, R->rank, R->stream);
         symmem_status_t st = SYMMEM_OK;
         if (e == cudaSuccess) e = cc_dev_fill(S->din[i], dt, count, seed, G[i].iter, R->rank, 0, R->stream);
-        if (e == cudaSuccess) st = symmem_all_reduce(R->comm, S->din[i], S->dout[i], count, dt, SYMMEM_OP_SUM, ALGO, R->stream);
-        if (e == cudaSuccess && st == SYMMEM_OK) e = cc_dev_record(G[i].hist_a, S->dout[i], bytes, G[i].iter, R->stream);
+        if (e == cudaSuccess)
+            st = symmem_all_reduce(R->comm, S->din[i], S->dout[i], count, dt, SYMMEM_OP_SUM, ALGO, R->stream);
+        if (e == cudaSuccess && st == SYMMEM_OK)
+            e = cc_dev_record(G[i].hist_a, S->dout[i], bytes, G[i].iter, R->stream);
         if (e == cudaSuccess && st == SYMMEM_OK)
             e = cc_dev_fill(G[i].io, dt, count, seed ^ 0x1234ull, G[i].iter, R->rank, 0, R->stream);
         if (e == cudaSuccess && st == SYMMEM_OK)
@@ -255,7 +259,8 @@ static int case_graph(cc_ctx_t *ctx, void *arg, int param, int *fatal)
                 if (k == replays - 1 && which == 1) {
                     const wm_err_t e = wm_error((const uint16_t *const *)S->in, n, dt, count, group, quantizations,
                                                 S->got);
-                    CC_EXPECT(ctx, failures, e.max_over_bound <= 1.0, "last replay: %.3f of the bound", e.max_over_bound);
+                    CC_EXPECT(ctx, failures, e.max_over_bound <= 1.0, "last replay: %.3f of the bound",
+                              e.max_over_bound);
                 }
             }
         h_l[i] = h;
@@ -330,8 +335,8 @@ static int case_refusals(cc_ctx_t *ctx, void *arg, int param, int *fatal)
         CC_EXPECT(ctx, failures, st == SYMMEM_INVALID_ARGUMENT && strstr(symmem_last_error(), "bfloat16 and float16"),
                   "float32: %s: %s", symmem_status_name(st), symmem_last_error());
         st = symmem_all_reduce(R->comm, S->din[i], S->dout[i], count, SYMMEM_BFLOAT16, SYMMEM_OP_MAX, ALGO, R->stream);
-        CC_EXPECT(ctx, failures, st == SYMMEM_INVALID_ARGUMENT && strstr(symmem_last_error(), "sum only"), "max: %s: %s",
-                  symmem_status_name(st), symmem_last_error());
+        CC_EXPECT(ctx, failures, st == SYMMEM_INVALID_ARGUMENT && strstr(symmem_last_error(), "sum only"),
+                  "max: %s: %s", symmem_status_name(st), symmem_last_error());
         st = symmem_reduce_scatter(R->comm, S->din[i], S->dout[i], count / (size_t)ctx->nranks, SYMMEM_BFLOAT16,
                                    SYMMEM_OP_SUM, ALGO, R->stream);
         CC_EXPECT(ctx, failures, st == SYMMEM_INVALID_ARGUMENT && strstr(symmem_last_error(), "all_reduce only"),

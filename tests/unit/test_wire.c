@@ -61,7 +61,8 @@ static void round_trip_every_group_and_dtype(void)
                 const int g = (int)groups[gi];
                 const symmem_dtype_t dt = dtypes[di];
                 /* fp16: up to 300, so that the outliers (x100) stay finite */
-                const double mag = dt == SYMMEM_FLOAT16 ? pow(10.0, -4.0 + 6.5 * urand()) : pow(10.0, -30.0 + 60.0 * urand());
+                const double mag =
+                    dt == SYMMEM_FLOAT16 ? pow(10.0, -4.0 + 6.5 * urand()) : pow(10.0, -30.0 + 60.0 * urand());
                 for (int k = 0; k < g; k++) {
                     double v = (urand() - 0.5) * 2.0 * mag;
                     if (t % 3 == 1 && urand() < 0.05) v *= 100.0; /* outliers */
@@ -73,8 +74,9 @@ static void round_trip_every_group_and_dtype(void)
                 for (int k = 0; k < g; k++) amax = fmaxf(amax, fabsf(x[k]));
                 for (int k = 0; k < g; k++) {
                     CHECK(q[k] >= -127 && q[k] <= 127);
-                    EXPECT_MSG(fabs((double)y[k] - x[k]) <= amax * (1.0 / 254 + 3e-7) + (amax < SYMMEM_WIRE_TINY ? SYMMEM_WIRE_TINY : 0.0f), "G %d %s x %g y %g amax %g", g,
-                               symmem_dtype_name(dt), x[k], y[k], amax);
+                    EXPECT_MSG(fabs((double)y[k] - x[k]) <=
+                                   amax * (1.0 / 254 + 3e-7) + (amax < SYMMEM_WIRE_TINY ? SYMMEM_WIRE_TINY : 0.0f),
+                               "G %d %s x %g y %g amax %g", g, symmem_dtype_name(dt), x[k], y[k], amax);
                     if (fabsf(x[k]) == amax && amax >= SYMMEM_WIRE_TINY) {
                         EXPECT(abs(q[k]) == 127);
                         EXPECT_MSG(fabs((double)fabsf(y[k]) - amax) <= amax * 2.5e-7, "%g %g", y[k], amax);
@@ -130,7 +132,8 @@ static void round_trip_edges(void)
             for (int k = 0; k < 32; k++) CHECK(isnan(y[k]) && q[k] == 0);
         }
     /* the NaN-keeping maximum: a NaN on either side wins */
-    CHECK(isnan(symmem_wire_amax(NAN, 1.0f)) && isnan(symmem_wire_amax(1.0f, NAN)) && symmem_wire_amax(2.0f, 1.0f) == 2.0f);
+    CHECK(isnan(symmem_wire_amax(NAN, 1.0f)) && isnan(symmem_wire_amax(1.0f, NAN)) &&
+          symmem_wire_amax(2.0f, 1.0f) == 2.0f);
 }
 
 /* The calls it serves, the threshold, one rank, and the settings' defaults and validation. */
@@ -140,15 +143,21 @@ static void route_and_threshold(void)
     const size_t t = MIB;
     CHECK(symmem_wire_route(SYMMEM_COLL_ALL_REDUCE, SYMMEM_OP_SUM, SYMMEM_BFLOAT16, 8, t - 2, t, err, sizeof err) == 0);
     CHECK(symmem_wire_route(SYMMEM_COLL_ALL_REDUCE, SYMMEM_OP_SUM, SYMMEM_BFLOAT16, 8, t, t, err, sizeof err) == 1);
-    CHECK(symmem_wire_route(SYMMEM_COLL_ALL_REDUCE, SYMMEM_OP_SUM, SYMMEM_FLOAT16, 2, 64 * MIB, t, err, sizeof err) == 1);
+    CHECK(symmem_wire_route(SYMMEM_COLL_ALL_REDUCE, SYMMEM_OP_SUM, SYMMEM_FLOAT16, 2, 64 * MIB, t, err, sizeof err) ==
+          1);
     CHECK(symmem_wire_route(SYMMEM_COLL_ALL_REDUCE, SYMMEM_OP_SUM, SYMMEM_FLOAT16, 16, 2, 0, err, sizeof err) == 1);
-    CHECK(symmem_wire_route(SYMMEM_COLL_ALL_REDUCE, SYMMEM_OP_SUM, SYMMEM_BFLOAT16, 1, 64 * MIB, t, err, sizeof err) == 0);
-    CHECK(symmem_wire_route(SYMMEM_COLL_REDUCE_SCATTER, SYMMEM_OP_SUM, SYMMEM_BFLOAT16, 8, 64 * MIB, t, err, sizeof err) == -1);
+    CHECK(symmem_wire_route(SYMMEM_COLL_ALL_REDUCE, SYMMEM_OP_SUM, SYMMEM_BFLOAT16, 1, 64 * MIB, t, err, sizeof err) ==
+          0);
+    CHECK(symmem_wire_route(SYMMEM_COLL_REDUCE_SCATTER, SYMMEM_OP_SUM, SYMMEM_BFLOAT16, 8, 64 * MIB, t, err,
+                            sizeof err) == -1);
     CHECK_CONTAINS(err, "all_reduce only");
-    CHECK(symmem_wire_route(SYMMEM_COLL_ALL_GATHER, SYMMEM_OP_SUM, SYMMEM_BFLOAT16, 8, 64 * MIB, t, err, sizeof err) == -1);
-    CHECK(symmem_wire_route(SYMMEM_COLL_ALL_REDUCE, SYMMEM_OP_MAX, SYMMEM_BFLOAT16, 8, 64 * MIB, t, err, sizeof err) == -1);
+    CHECK(symmem_wire_route(SYMMEM_COLL_ALL_GATHER, SYMMEM_OP_SUM, SYMMEM_BFLOAT16, 8, 64 * MIB, t, err, sizeof err) ==
+          -1);
+    CHECK(symmem_wire_route(SYMMEM_COLL_ALL_REDUCE, SYMMEM_OP_MAX, SYMMEM_BFLOAT16, 8, 64 * MIB, t, err, sizeof err) ==
+          -1);
     CHECK_CONTAINS(err, "sum only");
-    CHECK(symmem_wire_route(SYMMEM_COLL_ALL_REDUCE, SYMMEM_OP_SUM, SYMMEM_FLOAT32, 8, 64 * MIB, t, err, sizeof err) == -1);
+    CHECK(symmem_wire_route(SYMMEM_COLL_ALL_REDUCE, SYMMEM_OP_SUM, SYMMEM_FLOAT32, 8, 64 * MIB, t, err, sizeof err) ==
+          -1);
     CHECK_CONTAINS(err, "bfloat16 and float16");
     /* an error whatever the size: the call is wrong below the threshold too */
     CHECK(symmem_wire_route(SYMMEM_COLL_ALL_REDUCE, SYMMEM_OP_MIN, SYMMEM_FLOAT16, 8, 16, t, err, sizeof err) == -1);
@@ -164,7 +173,8 @@ static void route_and_threshold(void)
     CHECK(symmem_param_size(SYMMEM_PARAM_WIRE_MIN_BYTES) == 16 * MIB);
     CHECK(symmem_param_int(SYMMEM_PARAM_WIRE_GROUP) == 128);
     CHECK(symmem_wire_group_ok(32) && symmem_wire_group_ok(64) && symmem_wire_group_ok(128));
-    CHECK(!symmem_wire_group_ok(16) && !symmem_wire_group_ok(96) && !symmem_wire_group_ok(256) && !symmem_wire_group_ok(0));
+    CHECK(!symmem_wire_group_ok(16) && !symmem_wire_group_ok(96) && !symmem_wire_group_ok(256) &&
+          !symmem_wire_group_ok(0));
 }
 
 /* Lossy means asked for: no built-in table holds it (every link class, 2..16 ranks, with islands), the table
@@ -194,7 +204,8 @@ static void never_chosen_by_auto(void)
     symmem_coll_tuning_t t;
     const topo_choice_facts_t f = {.nranks = 8, .link = SYMMEM_LINK_PCIE};
     symmem_coll_tune_init(&t, "fpW", &f);
-    CHECK_ST(symmem_coll_tune_set(&t, SYMMEM_COLL_ALL_REDUCE, 64 * MIB, SYMMEM_ALGO_WIRE_INT8), SYMMEM_INVALID_ARGUMENT);
+    CHECK_ST(symmem_coll_tune_set(&t, SYMMEM_COLL_ALL_REDUCE, 64 * MIB, SYMMEM_ALGO_WIRE_INT8),
+             SYMMEM_INVALID_ARGUMENT);
     char path[] = "/tmp/symmem_test_wire_XXXXXX";
     const int fd = mkstemp(path);
     CHECK(fd >= 0);
@@ -357,13 +368,15 @@ static void two_shot_direct(const wire_model_t *m, const uint16_t *const *in, ui
                         for (uint64_t i = g0; i < ge; i++)
                             v[i - g0] = symmem_wire_dequant(symmem_wire_quant(v[i - g0], s.inv), s.scale);
                     }
-                    for (uint64_t i = g0; i < ge; i++) sum[i - g0] = q == 0 ? v[i - g0] : SYMMEM_WIRE_ADD(sum[i - g0], v[i - g0]);
+                    for (uint64_t i = g0; i < ge; i++)
+                        sum[i - g0] = q == 0 ? v[i - g0] : SYMMEM_WIRE_ADD(sum[i - g0], v[i - g0]);
                 }
                 float amax = 0.0f;
                 for (uint64_t i = g0; i < ge; i++) amax = symmem_wire_amax(amax, fabsf(sum[i - g0]));
                 const symmem_wire_scale_t s = symmem_wire_scale_of(amax);
                 for (uint64_t i = g0; i < ge; i++)
-                    out[start + i] = wm_from_f(m->dt, symmem_wire_dequant(symmem_wire_quant(sum[i - g0], s.inv), s.scale));
+                    out[start + i] =
+                        wm_from_f(m->dt, symmem_wire_dequant(symmem_wire_quant(sum[i - g0], s.inv), s.scale));
             }
         }
     }
@@ -433,8 +446,10 @@ static void model_against_bound(void)
                         uint16_t *direct = malloc(mc->count * 2);
                         CHECK(direct);
                         two_shot_direct(&m, (const uint16_t *const *)keep, direct);
-                        EXPECT_MSG(memcmp(direct, R.out[0], mc->count * 2) == 0, "%s: the schedule's result differs from "
-                                   "the direct two-shot", what);
+                        EXPECT_MSG(memcmp(direct, R.out[0], mc->count * 2) == 0,
+                                   "%s: the schedule's result differs from "
+                                   "the direct two-shot",
+                                   what);
                         free(direct);
                     }
                     /* and the check itself: one result moved by twice its bound fails it */

@@ -119,6 +119,28 @@ def error_row(kind, dev, comm, count, n, rank, group, quantizations, seed):
     return out
 
 
+def island_count(dev):
+    """How many islands the library's wire schedule follows (collectives/init.c): SYMMEM_ISLANDS' list, else the
+    ranks' GPUs' NUMA nodes (unknown ones together), gathered over the group."""
+    import torch
+    import torch.distributed as dist
+
+    env = os.environ.get("SYMMEM_ISLANDS", "").strip()
+    if env:
+        return env.count(",") + 1
+    p = torch.cuda.get_device_properties(dev)
+    node = -1
+    try:
+        bdf = f"{p.pci_domain_id:04x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
+        with open(f"/sys/bus/pci/devices/{bdf}/numa_node") as f:
+            node = int(f.read().strip())
+    except (OSError, ValueError, AttributeError):
+        pass
+    nodes = [None] * dist.get_world_size()
+    dist.all_gather_object(nodes, max(node, -1))
+    return len(set(nodes))
+
+
 def worker(rank, world, port, args):
     import torch
     import torch.distributed as dist
@@ -193,6 +215,8 @@ def worker(rank, world, port, args):
         size *= args.f
 
     errors = []
+    if args.quantizations is None:  # the bound's: one more quantization with several islands
+        args.quantizations = 3 if island_count(dev) > 1 else 2
     if args.errors:
         for kind in ("normal", "heavy-tailed", "tp-forward"):
             count = args.max_bytes // 2 if kind != "tp-forward" else (args.max_bytes // 2) // ROW * ROW
@@ -245,8 +269,8 @@ def main():
     ap.add_argument("-R", type=int, default=5)
     ap.add_argument("--errors", type=int, default=1)
     ap.add_argument("--quantizations", type=int, default=None,
-                    help="the bound's: 2 with one island (default), 3 with several (default when SYMMEM_ISLANDS "
-                         "names several; GPUs on several NUMA nodes form islands too: pass 3 there)")
+                    help="the bound's: 2 with one island, 3 with several (default: from SYMMEM_ISLANDS, else the "
+                         "ranks' GPUs' NUMA nodes, as the library splits them)")
     ap.add_argument("--exact", default=DEFAULT_EXACT, help="exact algorithms forced beside auto, or 'all'")
     ap.add_argument("--markdown", default=None)
     args = ap.parse_args()
@@ -256,8 +280,6 @@ def main():
         args.exact = [a for a in symmem.algo_names()[1:] if a not in ("invalid_algo", "wire_int8")]
     else:
         args.exact = [a for a in args.exact.split(",") if a]
-    if args.quantizations is None:
-        args.quantizations = 3 if "," in os.environ.get("SYMMEM_ISLANDS", "") else 2
     refused = tsu.gpus_refuse(args.nranks)
     if refused:
         print(refused[1], file=sys.stderr)

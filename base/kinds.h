@@ -45,6 +45,10 @@ int symmem_algo_lookup(const char *name);
 int symmem_algo_listed(int algo);
 /* The form named `name` ("ord", "sym_in", "sym_out", "sym": symmem_form_name's spelling), or -1. */
 int symmem_form_lookup(const char *name);
+/* Whether `algo` is lossy (SYMMEM_ALGO_WIRE_INT8, the compressed wire: collectives/wire.h): it runs only where
+ * a call names it; AUTO's tables, SYMMEM_ALGO, the tuning file, the autotune and every "all algorithms"
+ * list (the bench's -a all, the tests of every algorithm) leave it out. */
+int symmem_algo_lossy(int algo);
 
 #ifdef __cplusplus
 }

@@ -86,6 +86,8 @@ int symmem_algo_listed(int algo)
     }
 }
 
+int symmem_algo_lossy(int algo) { return algo == SYMMEM_ALGO_WIRE_INT8; }
+
 symmem_status_t symmem_algo_from_name(const char *name, symmem_algo_t *algo)
 {
     const int a = symmem_algo_lookup(name);

@@ -44,7 +44,8 @@ extern "C" {
       "search path)")                                                                                      \
     X(ALGO, STR, "auto",                                                                                   \
       "force a collective algorithm (auto: the library chooses), by name:" SYMMEM_ALGO_LIST(               \
-          SYMMEM_PARAM_ALGO_NAME_))                                                                        \
+          SYMMEM_PARAM_ALGO_NAME_) "; the lossy wire_int8 runs only where a call names it (here: ignored, " \
+      "with a warning)")                                                                                   \
     X(WORKSPACE_BYTES, SIZE, "64M",                                                                        \
       "per-rank collective workspace: three Lamport buffers of the largest power of two at most 1/8 of it " \
       "plus 16 KiB, and two data halves; messages larger than a round of it run in rounds")                \
@@ -97,7 +98,14 @@ extern "C" {
     X(ISLANDS, STR, "",                                                                                    \
       "the island algorithm's islands (CPU sockets), e.g. 0-3,4-7 or 0-1+4-5,2-3+6-7 (ranges joined by +; " \
       "empty: by each GPU's NUMA node); every rank must set the same: where ranks differ, the island "     \
-      "algorithm is off everywhere (docs/collectives.md, \"Island schedule\")")
+      "algorithm is off everywhere (docs/collectives.md, \"Island schedule\")")                           \
+    X(WIRE_MIN_BYTES, SIZE, "1M",                                                                          \
+      "compressed-wire all-reduces (wire_int8, torch's wire=\"int8\": lossy, only where a call asks) of fewer " \
+      "bytes than this run the exact algorithm AUTO chooses instead; every rank must set the same "       \
+      "(docs/collectives.md, \"Compressed wire\")")                                                         \
+    X(WIRE_GROUP, INT, "32",                                                                               \
+      "values per int8 scale group of the compressed wire: 32, 64 or 128 (fewer bytes on the wire with "   \
+      "larger groups, a larger error where a group holds an outlier); every rank must set the same")
 
 typedef enum symmem_param_id {
 #define SYMMEM_PARAM_ENUM_(name, type, def, doc) SYMMEM_PARAM_##name,

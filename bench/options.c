@@ -39,7 +39,8 @@ static void usage(void)
     print_names("sum", SYMMEM_REDOP_COUNT, redop_at);
     printf("\n  -a ALGO     auto (default), all, or one or more (comma-separated) of:");
     for (int a = SYMMEM_ALGO_AUTO + 1; a < SYMMEM_ALGO_COUNT; a++)
-        if (symmem_algo_listed(a)) printf("%s %s", a == SYMMEM_ALGO_AUTO + 1 ? "" : ",", symmem_algo_name((symmem_algo_t)a));
+        if (symmem_algo_listed(a) && !symmem_algo_lossy(a))
+            printf("%s %s", a == SYMMEM_ALGO_AUTO + 1 ? "" : ",", symmem_algo_name((symmem_algo_t)a));
     printf("\n"
            "              auto rows show the algorithm the table chose, e.g. auto:twoshot_pull\n"
            "  -t COLL     ");
@@ -105,7 +106,7 @@ static int parse_algos(const char *v, opts_t *o)
     if (!strcasecmp(v, "all")) {
         o->nalgos = 0;
         for (int k = 0; k < SYMMEM_ALGO_COUNT; k++)
-            if (symmem_algo_listed(k)) o->algos[o->nalgos++] = k;
+            if (symmem_algo_listed(k) && !symmem_algo_lossy(k)) o->algos[o->nalgos++] = k;
         return 0;
     }
     o->nalgos = 0;
@@ -116,6 +117,11 @@ static int parse_algos(const char *v, opts_t *o)
         snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), p);
         if (len >= sizeof name || symmem_algo_from_name(name, &al) != SYMMEM_OK) {
             fprintf(stderr, "symmem-bench: unknown algorithm %.*s\n", (int)len, p);
+            return -1;
+        }
+        if (symmem_algo_lossy((int)al)) { /* its results are not exact: the bench's check would call them wrong */
+            fprintf(stderr, "symmem-bench: %s is lossy; bench/torch_wire_bench.py times it beside the exact "
+                            "algorithms and measures its error\n", name);
             return -1;
         }
         int seen = 0;
@@ -244,10 +250,10 @@ static int check_options(opts_t *o)
         fprintf(stderr, "symmem-bench: --tune measures at most %d sizes; raise -f or narrow -b/-e\n", BENCH_MAX_SIZES);
         return -1;
     }
-    /* every concrete algorithm; auto is what is being built */
+    /* every concrete exact algorithm; auto is what is being built */
     o->nalgos = 0;
     for (int k = SYMMEM_ALGO_AUTO + 1; k < SYMMEM_ALGO_COUNT; k++)
-        if (symmem_algo_listed(k)) o->algos[o->nalgos++] = k;
+        if (symmem_algo_listed(k) && !symmem_algo_lossy(k)) o->algos[o->nalgos++] = k;
     return 0;
 }
 

@@ -82,6 +82,8 @@ typedef struct agree {
     int32_t lam_check;
     int32_t island_ok;    /* the island algorithm is available here (island_error empty) */
     uint64_t islands_hash; /* of the split it would run (symmem_island_hash) */
+    uint64_t wire_min_bytes; /* the compressed wire's threshold and group (wire.h) */
+    int32_t wire_group;
 } agree_t;
 
 /* Ranks that split into islands differently (SYMMEM_ISLANDS set on some ranks only, or to different lists;
@@ -105,7 +107,7 @@ static symmem_status_t agree_across_ranks(symmem_comm_t comm, struct symmem_coll
 {
     agree_t me = {co->grid.max_grid, co->grid.min_threads, (int32_t)co->tuning.env_algo,
                   topo_table_hash(&co->tuning.table), co->pdl, co->probe, co->lam_check, co->island_error[0] == '\0',
-                  co->islands_hash},
+                  co->islands_hash, co->wire.min_bytes, (int32_t)co->wire.group},
             all[SYMMEM_MAX_RANKS];
     SYMMEM_CHECK(symmem_comm_allgather(comm, &me, all, sizeof me));
     int table_differs = 0, probe_differs = 0, islands_differ = -1;
@@ -123,6 +125,13 @@ static symmem_status_t agree_across_ranks(symmem_comm_t comm, struct symmem_coll
                                     "use the same algorithm",
                                     r, symmem_algo_name((symmem_algo_t)all[r].env_algo),
                                     symmem_algo_name(co->tuning.env_algo));
+        /* a call asking for the compressed wire must run the same kernel everywhere */
+        if (all[r].wire_min_bytes != me.wire_min_bytes || all[r].wire_group != me.wire_group)
+            return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                                    "SYMMEM_WIRE_MIN_BYTES or SYMMEM_WIRE_GROUP differs between ranks (rank %d: "
+                                    "%" PRIu64 " bytes, group %d; this rank: %" PRIu64 " bytes, group %d): every rank "
+                                    "must set the same",
+                                    r, all[r].wire_min_bytes, all[r].wire_group, me.wire_min_bytes, me.wire_group);
         if (all[r].table_hash != me.table_hash) table_differs = 1;
         if (islands_differ < 0 && (all[r].island_ok != me.island_ok ||
                                    (me.island_ok && all[r].islands_hash != me.islands_hash)))
@@ -176,8 +185,13 @@ static void table_wishes(symmem_comm_t comm, struct symmem_coll *co)
     symmem_coll_tune_init(&co->tuning, key, &facts);
     const char *env = symmem_param_str(SYMMEM_PARAM_ALGO);
     const int env_algo = env[0] ? symmem_algo_lookup(env) : SYMMEM_ALGO_AUTO;
-    co->tuning.env_algo = env_algo < 0 ? SYMMEM_ALGO_AUTO : (symmem_algo_t)env_algo;
+    co->tuning.env_algo = env_algo < 0 || symmem_algo_lossy(env_algo) ? SYMMEM_ALGO_AUTO : (symmem_algo_t)env_algo;
     if (env_algo < 0) SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "SYMMEM_ALGO=%s is not an algorithm; using auto", env);
+    else if (symmem_algo_lossy(env_algo))
+        SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
+                    "SYMMEM_ALGO=%s is lossy and runs only where a call asks for it (the algo argument; torch's "
+                    "wire=\"int8\"); using auto",
+                    env);
     symmem_coll_tune_load_cached(&co->tuning);
 }
 

@@ -23,13 +23,15 @@ extern "C" {
 /* Kernel families: one kernel template each (collectives/<file>.cu), instantiated per dtype x op:
  * X(NAME, value, file). The Lamport family has a second instantiation with the round headers of
  * SYMMEM_LAMPORT_CHECK (launch.cu). The copy-engine family's kernel is a step of a host-driven schedule
- * (copy_engine.h), launched by copy_engine.c with parameters of its own, never by symmem_coll_launch. */
+ * (copy_engine.h), launched by copy_engine.c with parameters of its own, never by symmem_coll_launch; the
+ * island and wire families' kernels take a schedule beside the parameters (island.h, wire.h). */
 #define SYMMEM_COLL_FAMILY_LIST(X)                                                                         \
     X(PULL, 0, pull)                                                                                       \
     X(PUSH, 1, push)                                                                                       \
     X(LAMPORT, 2, lamport)                                                                                 \
     X(ISLAND, 3, island)                                                                                   \
-    X(COPY, 4, copy_engine)
+    X(COPY, 4, copy_engine)                                                                                \
+    X(WIRE, 5, wire)
 
 typedef enum symmem_coll_family {
     SYMMEM_COLL_FAM_NONE = -1, /* the row serves no such operation (AUTO) */
@@ -158,6 +160,15 @@ static inline uint64_t symmem_coll_packs_count(const symmem_coll_packs_t *packs,
                    .packs_zero_copy_out = {.per_n = SYMMEM_ISLAND_SLOTS_PER_RANK},                         \
                    .epochs_per_round = SYMMEM_ISLAND_EPOCHS_PER_ROUND)
 #define SYMMEM_COLL_DESC_ISLAND SYMMEM_COLL_ROW(SYMMEM_COLL_OP_ISLAND_, SYMMEM_COLL_OP_ISLAND_, SYMMEM_COLL_OP_ISLAND_)
+
+/* the compressed wire (wire.h): all-reduce only, the island schedule's all-reduce over quantized slots. Its
+ * slots hold about 9 bytes per 16-byte pack of input, so its rounds are planned by symmem_wire_geometry from
+ * the schedule's slots; the packs here bound what the generic geometry would grant it. */
+#define SYMMEM_COLL_DESC_WIRE_INT8                                                                         \
+    SYMMEM_COLL_ROW(SYMMEM_COLL_OP(WIRE, .packs = {.per_n = SYMMEM_ISLAND_SLOTS_PER_RANK},                 \
+                                   .packs_zero_copy_out = {.per_n = SYMMEM_ISLAND_SLOTS_PER_RANK},         \
+                                   .epochs_per_round = SYMMEM_ISLAND_EPOCHS_PER_ROUND),                    \
+                    SYMMEM_COLL_OP_NONE, SYMMEM_COLL_OP_NONE)
 
 /* The row of `algo` for `kind` (all_reduce, reduce_scatter, all_gather); NULL outside the table. */
 const symmem_coll_algo_op_t *symmem_coll_algo(symmem_coll_kind_t kind, symmem_algo_t algo);

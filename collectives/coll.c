@@ -74,8 +74,8 @@ void symmem_coll_params_base(symmem_comm_t comm, symmem_coll_params_t *p)
     p->timeout_ns = comm->timeout_ms > 0 ? (uint64_t)comm->timeout_ms * 1000000u : 0;
 }
 
-/* The call's own parameters: buffers, kind, algorithm, dtype, op, alignment, in place. */
-static void call_params(symmem_comm_t comm, const symmem_coll_call_t *c, symmem_algo_t algo, symmem_coll_params_t *p)
+void symmem_coll_call_params(symmem_comm_t comm, const symmem_coll_call_t *c, symmem_algo_t algo,
+                             symmem_coll_params_t *p)
 {
     const size_t elem_size = symmem_dtype_size(c->dtype);
     symmem_coll_params_base(comm, p);
@@ -156,10 +156,14 @@ static symmem_status_t run_collective(symmem_comm_t comm, const symmem_coll_call
     /* a table (tuning file, SYMMEM_ALGO) naming the island algorithm where it is unavailable (warned at init):
      * AUTO runs the staged permutation instead; an explicit request fails below with the reason */
     if (c->algo == SYMMEM_ALGO_AUTO && algo == SYMMEM_ALGO_ISLAND && co->island_error[0]) algo = SYMMEM_ALGO_STAGED;
+    if (symmem_algo_lossy(algo)) { /* the compressed wire (wire.c), or the exact path below its threshold */
+        SYMMEM_CHECK(symmem_coll_wire_route_call(comm, c, bytes, &algo));
+        if (symmem_algo_lossy(algo)) return symmem_coll_wire_run(comm, c, algo);
+    }
     symmem_coll_params_t p;
     symmem_coll_geom_t geo;
     uint32_t region_hash;
-    call_params(comm, c, algo, &p);
+    symmem_coll_call_params(comm, c, algo, &p);
     SYMMEM_CHECK(plan_call(comm, c, in_bytes, out_bytes, &p, &geo, &region_hash));
     if (geo.family == SYMMEM_COLL_FAM_ISLAND) {
         if (co->island_error[0])

@@ -15,6 +15,7 @@
 #include "collectives/plan.h"
 #include "collectives/residency.h"
 #include "collectives/tune.h"
+#include "collectives/wire.h"
 #include "topology/choice.h"
 #include "symmem/symmem.h"
 
@@ -70,6 +71,7 @@ struct symmem_coll {
     uint64_t islands_hash;
     symmem_island_sched_t island_sched[3];
     char island_error[384];
+    symmem_wire_state_t wire; /* the compressed wire's settings and one-island schedule (wire.c) */
 };
 
 /* ---- a call (coll.c, plan.c) --------------------------------------------------------------------------------- */
@@ -87,6 +89,10 @@ typedef struct symmem_coll_call {
 /* The call's form for AUTO's table (symmem_form_t): whether its input and its output lie in a symmetric buffer
  * of the communicator (the lookup the zero-copy rules below start from). */
 symmem_form_t symmem_coll_form(symmem_comm_t comm, const symmem_coll_call_t *c);
+/* The parameters of a call of `algo` (coll.c): the communicator's (symmem_coll_params_base), then the call's
+ * buffers, kind, algorithm, dtype, op, alignment and in place; no plan yet. */
+void symmem_coll_call_params(symmem_comm_t comm, const symmem_coll_call_t *c, symmem_algo_t algo,
+                             symmem_coll_params_t *p);
 /* Zero copy in (plan.c): the senders' inputs read in place when they lie in a symmetric buffer at the same
  * region on every rank (p->peer_send filled, *h gets what the tag must cover); any_size: the descriptor's
  * SYMMEM_COLL_ZC_ANY. Zero copy out: the results stored straight into every rank's receive buffer (p->peer_recv).
@@ -142,6 +148,18 @@ void symmem_coll_choice_facts(symmem_comm_t comm, const struct symmem_coll *co, 
  * the split has one, the copy engine unless the init probe found its copies failing. What the autotune
  * measures and what a loaded table keeps (init.c). */
 void symmem_coll_available(const struct symmem_coll *co, int *av);
+
+/* ---- the compressed wire (wire.c) --------------------------------------------------------------------------- */
+/* Local, before the agreement: SYMMEM_WIRE_GROUP and SYMMEM_WIRE_MIN_BYTES into co->wire, its one-island
+ * schedule. */
+void symmem_coll_wire_init(symmem_comm_t comm, struct symmem_coll *co);
+/* A call that names a lossy algorithm: SYMMEM_INVALID_ARGUMENT where the wire does not serve it (the reason);
+ * otherwise *algo stays (the wire runs) or becomes the exact algorithm AUTO chooses (below
+ * SYMMEM_WIRE_MIN_BYTES, one rank). `bytes`: symmem_coll_message_bytes. */
+symmem_status_t symmem_coll_wire_route_call(symmem_comm_t comm, const symmem_coll_call_t *c, size_t bytes,
+                                            symmem_algo_t *algo);
+/* Plan and launch the wire kernel for a call that symmem_coll_wire_route_call kept. */
+symmem_status_t symmem_coll_wire_run(symmem_comm_t comm, const symmem_coll_call_t *c, symmem_algo_t algo);
 
 /* ---- the autotune at init (autotune_gpu.c; collectives/autotune.h) ---------------------------------------- */
 /* Collective, at the end of init (workspace ready, probe done): decide with every rank whether to measure

@@ -158,7 +158,9 @@ static symmem_status_t load_kernels(int *blocks_per_sm)
 
 void symmem_coll_available(const struct symmem_coll *co, int *av)
 {
-    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++) av[a] = a != SYMMEM_ALGO_AUTO && symmem_algo_listed(a);
+    /* a lossy algorithm (the compressed wire) runs only where a call names it: never a table's */
+    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++)
+        av[a] = a != SYMMEM_ALGO_AUTO && symmem_algo_listed(a) && !symmem_algo_lossy(a);
     if (co->island_error[0]) av[SYMMEM_ALGO_ISLAND] = 0;
     if (co->probed && !(co->probe_ce_gbs > 0.0)) av[SYMMEM_ALGO_COPY_ENGINE] = 0;
 }
@@ -192,6 +194,7 @@ symmem_status_t symmem_coll_comm_init(symmem_comm_t comm)
     SYMMEM_CHECK_GOTO(load_kernels(&blocks_per_sm), st, fail);
     const double t1 = now_ms();
     symmem_coll_island_init(comm, co); /* before the table: its facts include the islands */
+    symmem_coll_wire_init(comm, co);   /* its settings are agreed below */
     SYMMEM_CHECK_GOTO(symmem_coll_agree(comm, co, blocks_per_sm), st, fail);
     symmem_coll_residency_colocated(comm, co);
     const double t2 = now_ms();

@@ -110,10 +110,10 @@ extern "C" int symmem_coll_launch(const symmem_coll_params_t *p, int family, int
 {
     /* all-gather moves bytes: it runs in the SUM instantiation of its dtype */
     const int op = p->kind == SYMMEM_COLL_ALL_GATHER ? (int)SYMMEM_OP_SUM : p->op;
-    /* the island and copy-engine families' kernels take more than these parameters (their schedule, a step):
-     * symmem_coll_island_launch, symmem_ce_launch_kernel */
+    /* the island, copy-engine and wire families' kernels take more than these parameters (their schedule, a
+     * step): symmem_coll_island_launch, symmem_ce_launch_kernel, symmem_coll_wire_launch */
     const void *fn = family >= 0 && family < SYMMEM_COLL_FAM_COUNT && family != SYMMEM_COLL_FAM_ISLAND &&
-                             family != SYMMEM_COLL_FAM_COPY
+                             family != SYMMEM_COLL_FAM_COPY && family != SYMMEM_COLL_FAM_WIRE
                          ? family_kernel[family](p->dtype, op, p->lam_check)
                          : nullptr;
     if (!fn || threads < 32 || threads > SYMMEM_COLL_THREADS || threads % 32) return (int)cudaErrorInvalidValue;

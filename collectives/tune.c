@@ -99,9 +99,9 @@ symmem_status_t symmem_coll_tune_set(symmem_coll_tuning_t *tu, symmem_coll_kind_
 {
     if ((int)kind < 0 || kind >= SYMMEM_COLL_BARRIER)
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "symmem_coll_tune_set: invalid op %d", (int)kind);
-    if ((int)algo <= SYMMEM_ALGO_AUTO || !symmem_algo_listed((int)algo))
-        return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "symmem_coll_tune_set: algorithm %d is not a concrete algorithm",
-                                (int)algo);
+    if ((int)algo <= SYMMEM_ALGO_AUTO || !symmem_algo_listed((int)algo) || symmem_algo_lossy((int)algo))
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                                "symmem_coll_tune_set: algorithm %d is not a concrete exact algorithm", (int)algo);
     if (topo_table_add(&tu->table, kind, max_bytes, algo) != 0)
         return symmem_set_error(SYMMEM_INVALID_USAGE, "symmem_coll_tune_set: table full (%d rules)",
                                 TOPO_TABLE_MAX_RULES);
@@ -205,6 +205,10 @@ static symmem_status_t parse_rule(const char *a, const char *b, const char *name
     if (algo <= SYMMEM_ALGO_AUTO)
         return symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: \"%s\" is not a concrete algorithm", name, lineno,
                                    algo_name);
+    if (symmem_algo_lossy(algo))
+        return symmem_record_error(SYMMEM_INVALID_ARGUMENT,
+                                   "%s:%d: \"%s\" is lossy: it runs only where a call names it, never from a table",
+                                   name, lineno, algo_name);
     if (topo_table_add_form(t, kind, form, max_bytes, (symmem_algo_t)algo) != 0)
         return symmem_record_error(SYMMEM_INVALID_ARGUMENT, "%s:%d: more than %d rules in section [%s]", name, lineno,
                                    TOPO_TABLE_MAX_RULES, key);

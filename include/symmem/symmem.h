@@ -352,7 +352,8 @@ typedef enum symmem_redop {
     X(STAGED, 5, "staged")                                                                                 \
     X(TWOSHOT_LAMPORT, 6, "twoshot_lamport")                                                               \
     X(ISLAND, 7, "island")                                                                     \
-    X(COPY_ENGINE, 8, "copy_engine")
+    X(COPY_ENGINE, 8, "copy_engine")                                                                       \
+    X(WIRE_INT8, 9, "wire_int8")
 
 typedef enum symmem_algo {
 #define SYMMEM_ALGO_ENUM_(name, value, text) SYMMEM_ALGO_##name = value,
@@ -392,6 +393,19 @@ typedef struct CUstream_st *symmem_stream_t; /* == cudaStream_t */
  *    where one rounding gives 2^-p * |result|), and a partial beyond the dtype's range is +-Inf even
  *    where the whole sum is not; the order differs from rank order (also for fp32); max/min are exact;
  *    still bitwise-identical on every rank.
+ *  - SYMMEM_ALGO_WIRE_INT8 is lossy, and only where asked for: AUTO, SYMMEM_ALGO, tuning tables and the
+ *    autotune never choose it. A two-shot all-reduce (sum, bf16 or fp16 only; SYMMEM_INVALID_ARGUMENT
+ *    otherwise) whose wire format is int8 with one fp32 scale per group of SYMMEM_WIRE_GROUP (32) values:
+ *    each rank quantizes its input of every other rank's shard once, the owner of a shard adds the
+ *    dequantized pieces to its own exact input in rank order in fp32 and quantizes the sum once, and
+ *    every rank (the owner too) takes the dequantized sum, so results are bitwise identical on every rank.
+ *    On machines with several islands it follows the island schedule, whose island partials are
+ *    quantized once more. Error bound, per element i: |result - exact| <= c * W(i) + a, W(i) the sum over
+ *    ranks of each rank's largest |input| within SYMMEM_WIRE_GROUP - 1 elements of i, c = 0.0120 bf16 and
+ *    0.0086 fp16 (0.0160 and 0.0125 with several islands), a = 2^-98 bf16, 2^-24 fp16 (docs/collectives.md,
+ *    "Compressed wire"). A NaN or infinity among a group's inputs, or a sum past fp32's range, makes that
+ *    whole group NaN. Messages below SYMMEM_WIRE_MIN_BYTES (1 MiB), and one-rank communicators, run the
+ *    exact algorithm AUTO would choose.
  *  - `algo` SYMMEM_ALGO_AUTO picks from the tuning table; SYMMEM_ALGO (environment) overrides AUTO.
  *  - count == 0 with valid arguments is a no-op. A kernel that waits longer than the timeout for a peer exits
  *    and puts the communicator in its error state: symmem_comm_get_async_error, every later call and the error

@@ -155,6 +155,19 @@ symmem_redop_t parse_op(const Ctx &c, const std::string &op)
     fail_arg(c, msg);
 }
 
+// The all-reduce's wire format: "none" (exact: the library's choice), or "int8" (the compressed wire,
+// SYMMEM_ALGO_WIRE_INT8: lossy, the error bound of docs/collectives.md; below SYMMEM_WIRE_MIN_BYTES the exact
+// path runs).
+symmem_algo_t parse_wire(const Ctx &c, const std::string &wire)
+{
+    if (wire == "none") return SYMMEM_ALGO_AUTO;
+    if (wire == "int8") return SYMMEM_ALGO_WIRE_INT8;
+    char msg[256];
+    snprintf(msg, sizeof msg, "wire '%.64s' is not known: use \"none\" (exact) or \"int8\" (compressed, lossy)",
+             wire.c_str());
+    fail_arg(c, msg);
+}
+
 void check_bytes(const Ctx &c, size_t bytes)
 {
     if (bytes <= c.g.max_bytes) return;
@@ -245,40 +258,41 @@ Tensor empty_like_contiguous(const Ctx &c, const Tensor &t)
 // The ops.
 // ---------------------------------------------------------------------------------------------------------
 void all_reduce_into(const Ctx &c, symmem_dtype_t dt, const Tensor &input, const std::string &reduce_op,
-                     const Tensor &out)
+                     const Tensor &out, const std::string &wire)
 {
     const symmem_redop_t op = parse_op(c, reduce_op);
+    const symmem_algo_t algo = parse_wire(c, wire);
     const size_t n = (size_t)input.numel();
     check_bytes(c, n * symmem_dtype_size(dt));
     void *stream = current_stream(c);
-    check_status(c, symmem_all_reduce(c.g.comm, input.data_ptr(), out.data_ptr(), n, dt, op, SYMMEM_ALGO_AUTO,
+    check_status(c, symmem_all_reduce(c.g.comm, input.data_ptr(), out.data_ptr(), n, dt, op, algo,
                                       (symmem_stream_t)stream));
 }
 
-Tensor all_reduce(Tensor input, std::string reduce_op, std::string group_name)
+Tensor all_reduce(Tensor input, std::string reduce_op, std::string group_name, std::string wire)
 {
     const Ctx c{"all_reduce", group_name, lookup("all_reduce", group_name)};
     const symmem_dtype_t dt = check_tensor(c, "input", input);
     Tensor out = empty_like_contiguous(c, input);
-    all_reduce_into(c, dt, input, reduce_op, out);
+    all_reduce_into(c, dt, input, reduce_op, out, wire);
     return out;
 }
 
-void all_reduce_(Tensor input, std::string reduce_op, std::string group_name)
+void all_reduce_(Tensor input, std::string reduce_op, std::string group_name, std::string wire)
 {
     const Ctx c{"all_reduce_", group_name, lookup("all_reduce_", group_name)};
     const symmem_dtype_t dt = check_tensor(c, "input", input);
-    all_reduce_into(c, dt, input, reduce_op, input);
+    all_reduce_into(c, dt, input, reduce_op, input, wire);
 }
 
-void all_reduce_out(Tensor input, std::string reduce_op, std::string group_name, Tensor out)
+void all_reduce_out(Tensor input, std::string reduce_op, std::string group_name, Tensor out, std::string wire)
 {
     const Ctx c{"all_reduce_out", group_name, lookup("all_reduce_out", group_name)};
     const symmem_dtype_t dt = check_tensor(c, "input", input);
     check_tensor(c, "out", out);
     check_same_dtype(c, input, out);
     check_same_shape(c, input, out);
-    all_reduce_into(c, dt, input, reduce_op, out);
+    all_reduce_into(c, dt, input, reduce_op, out, wire);
 }
 
 void reduce_scatter_out(Tensor input, std::string reduce_op, std::string group_name, Tensor out)

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("torch")
 
 BENCH = Path(__file__).resolve().parent.parent.parent / "bench"
-SCRIPTS = ["torch_ops_bench.py", "torch_fused_bench.py", "torch_allreduce_bench.py"]
+SCRIPTS = ["torch_ops_bench.py", "torch_fused_bench.py", "torch_allreduce_bench.py", "torch_wire_bench.py"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -41,3 +41,17 @@ def test_gpus_refuse_asks_for_mps_when_ranks_share_a_gpu(monkeypatch):
     assert tsu.gpus_refuse(2) is None
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
     assert tsu.gpus_refuse(1)[0] == 77
+
+
+def test_wire_bench_raises_the_workspace_to_take_its_largest_size():
+    """torch_wire_bench.py's workspace: the smallest power of two whose two-shot message limit (plan.c's layout:
+    a data half over n + 1 slots) takes the largest size; the default 64 MiB where that suffices."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import torch_wire_bench as twb
+    finally:
+        sys.path.remove(str(BENCH))
+    assert twb.workspace_for(4 << 20, 8) == 64 << 20
+    assert twb.workspace_for(64 << 20, 8) == 256 << 20   # a half of 79.8 MiB: 70.9 MiB at 8 ranks
+    assert twb.workspace_for(64 << 20, 2) == 512 << 20   # 2 ranks: two thirds of the half
+    assert twb.workspace_for(56 << 20, 8) == 256 << 20   # 4096 x 7168 bf16

@@ -227,6 +227,7 @@ static uint64_t kernel_units(symmem_coll_kind_t kind, symmem_algo_t algo, int n,
     case SYMMEM_ALGO_STAGED: return ar ? 2 * un : un;                      /* slots + gather (AR) */
     case SYMMEM_ALGO_COPY_ENGINE: return ar ? 2 * un : un;                   /* copy_engine_plan.c: slots + gather */
     case SYMMEM_ALGO_ISLAND: return 4 * un;                                 /* G, A, X slots (island.c): at most 4n */
+    case SYMMEM_ALGO_WIRE_INT8: return 4 * un; /* the island slots; its own rounds: wire.h (tests/unit/test_wire.c) */
     default: return ar ? (zo ? un : 2 * un) : un;                           /* twoshot_push */
     }
 }
@@ -243,7 +244,7 @@ static uint64_t kernel_epochs(symmem_coll_kind_t kind, symmem_algo_t algo, uint6
     /* copy-engine two-shot: two per step kernel, two kernels a round for all-reduce (the start sync's two are the
      * plan's, symmem_ce_epochs: tests/unit/test_copy_engine.c) */
     if (algo == SYMMEM_ALGO_COPY_ENGINE) return (ar ? 4 : 2) * rounds;
-    if (algo == SYMMEM_ALGO_ISLAND) return 6 * rounds; /* three sync slots per round (island.cu) */
+    if (algo == SYMMEM_ALGO_ISLAND || algo == SYMMEM_ALGO_WIRE_INT8) return 6 * rounds; /* three sync slots a round */
     return 2 * rounds + (pull && zc && !(ar && algo == SYMMEM_ALGO_TWOSHOT_PULL) ? 2 : 0);
 }
 
@@ -276,6 +277,10 @@ static void geometry_invariants(void)
                                 symmem_coll_geom_t g;
                                 const int st = symmem_coll_geometry(&co, &grid, n, kind, algo, counts[c], es, zc,
                                                                     zo & 1, 0, 0, &g);
+                                if (symmem_coll_family_of(kind, algo) == SYMMEM_COLL_FAM_NONE) {
+                                    CHECK(st == 1); /* an operation the algorithm does not serve: no geometry */
+                                    continue;
+                                }
                                 CHECK(st == 0);
                                 if (st != 0) continue;
                                 const uint64_t V = 16 / es;

@@ -62,6 +62,27 @@ def env_flag(name, what):
     return True
 
 
+WIRES = ("none", "int8")
+
+
+def env_wire(name, log):
+    """The all-reduce's wire format from the environment: "none" (exact, the default) or "int8" (the compressed
+    wire: lossy, docs/collectives.md "Compressed wire"); anything else warns and stays exact."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("", "0", "off"):
+        return "none"
+    if value not in WIRES:
+        log.warning("%s=%r is not one of %s; all-reduces stay exact", name, value, "|".join(WIRES))
+        return "none"
+    return value
+
+
+def wire_kwargs(name, log):
+    """The inner communicator's keyword for env_wire's answer: {} while exact (stand-ins need not know it)."""
+    wire = env_wire(name, log)
+    return {} if wire == "none" else {"wire": wire}
+
+
 def parse_bytes(text):
     """'512K', '4M', '1G', '65536' -> bytes; ValueError otherwise."""
     t = text.strip().upper().removesuffix("B").removesuffix("I")
@@ -400,6 +421,11 @@ def _negotiate(group, device, plan, out):
     if bad:
         out.reason = "; ".join(f"rank {r}: {why}" for r, why in bad[:4])
         return
+    wires = [f.get("wire", "none") for f in facts]
+    if len(set(wires)) > 1:  # ranks running different kernels for one call would time out
+        out.reason = "the ranks differ in %s_WIRE (%s)" % (plan.env_prefix, ", ".join(
+            f"rank {r}: {w}" for r, w in enumerate(wires)))
+        return
 
     if plan.mode == "fallback" and plan.stock_build and all(f["stock"] for f in facts):
         if _try_stock(group, out, plan):
@@ -408,7 +434,7 @@ def _negotiate(group, device, plan, out):
 
 
 def _local_facts(device, plan, world_size):
-    facts = {"host": host_key(), "why": "", "stock": False}
+    facts = {"host": host_key(), "why": "", "stock": False, "wire": plan.inner_kwargs.get("wire", "none")}
     try:
         import torch
 
@@ -497,8 +523,11 @@ def _build_symmem(group, device, plan, out):
         out.link = getattr(out.inner, "link_class", None)
         cap = int(out.inner.max_size)
         out.cap_source = "the largest message symmem's workspace takes (SYMMEM_WORKSPACE_BYTES)"
+        wire = plan.inner_kwargs.get("wire", "none")
         if plan.max_bytes is not None:
             limit, source = plan.max_bytes, f"set by {plan.env_prefix}_MAX_BYTES"
+        elif wire != "none":  # the compressed wire is for the large messages the link's bound would hand off
+            limit, source = cap, out.cap_source
         else:  # the library's rule for the group's links (symmem_comm_preferred_max_bytes), within max_size
             limit = int(out.inner.preferred_max_size)
             source = f"symmem's bound for {link_name(out.link)} links; {plan.env_prefix}_MAX_BYTES changes it"
@@ -533,9 +562,12 @@ def _log_outcome(group, device, plan, out):
     name = group_label(group) or "?"
     if out.backend == "symmem":
         mem = f", {human(out.mem_bytes)} of GPU memory taken at init" if out.mem_bytes else ""
+        wire = plan.inner_kwargs.get("wire", "none")
+        wire_note = (f"; {wire} wire (lossy) from SYMMEM_WIRE_MIN_BYTES on, {plan.env_prefix}_WIRE"
+                     if wire != "none" else "")
         msg = (f"symmem: {plan.framework} group '{name}' ({out.world_size} ranks, worst link "
                f"{link_name(out.link)}): symmem all-reduce active up to {human(out.max_size)} "
-               f"({out.cap_source}); larger messages take the next backend{mem}")
+               f"({out.cap_source}); larger messages take the next backend{wire_note}{mem}")
         level = logging.INFO
     elif out.backend == "torch":
         msg = (f"symmem: {plan.framework} group '{name}' ({out.world_size} ranks): torch symmetric memory works "

@@ -15,6 +15,11 @@ Environment:
   SYMMEM_SGLANG_MAX_BYTES  largest message (bytes, K/M/G) symmem takes; default by link class (_common).
   SYMMEM_SGLANG_FUSE_RMSNORM  1: symmem's fused all-reduce + residual add + RMSNorm at SGLang's layer
                            boundaries, where symmem serves the group (sglang_fusion.py); default 0.
+  SYMMEM_SGLANG_WIRE       none (default): exact all-reduces; int8: the compressed wire where symmem serves
+                           the group, for sum of bf16/fp16 from SYMMEM_WIRE_MIN_BYTES (1 MiB) on: lossy, within
+                           the bound of docs/collectives.md ("Compressed wire"); the size cap becomes the largest
+                           message the workspace takes (SYMMEM_WORKSPACE_BYTES) unless MAX_BYTES sets one.
+                           Every rank must set the same (ranks that differ keep symmem off).
 """
 import logging
 import os
@@ -80,7 +85,8 @@ class SymmemTorchSymmMemCommunicator(_common.DropIn):
                 veto = f"group '{name or '?'}' is not in {ENV}_GROUPS ({','.join(sorted(groups))})"
             plan = _common.Plan(framework="SGLang", env_prefix=ENV, log=log, mode=mode(), veto=veto,
                                 max_bytes=_common.env_bytes(f"{ENV}_MAX_BYTES", log), stock_probe=_stock_probe,
-                                stock_build=(lambda: _stock["class"](group, device)) if _stock.get("class") else None)
+                                stock_build=(lambda: _stock["class"](group, device)) if _stock.get("class") else None,
+                                inner_kwargs=_common.wire_kwargs(f"{ENV}_WIRE", log))
             if plan.mode == "off" and _stock.get("class") is not None:
                 self._adopt_stock(_stock["class"](group, device))
                 return

@@ -17,7 +17,8 @@ Behaviour beyond SGLang's drop-in:
 
 Environment: SYMMEM_VLLM_MODE (fallback|replace|off, as SYMMEM_SGLANG_MODE), SYMMEM_VLLM_MAX_BYTES,
 SYMMEM_VLLM_FUSE_RMSNORM (1: symmem's fused all-reduce + residual add + RMSNorm through a compilation pass,
-vllm_fusion.py; default 0).
+vllm_fusion.py; default 0), SYMMEM_VLLM_WIRE (none, the default, or int8: the compressed wire where symmem
+serves the group, lossy; as SYMMEM_SGLANG_WIRE).
 """
 import logging
 
@@ -112,7 +113,8 @@ class SymmemSymmMemCommunicator(_common.DropIn):
 
             plan = _common.Plan(framework="vLLM", env_prefix=ENV, log=log, mode=mode(), veto=veto,
                                 max_bytes=max_bytes, stock_probe=_stock_probe,
-                                stock_build=stock_build if _stock.get("class") else None)
+                                stock_build=stock_build if _stock.get("class") else None,
+                                inner_kwargs=_common.wire_kwargs(f"{ENV}_WIRE", log))
             if plan.mode == "off" and _stock.get("class") is not None:
                 self._adopt_stock(stock_build())
                 return

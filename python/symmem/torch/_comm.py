@@ -73,6 +73,17 @@ _live = weakref.WeakSet()
 _inproc_ids = itertools.count()
 
 
+def _wire_setting(wire):
+    """The wire format a communicator's all-reduces use: None or "none" exact, "int8" compressed; anything else
+    warns and stays exact (construction never raises)."""
+    if wire is None:
+        return "none"
+    if wire not in _ops.WIRES:
+        log.warning("symmem: wire=%r is not one of %s; the all-reduces stay exact", wire, ", ".join(_ops.WIRES))
+        return "none"
+    return wire
+
+
 def _torch_device(device):
     d = device if isinstance(device, torch.device) else torch.device(device)
     if d.type == "cuda" and d.index is None:
@@ -85,9 +96,14 @@ class SymmemCommunicator:
     device, max_size (bytes; the largest eligible message), preferred_max_size (bytes; the cap a framework
     with another backend such as NCCL should apply: the library's bound for the group's links, within
     max_size), link_class (the group's worst link, a symmem.LINK_* value; None when disabled), group_name
-    (what torch.ops.symmem.* take), comm (the symmem.Comm, None when disabled)."""
+    (what torch.ops.symmem.* take), comm (the symmem.Comm, None when disabled), wire (the all-reduce's wire
+    format: "none", exact, the default; "int8", compressed and lossy, for sum of bf16/fp16 from
+    SYMMEM_WIRE_MIN_BYTES on: docs/collectives.md, "Compressed wire"; every rank must pass the same)."""
 
-    def __init__(self, group, device, max_size=None):
+    wire = "none"  # the class's default, for instances made without __init__ too
+
+    def __init__(self, group, device, max_size=None, wire=None):
+        self.wire = _wire_setting(wire)
         self.disabled = True
         self.disabled_reason = "not initialised"
         self.group = group
@@ -151,9 +167,10 @@ class SymmemCommunicator:
         _by_group[id(group)] = weakref.ref(self)
 
     @classmethod
-    def _from_comm(cls, comm, name, max_size=None):
+    def _from_comm(cls, comm, name, max_size=None, wire=None):
         """A communicator over an existing symmem.Comm (e.g. one rank of Comm.init_all), without a torch group."""
         self = cls.__new__(cls)
+        self.wire = _wire_setting(wire)
         self.disabled = True
         self.disabled_reason = "not initialised"
         self.group = None
@@ -244,10 +261,11 @@ class SymmemCommunicator:
                         "measured: %s", self.group_name, nbytes, e)
 
     # -- collectives (stream-ordered on the current stream, CUDA-graph capturable) -----------------------
-    def all_reduce(self, inp, *, out=None, op="sum"):
+    def all_reduce(self, inp, *, out=None, op="sum", wire=None):
         """Reduce (op: "sum", "max", "min") over the group into `out`: a new tensor when None, `inp` itself
-        for in place. Returns the result, or None when `inp` is not eligible (vLLM's convention; SGLang
-        checks should_torch_symm_mem_allreduce first)."""
+        for in place. wire: None for the communicator's `wire`, "none" (exact) or "int8" (compressed, lossy:
+        sum of bf16/fp16 only, else RuntimeError). Returns the result, or None when `inp` is not eligible
+        (vLLM's convention; SGLang checks should_torch_symm_mem_allreduce first)."""
         if (self.disabled or inp.dtype not in _DTYPES or not inp.is_cuda or inp.get_device() != self._dev_index
                 or not inp.is_contiguous()):
             return None
@@ -257,13 +275,14 @@ class SymmemCommunicator:
             return None
         if self._error is not None:
             self._raise_if_failed()
-        if not self._handle or not _fast_ok(inp, out):
+        w = self.wire if wire is None else wire
+        if w != "none" or not self._handle or not _fast_ok(inp, out):
             if out is None:
-                return _AR(inp, op, self.group_name)
+                return _AR(inp, op, self.group_name, w)
             if out is inp:
-                _AR_(inp, op, self.group_name)
+                _AR_(inp, op, self.group_name, w)
             else:
-                _AR_OUT(inp, op, self.group_name, out)
+                _AR_OUT(inp, op, self.group_name, out, w)
             return out
         if self._learn_left > 0 and nbytes not in self._learned:
             self._learn(nbytes, inp.data_ptr())
@@ -422,13 +441,13 @@ def _learn_budget():
     return max(value, 0)
 
 
-def communicators_in_process(nranks, devices=None, max_size=None, timeout_ms=0):
+def communicators_in_process(nranks, devices=None, max_size=None, timeout_ms=0, wire=None):
     """Every rank in this process (symmem_comm_init_all), one SymmemCommunicator each: devices[r] is rank r's
     GPU (repeats allowed: several ranks on one GPU); None puts rank r on GPU r. Drive rank r from its own
     thread (each with its own stream): collectives on several ranks wait for each other on the device."""
     comms = symmem.Comm.init_all(nranks, devices=devices, timeout_ms=timeout_ms)
     k = next(_inproc_ids)
-    out = [SymmemCommunicator._from_comm(c, f"symmem-inproc{k}:{r}", max_size) for r, c in enumerate(comms)]
+    out = [SymmemCommunicator._from_comm(c, f"symmem-inproc{k}:{r}", max_size, wire) for r, c in enumerate(comms)]
     for c in out:
         c._colocated = tuple(o.rank for o in out if o is not c and o.device == c.device)
     return out

@@ -36,6 +36,9 @@ SCHEMAS = _read_schemas()
 
 DTYPES = {torch.float32: symmem.FLOAT32, torch.float16: symmem.FLOAT16, torch.bfloat16: symmem.BFLOAT16}
 REDUCE_OPS = _lib.REDUCE_OPS  # the library's names of its reduction ops
+# The all-reduces' wire formats and the algorithm each runs: "none" the exact one the library chooses, "int8"
+# the compressed wire (lossy; docs/collectives.md, "Compressed wire"). symmem_torch.cpp's parse_wire says the same.
+WIRES = {"none": "auto", "int8": "wire_int8"}
 
 
 def _candidates():
@@ -171,6 +174,12 @@ def _check_reduce_op(op, group_name, reduce_op):
         raise RuntimeError(f"{_where(op, group_name)}: reduce_op '{reduce_op}' is not known: use {known}")
 
 
+def _check_wire(op, group_name, wire):
+    if wire not in WIRES:
+        raise RuntimeError(f"{_where(op, group_name)}: wire '{wire}' is not known: use \"none\" (exact) or \"int8\" "
+                           "(compressed, lossy)")
+
+
 def _check_out(op, group_name, inp, out, expect_shape, rule):
     _check_tensor(op, group_name, "out", out)
     if out.dtype != inp.dtype:
@@ -195,22 +204,25 @@ def _world(group_name):
 
 
 @torch.library.register_fake("symmem::all_reduce")
-def _all_reduce_fake(input, reduce_op, group_name):
+def _all_reduce_fake(input, reduce_op, group_name, wire="none"):
     _check_tensor("all_reduce", group_name, "input", input)
     _check_reduce_op("all_reduce", group_name, reduce_op)
+    _check_wire("all_reduce", group_name, wire)
     return input.new_empty(input.shape)
 
 
 @torch.library.register_fake("symmem::all_reduce_")
-def _all_reduce__fake(input, reduce_op, group_name):
+def _all_reduce__fake(input, reduce_op, group_name, wire="none"):
     _check_tensor("all_reduce_", group_name, "input", input)
     _check_reduce_op("all_reduce_", group_name, reduce_op)
+    _check_wire("all_reduce_", group_name, wire)
 
 
 @torch.library.register_fake("symmem::all_reduce_out")
-def _all_reduce_out_fake(input, reduce_op, group_name, out):
+def _all_reduce_out_fake(input, reduce_op, group_name, out, wire="none"):
     _check_tensor("all_reduce_out", group_name, "input", input)
     _check_reduce_op("all_reduce_out", group_name, reduce_op)
+    _check_wire("all_reduce_out", group_name, wire)
     _check_out("all_reduce_out", group_name, input, out, input.shape, "they must match")
 
 
@@ -315,25 +327,26 @@ def _py_prepare(op, group_name, inp, nbytes):
 
 
 if _path is None:
-    def _py_all_reduce_into(op, inp, reduce_op, group_name, out):
+    def _py_all_reduce_into(op, inp, reduce_op, group_name, out, wire):
         _check_reduce_op(op, group_name, reduce_op)
+        _check_wire(op, group_name, wire)
         g, stream = _py_prepare(op, group_name, inp, inp.numel() * inp.element_size())
         g.comm.all_reduce(inp.data_ptr(), out.data_ptr(), inp.numel(), DTYPES[inp.dtype], REDUCE_OPS[reduce_op],
-                          stream=stream)
+                          algo=WIRES[wire], stream=stream)
         return out
 
     @torch.library.impl(_lib_def, "all_reduce", "CUDA")
-    def _py_all_reduce(input, reduce_op, group_name):
-        return _py_all_reduce_into("all_reduce", input, reduce_op, group_name, input.new_empty(input.shape))
+    def _py_all_reduce(input, reduce_op, group_name, wire="none"):
+        return _py_all_reduce_into("all_reduce", input, reduce_op, group_name, input.new_empty(input.shape), wire)
 
     @torch.library.impl(_lib_def, "all_reduce_", "CUDA")
-    def _py_all_reduce_(input, reduce_op, group_name):
-        _py_all_reduce_into("all_reduce_", input, reduce_op, group_name, input)
+    def _py_all_reduce_(input, reduce_op, group_name, wire="none"):
+        _py_all_reduce_into("all_reduce_", input, reduce_op, group_name, input, wire)
 
     @torch.library.impl(_lib_def, "all_reduce_out", "CUDA")
-    def _py_all_reduce_out(input, reduce_op, group_name, out):
+    def _py_all_reduce_out(input, reduce_op, group_name, out, wire="none"):
         _check_out("all_reduce_out", group_name, input, out, input.shape, "they must match")
-        _py_all_reduce_into("all_reduce_out", input, reduce_op, group_name, out)
+        _py_all_reduce_into("all_reduce_out", input, reduce_op, group_name, out, wire)
 
     @torch.library.impl(_lib_def, "reduce_scatter_out", "CUDA")
     def _py_reduce_scatter_out(input, reduce_op, group_name, out):

@@ -207,7 +207,7 @@ class SymmemCommunicator:
     # -- eligibility -----------------------------------------------------------------------------------
     def should_torch_symm_mem_allreduce(self, inp):
         """Whether all_reduce takes `inp`: bf16/fp16/fp32, contiguous, on this device, at most max_size bytes."""
-        return (not self.disabled and inp.dtype in _DTYPES and inp.is_cuda and inp.get_device() == self._dev_index
+        return (not self.disabled and inp.dtype in _DTYPES and inp.get_device() == self._dev_index
                 and inp.is_contiguous() and inp.numel() * inp.element_size() <= self.max_size)
 
     should_use_symm_mem = should_torch_symm_mem_allreduce  # vLLM's name
@@ -266,7 +266,7 @@ class SymmemCommunicator:
         for in place. wire: None for the communicator's `wire`, "none" (exact) or "int8" (compressed, lossy:
         sum of bf16/fp16 only, else RuntimeError). Returns the result, or None when `inp` is not eligible
         (vLLM's convention; SGLang checks should_torch_symm_mem_allreduce first)."""
-        if (self.disabled or inp.dtype not in _DTYPES or not inp.is_cuda or inp.get_device() != self._dev_index
+        if (self.disabled or inp.dtype not in _DTYPES or inp.get_device() != self._dev_index
                 or not inp.is_contiguous()):
             return None
         # numel * element size, not Tensor.nbytes: Dynamo traces this with symbolic sizes
@@ -276,26 +276,32 @@ class SymmemCommunicator:
         if self._error is not None:
             self._raise_if_failed()
         w = self.wire if wire is None else wire
-        if w != "none" or not self._handle or not _fast_ok(inp, out):
-            if out is None:
-                return _AR(inp, op, self.group_name, w)
-            if out is inp:
-                _AR_(inp, op, self.group_name, w)
-            else:
-                _AR_OUT(inp, op, self.group_name, out, w)
-            return out
-        if self._learn_left > 0 and nbytes not in self._learned:
+        if self._learn_left > 0 and nbytes not in self._learned and _fast_ok(inp, None):
             self._learn(nbytes, inp.data_ptr())
+        if w == "none" and self._handle and _fast_ok(inp, out):
+            return self._direct(inp, out, op)
+        return self._via_op(inp, out, op, w)
+
+    def _via_op(self, inp, out, op, w):
+        """The all-reduce through torch.ops.symmem (traced, compiled, under modes and autograd, a lossy wire)."""
+        if out is None:
+            return _AR(inp, op, self.group_name, w)
+        if out is inp:
+            _AR_(inp, op, self.group_name, w)
+        else:
+            _AR_OUT(inp, op, self.group_name, out, w)
+        return out
+
+    def _direct(self, inp, out, op):
+        """The all-reduce through the library's C call on torch's current stream (see _FAST above)."""
         if out is None:
             out = torch.empty_like(inp)
-        elif out is not inp and (out.dtype != inp.dtype or out.shape != inp.shape or not out.is_cuda
+        elif out is not inp and (out.dtype != inp.dtype or out.shape != inp.shape
                                  or out.get_device() != self._dev_index or not out.is_contiguous()):
-            _AR_OUT(inp, op, self.group_name, out)  # the op names what is wrong with out
-            return out
+            return self._via_op(inp, out, op, "none")  # the op names what is wrong with out
         opc = _C_OP.get(op)
         if opc is None:
-            _AR_OUT(inp, op, self.group_name, out)  # the op names the reduce op it does not know
-            return out
+            return self._via_op(inp, out, op, "none")  # the op names the reduce op it does not know
         st = _c_all_reduce(self._handle, inp.data_ptr(), out.data_ptr(), inp.numel(), _C_DTYPE[inp.dtype], opc, 0,
                            _raw_stream(self._dev_index))
         if st:

@@ -97,9 +97,6 @@ def worker(rank, world, port, args):
             ("torch.ops.symmem.all_reduce_out", lambda: ar_out(x, "sum", g, y), "out"),
             ("SymmemCommunicator.all_reduce", lambda: comm.all_reduce(x), "new"),
             ("SymmemCommunicator.all_reduce(out=y)", lambda: comm.all_reduce(x, out=y), "out"),
-            # the communicator's two paths, each alone: the C call through ctypes, and torch.ops
-            ("  its direct C call", lambda: comm._direct(x, y, "sum"), "out"),
-            ("  its torch.ops call", lambda: comm._via_op(x, y, "sum", "none"), "out"),
             ("eligibility check (Python)", lambda: comm.should_torch_symm_mem_allreduce(x), "none"),
             # what SGLang's GroupCoordinator runs per all-reduce: the check, then the call
             ("communicator: check + all_reduce", lambda: comm.should_torch_symm_mem_allreduce(x) and comm.all_reduce(x),

@@ -35,39 +35,28 @@ _ARN_ = torch.ops.symmem.all_reduce_add_rmsnorm_.default
 
 _DTYPES = frozenset(_ops.DTYPES)
 
-# ---- the eager fast path ---------------------------------------------------------------------------------
-# An eager all_reduce through torch.ops pays the dispatcher's boxed call (the schema's argument parsing, the
-# stable ABI's conversions) before the library's own few hundred nanoseconds: about as much again as a whole
-# torch.add. Where nothing can observe the difference, the communicator calls the library straight through
-# ctypes on the current stream instead: plain tensors (no subclass such as FakeTensor or FunctionalTensor),
-# no TorchDispatchMode or TorchFunctionMode active (make_fx, FakeTensorMode, debug modes), not compiling
-# (Dynamo traces the op), no autograd to record. Same kernel, same stream, same errors; graph capture
-# records it the same way. Everything else takes the op. _FAST = False turns it off (benchmarks compare both).
-_FAST = True
+# ---- learning the sizes a model issues -------------------------------------------------------------------
+# SYMMEM_TORCH_LEARN_SIZES: how many distinct all-reduce sizes a communicator measures for AUTO the first time it
+# sees each in an eager call (symmem_tune_sizes), so that its table holds exactly the sizes the model issues.
+# Only where the call is a plain eager one: plain tensors (no subclass such as FakeTensor or FunctionalTensor),
+# no TorchDispatchMode or TorchFunctionMode active (make_fx, FakeTensorMode, debug modes), not compiling, no
+# autograd to record, no graph being captured.
+_LEARN_DEFAULT = 32
 _Tensor = torch.Tensor
 _is_compiling = torch.compiler.is_compiling
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _function_modes = torch._C._is_torch_function_mode_enabled
 _grad_enabled = torch.is_grad_enabled
-_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-if _raw_stream is None:  # older torch: the same integer, a little slower
-    def _raw_stream(index):
-        return torch.cuda.current_stream(index).cuda_stream
-_c_all_reduce = symmem.lib().symmem_all_reduce
-_C_DTYPE = dict(_ops.DTYPES)
-_C_OP = dict(_ops.REDUCE_OPS)
-# SYMMEM_TORCH_LEARN_SIZES: how many distinct all-reduce sizes a communicator measures the first time it sees
-# each in an eager call (symmem_tune_sizes), so AUTO's table holds exactly the sizes the model issues.
-_LEARN_DEFAULT = 32
 
 
 def _plain(t):
     return type(t) is _Tensor and not (t.requires_grad and _grad_enabled())
 
 
-def _fast_ok(inp, out):
-    return (_FAST and _plain(inp) and (out is None or _plain(out)) and not _is_compiling() and _dispatch_modes() == 0
-            and not _function_modes())
+def _eager_ok(inp):
+    """Whether a call on `inp` is a plain eager one (see above), where measuring may happen."""
+    return (_plain(inp) and not _is_compiling() and _dispatch_modes() == 0 and not _function_modes()
+            and not (inp.is_cuda and torch.cuda.is_current_stream_capturing()))
 _by_group = {}  # id(torch group) -> weakref(SymmemCommunicator): symmem.torch.empty(group=pg) finds it
 _live = weakref.WeakSet()
 _inproc_ids = itertools.count()
@@ -125,7 +114,7 @@ class SymmemCommunicator:
 
     def _init_state(self):
         self._error = None
-        self._handle = 0          # the symmem_comm_t as an integer, for the fast path
+        self._handle = 0          # the symmem_comm_t as an integer
         d = getattr(self, "device", None)
         self._dev_index = d.index if isinstance(d, torch.device) and d.index is not None else -1
         self._learned = set()     # all-reduce sizes measured for AUTO (tune, or seen eagerly)
@@ -194,7 +183,7 @@ class SymmemCommunicator:
         self.group_name = name
         limit = comm.max_message_bytes
         self.max_size = limit if max_size is None else min(int(max_size), limit)
-        self._handle = getattr(comm, "handle", 0) or 0  # 0: no library handle (the op path only)
+        self._handle = getattr(comm, "handle", 0) or 0  # 0: a stand-in without a library handle
         self._dev_index = self.device.index
         self._learn_left = _learn_budget()
         self.preferred_max_size = min(self.max_size, comm.preferred_max_bytes)
@@ -239,16 +228,16 @@ class SymmemCommunicator:
             self.comm.tune_sizes(sizes[k:k + 64], forms)
         self._learned.update(sizes)
 
-    def _learn(self, nbytes, inp_ptr):
-        """The first eager call of a size not yet measured: measure it for AUTO (every rank issues the same
-        all-reduces in the same order under tensor parallelism, so every rank gets here at the same call),
-        never while capturing a graph; at most SYMMEM_TORCH_LEARN_SIZES sizes."""
+    def _learn(self, nbytes, inp):
+        """The first plain eager call of a size not yet measured: measure it for AUTO (every rank issues the same
+        all-reduces in the same order under tensor parallelism, so every rank gets here at the same call); at
+        most SYMMEM_TORCH_LEARN_SIZES sizes. A call that is not plain eager (_eager_ok) measures nothing."""
+        if not _eager_ok(inp):
+            return
         self._learn_left -= 1
         self._learned.add(nbytes)
-        if torch.cuda.is_current_stream_capturing():
-            return
         forms = (symmem.FORM_ORDINARY,)
-        if symmem.lib().symmem_buffer_lookup(self._handle, inp_ptr):
+        if symmem.lib().symmem_buffer_lookup(self._handle, inp.data_ptr()):
             forms = (symmem.FORM_ORDINARY, symmem.FORM_SYMMETRIC_INPUT)  # a symmetric tensor: its own form too
         try:
             torch.cuda.current_stream(self.device).synchronize()  # the measurement gets the GPU to itself
@@ -275,38 +264,15 @@ class SymmemCommunicator:
             return None
         if self._error is not None:
             self._raise_if_failed()
+        if self._learn_left > 0 and not _is_compiling() and nbytes not in self._learned:
+            self._learn(nbytes, inp)
         w = self.wire if wire is None else wire
-        if self._learn_left > 0 and nbytes not in self._learned and _fast_ok(inp, None):
-            self._learn(nbytes, inp.data_ptr())
-        if w == "none" and self._handle and _fast_ok(inp, out):
-            return self._direct(inp, out, op)
-        return self._via_op(inp, out, op, w)
-
-    def _via_op(self, inp, out, op, w):
-        """The all-reduce through torch.ops.symmem (traced, compiled, under modes and autograd, a lossy wire)."""
         if out is None:
             return _AR(inp, op, self.group_name, w)
         if out is inp:
             _AR_(inp, op, self.group_name, w)
         else:
             _AR_OUT(inp, op, self.group_name, out, w)
-        return out
-
-    def _direct(self, inp, out, op):
-        """The all-reduce through the library's C call on torch's current stream (see _FAST above)."""
-        if out is None:
-            out = torch.empty_like(inp)
-        elif out is not inp and (out.dtype != inp.dtype or out.shape != inp.shape
-                                 or out.get_device() != self._dev_index or not out.is_contiguous()):
-            return self._via_op(inp, out, op, "none")  # the op names what is wrong with out
-        opc = _C_OP.get(op)
-        if opc is None:
-            return self._via_op(inp, out, op, "none")  # the op names the reduce op it does not know
-        st = _c_all_reduce(self._handle, inp.data_ptr(), out.data_ptr(), inp.numel(), _C_DTYPE[inp.dtype], opc, 0,
-                           _raw_stream(self._dev_index))
-        if st:
-            raise SymmemError(st, f"symmem::all_reduce (group '{self.group_name}', rank {self.rank} of "
-                                  f"{self.world_size}): {symmem.lib().symmem_last_error().decode(errors='replace')}")
         return out
 
     def all_reduce_add_rmsnorm(self, inp, residual, weight, eps, *, out=None):

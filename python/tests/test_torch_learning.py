@@ -1,6 +1,5 @@
-"""The communicator's eager path without a GPU: when it calls the library directly instead of the op (only
-where nothing can observe the difference), how many sizes it learns for AUTO, and the tuning calls' argument
-checks. The GPU behaviour of both paths is test_torch_gpu.py's."""
+"""What the communicator learns for AUTO, without a GPU: which calls may measure a new size (plain eager ones
+only), how many sizes it learns, and the tuning calls' argument checks."""
 import logging
 
 import pytest
@@ -14,37 +13,30 @@ import symmem  # noqa: E402
 from symmem.torch import _comm  # noqa: E402
 
 
-def test_plain_tensors_take_the_direct_call():
-    x, y = torch.ones(4), torch.empty(4)
-    assert _comm._fast_ok(x, None) and _comm._fast_ok(x, y)
+def test_plain_eager_calls_may_measure():
+    assert _comm._eager_ok(torch.ones(4))
 
 
-def test_fast_path_can_be_turned_off(monkeypatch):
-    monkeypatch.setattr(_comm, "_FAST", False)
-    assert not _comm._fast_ok(torch.ones(4), None)
-
-
-def test_autograd_takes_the_op():
+def test_autograd_measures_nothing():
     x = torch.ones(4, requires_grad=True)
-    assert not _comm._fast_ok(x, None)
-    assert not _comm._fast_ok(torch.ones(4), torch.empty(4, requires_grad=True))
+    assert not _comm._eager_ok(x)
     with torch.no_grad():
-        assert _comm._fast_ok(x, None)  # nothing to record
+        assert _comm._eager_ok(x)  # nothing to record
     with torch.inference_mode():
-        assert _comm._fast_ok(torch.ones(4), None)
+        assert _comm._eager_ok(torch.ones(4))
 
 
-def test_fake_tensors_take_the_op():
+def test_fake_tensors_measure_nothing():
     with FakeTensorMode():
         x = torch.empty(4)
-        assert not _comm._fast_ok(x, None)
+        assert not _comm._eager_ok(x)
 
 
-def test_tracing_and_modes_take_the_op():
+def test_tracing_and_modes_measure_nothing():
     seen = []
 
     def f(x):
-        seen.append(_comm._fast_ok(x, None))
+        seen.append(_comm._eager_ok(x))
         return x + 1
 
     make_fx(f)(torch.ones(4))
@@ -55,15 +47,15 @@ def test_tracing_and_modes_take_the_op():
             return func(*args, **(kwargs or {}))
 
     with Watching():
-        assert not _comm._fast_ok(torch.ones(4), None)
+        assert not _comm._eager_ok(torch.ones(4))
 
 
-def test_tensor_subclasses_take_the_op():
+def test_tensor_subclasses_measure_nothing():
     class Sub(torch.Tensor):
         pass
 
     x = torch.ones(4).as_subclass(Sub)
-    assert not _comm._fast_ok(x, None)
+    assert not _comm._eager_ok(x)
 
 
 @pytest.mark.parametrize("text,want", [("", 32), ("0", 0), ("5", 5), ("-3", 0), ("many", 32)])

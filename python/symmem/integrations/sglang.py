@@ -17,7 +17,6 @@ Environment:
                            boundaries, where symmem serves the group (sglang_fusion.py); default 0.
 """
 import logging
-import os
 
 from . import _common, sglang_fusion
 from ._imphook import when_imported
@@ -41,7 +40,9 @@ def mode():
 
 def selected_groups():
     """The group names that get symmem ({'*'} for all)."""
-    text = os.environ.get(f"{ENV}_GROUPS", "tp").strip()
+    from symmem import _settings  # empty is the default, tp
+
+    text = _settings.value(f"{ENV}_GROUPS", log).strip()
     names = {g.strip() for g in text.split(",") if g.strip()}
     return {"*"} if "all" in names or "*" in names else names
 

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_runtime_api.h>
+
 #include "base/handles.h"
 #include "base/log.h"
 #include "base/param.h"
@@ -263,6 +265,32 @@ static void options_validated(void)
     CHECK_ST(symmem_comm_init(2, -1, &id, NULL, &c), SYMMEM_INVALID_ARGUMENT);
 }
 
+/* A rank whose driver or device is missing fails at once with the cause, before it waits for its peers: rank
+ * 1 never comes, and the timeout (60 s) is far beyond the case's time limit (20 s), so a rank that reached
+ * the rendezvous first would fail this case by its limit, not pass it late. */
+static void missing_device_fails_before_the_rendezvous(void)
+{
+    symmem_unique_id_t id;
+    CHECK_OK(symmem_get_unique_id(&id));
+    symmem_options_t o = SYMMEM_OPTIONS_INIT;
+    o.timeout_ms = 60000;
+    o.device = 0;
+    symmem_comm_t c;
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        CHECK_ST(symmem_comm_init(2, 0, &id, &o, &c), SYMMEM_NO_DEVICE);
+        CHECK(strstr(symmem_last_error(), "driver") || strstr(symmem_last_error(), "device"));
+        CHECK_ERR_HAS("SYMMEM_BACKEND=host");
+        /* every rank of one process, the same */
+        symmem_comm_t cs[2];
+        CHECK_ST(symmem_comm_init_all(2, (const int[]){0, 0}, &o, cs), SYMMEM_NO_DEVICE);
+    } else {
+        o.device = n + 3;
+        CHECK_ST(symmem_comm_init(2, 0, &id, &o, &c), SYMMEM_INVALID_ARGUMENT);
+        CHECK_ERR_HAS("does not exist");
+    }
+}
+
 static void null_handles_are_safe(void)
 {
     CHECK_OK(symmem_comm_destroy(NULL));
@@ -310,6 +338,7 @@ int main(void)
         {"unique_id_round_trip", unique_id_round_trip, 10},
         {"bad_unique_ids_rejected", bad_unique_ids_rejected, 10},
         {"options_validated", options_validated, 10},
+        {"missing_device_fails_before_the_rendezvous", missing_device_fails_before_the_rendezvous, 20},
         {"null_handles_are_safe", null_handles_are_safe, 10},
         {"handle_sets_track_membership", handle_sets_track_membership, 10},
     };

@@ -13,7 +13,7 @@
 #          then, on the GPU machine (carry: build-ab):
 #            bench/ab_bench.sh build-ab/old.tar.gz
 #     ROUNDS: runs per build (default 3, at least 2).
-#   Environment: AB_SIZES (default "1K 64K 1M 16M"), AB_ARGS (more symmem-bench arguments, e.g. "-a all"
+#   Environment: AB_SIZES (default "1K 64K 1M 16M"), AB_ARGS (more symmem-bench arguments, e.g. "--algo all"
 #   to time every algorithm; rows are then keyed by size and algorithm), AB_RANKS (ranks, threads of one
 #   process, default 2), AB_DIR (build folders, default build-ab), AB_JOBS (build parallelism, default
 #   nproc), AB_ARCH (CUDA architectures, default native), AB_REUSE=1 (measure again with the build
@@ -102,13 +102,25 @@ for b in "${SB[@]}"; do
 done
 if [ $ladder = 1 ]; then SPANS=("${SB[0]}:${SB[-1]}"); else SPANS=(); for b in "${SB[@]}"; do SPANS+=("$b:$b"); done; fi
 for v in old new; do rm -rf "$AB/cache-$v" && mkdir -p "$AB/cache-$v"; done
+# A tree from before symmem-bench took nccl-tests' options spells the rank count -N and an algorithm -a; the
+# arguments are given in today's spelling and translated for such a build (its --help has no --nranks).
+args_for() { # build
+  local bin=$AB/build-$1/bench/symmem-bench
+  if "$bin" --help 2>/dev/null | grep -q -- "--nranks"; then
+    echo "--nranks $RANKS ${AB_ARGS:-}"
+  else
+    echo "-N $RANKS $(sed 's/--algo /-a /g; s/--coll /-t /g; s/-R 0/-z 0/g; s/-R 2/-z 1/g; s/-G \([1-9][0-9]*\)/-R \1/g' \
+      <<< "${AB_ARGS:-}")"
+  fi
+}
 run_one() { # build round
   local out=$AB/run-$1-$2.txt span
   : > "$out"
   for span in "${SPANS[@]}"; do
+    # shellcheck disable=SC2046 # the arguments are words
     env -u SYMMEM_TUNE_FILE -u SYMMEM_ALGO SYMMEM_TOPO_CACHE_DIR="$AB/cache-$1" \
-      timeout 150 "$AB/build-$1/bench/symmem-bench" --inprocess -N "$RANKS" --nccl 0 -b "${span%%:*}" -e "${span##*:}" -f 4 \
-      ${AB_ARGS:-} >> "$out" 2>&1 || echo "# symmem-bench exited $? (build $1, sizes $span)" >> "$out"
+      timeout 150 "$AB/build-$1/bench/symmem-bench" --inprocess --nccl 0 -b "${span%%:*}" -e "${span##*:}" -f 4 \
+      $(args_for "$1") >> "$out" 2>&1 || echo "# symmem-bench exited $? (build $1, sizes $span)" >> "$out"
   done
 }
 for r in $(seq 1 "$ROUNDS"); do

@@ -86,7 +86,7 @@ for p in $PLACEMENTS; do
     fi
     limit=$STEP_S
     if [ $((SECONDS + limit)) -gt $((DEADLINE + 30)) ]; then limit=$((DEADLINE + 30 - SECONDS)); fi
-    cmd=("$BENCH" -N "$n" --placement "$p" -a all -b 1K -e "$MAXB" -f 2 -n "$NOPS" -R "$REPLAYS" -w "$WARM" --model 1)
+    cmd=("$BENCH" --nranks "$n" --placement "$p" --algo all -b 1K -e "$MAXB" -f 2 -n "$NOPS" -G "$REPLAYS" -w "$WARM" --model 1)
     t0=$SECONDS
     echo "== $p, $n ranks: ${cmd[*]}" >> "$LOG"
     timeout --kill-after=10 "$limit" "${cmd[@]}" >> "$LOG" 2>&1

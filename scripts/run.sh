@@ -3,7 +3,7 @@
 # all-reduce benchmark against NCCL on the same GPUs (symmem-bench). Without a GPU it says so and runs
 # what can run there: the probe's PCI/NUMA report.
 #   SYMMEM_BUILD_DIR, SYMMEM_CUDA_ARCHS: see scripts/build_common.sh (the build folder is test.sh's too)
-#   extra arguments go to symmem-bench (e.g. -b 1K -e 64M -a all)
+#   extra arguments go to symmem-bench (e.g. -b 1K -e 64M --algo all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/build_common.sh
@@ -23,7 +23,7 @@ if [ "$ngpu" -eq 0 ]; then
 fi
 if [ "$ngpu" -lt 2 ]; then
   echo "One GPU: running the benchmark with 2 ranks on it (a correctness exercise, not a performance figure)."
-  exec "$build/bench/symmem-bench" -N 2 --inprocess "$@"
+  exec "$build/bench/symmem-bench" --nranks 2 --inprocess "$@"
 fi
 echo "== symmem-bench: all-reduce on $ngpu GPUs, symmem vs NCCL"
-exec "$build/bench/symmem-bench" -N "$ngpu" "$@"
+exec "$build/bench/symmem-bench" --nranks "$ngpu" "$@"

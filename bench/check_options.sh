@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
+# usage: bench/check_options.sh SYMMEM_BENCH     (-h: this text)
+#
 # symmem-bench's command line, no GPU needed (--dry-run prints what a command line runs and touches no GPU):
 # nccl-tests' options read as nccl-tests reads them, symmem-bench's own long options, the short options that
 # meant something else before refused with the replacement named, nccl-tests' options without a symmem
 # meaning refused by name, and --help's exit statuses.
-#   check_options.sh SYMMEM_BENCH
 set -u
+source "$(dirname "$0")/../scripts/build_common.sh"
+symmem_help "$0" "$@"
 bench=${1:?usage: check_options.sh SYMMEM_BENCH}
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }

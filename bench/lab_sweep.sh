@@ -20,6 +20,8 @@
 # library's INFO lines of the autotune, appended), lab_tune.txt (the tables the autotune saved),
 # lab_summary.md (machine, the runs with exit codes and seconds, the tables, pass/fail).
 set -u
+source "$(dirname "$0")/../scripts/build_common.sh" # --help; NVLink multicast off
+symmem_help "$0" "$@"
 OUT=${1:?usage: bench/lab_sweep.sh OUTDIR BUILD_DIR [RANKS...]}
 BUILD=${2:?usage: bench/lab_sweep.sh OUTDIR BUILD_DIR [RANKS...]}
 shift 2

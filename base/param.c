@@ -255,9 +255,9 @@ static void warn_unknown(void)
         /* Variables of the scripts, the tests, the tools and the package build (SYMMEM_BUILD_DIR,
          * SYMMEM_BUILD_TORCH, SYMMEM_CUDA_ARCHS, SYMMEM_WERROR, SYMMEM_GPU_MPS, SYMMEM_UNIQUE_ID: each
          * script's --help lists its own), not symmem's code. */
-        static const char *const others[] = {"TEST_", "BENCH_", "BUILD_", "PY_", "FUZZ_", "MPS_", "SAN_"};
+        static const char *const others[] = {"TEST_", "BENCH_", "BUILD_", "PY_", "FUZZ_", "MPS_", "SAN_", "EXPECT_"};
         int other = strcmp(buf, "UNIQUE_ID") == 0 || strcmp(buf, "WERROR") == 0 || strcmp(buf, "CUDA_ARCHS") == 0 ||
-                    strcmp(buf, "SKIP_SANITIZE") == 0 || strcmp(buf, "GPU_MPS") == 0 ||
+                    strcmp(buf, "SKIP_SANITIZE") == 0 || strcmp(buf, "GPU_MPS") == 0 || strcmp(buf, "JOBS") == 0 ||
                     strcmp(buf, "RUN_BUDGET_S") == 0 || strcmp(buf, "TORCH_DIR") == 0;
         for (size_t k = 0; k < sizeof others / sizeof *others && !other; k++)
             other = strncmp(buf, others[k], strlen(others[k])) == 0;
@@ -284,8 +284,7 @@ static void load(void)
     for (int i = 0; i < SYMMEM_PARAM_COUNT; i++) {
         const char *v = getenv(params[i].full);
         given[i] = v ? v : params[i].def;
-        refused[i][0] = '\0';
-        if (v && check_value(i, v, refused[i], sizeof refused[i]) == 0) refused[i][0] = '\0';
+        if (!v || check_value(i, v, refused[i], sizeof refused[i]) == 0) refused[i][0] = '\0';
         values[i] = v && *v && !refused[i][0] ? v : params[i].def;
         sources[i] = !v              ? "default"
                      : !*v           ? "environment, empty: the default is used"

@@ -123,7 +123,7 @@ symmem_build() {
   local what="${*:-everything}" t0=$SECONDS targets=()
   [ $# -gt 0 ] && targets=(--target "$@")
   echo "== building $what in $dir (a first build compiles ~200 files, CUDA kernels included: about 6 minutes" \
-    "on 2 cores, 1-2 on 16; then only what changed)"
+    "on 2 cores; then only what changed)"
   cmake --build "$dir" -j "${SYMMEM_JOBS:-$(nproc)}" ${targets[@]+"${targets[@]}"} ||
     { echo "error: the build in $dir failed (above)"; return 1; }
   echo "== built $what in $dir in $((SECONDS - t0)) s"

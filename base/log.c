@@ -26,9 +26,7 @@ static int parse_level(const char *s)
 {
     for (int i = 0; i < (int)(sizeof level_names / sizeof level_names[0]); i++)
         if (strcasecmp(s, level_names[i]) == 0) return i;
-    if (strcasecmp(s, "VERSION") == 0) return SYMMEM_LOG_WARN;
-    fprintf(stderr, "symmem: SYMMEM_LOG_LEVEL=%s is not one of NONE, WARN, INFO, DEBUG, TRACE; using WARN\n", s);
-    return SYMMEM_LOG_WARN;
+    return SYMMEM_LOG_WARN; /* not reached: the table refuses other values (base/param.h) */
 }
 
 static unsigned subsys_bit(const char *name, size_t len)
@@ -38,8 +36,7 @@ static unsigned subsys_bit(const char *name, size_t len)
     SYMMEM_SUBSYS_LIST(SYMMEM_SUBSYS_MATCH_)
 #undef SYMMEM_SUBSYS_MATCH_
     if (len == 3 && strncasecmp(name, "ALL", 3) == 0) return ~0u;
-    fprintf(stderr, "symmem: SYMMEM_LOG_SUBSYS: unknown subsystem '%.*s' ignored\n", (int)len, name);
-    return 0;
+    return 0; /* not reached: the table refuses other names (base/param.h) */
 }
 
 static unsigned parse_mask(const char *s)

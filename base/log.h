@@ -41,7 +41,9 @@ void symmem_log_write(int level, unsigned subsys, const char *file, int line, co
 static inline int symmem_log_enabled(int level, unsigned subsys)
 {
     if (symmem_log_level_ < 0) symmem_log_init();
-    return level <= symmem_log_level_ && (symmem_log_mask_ & subsys);
+    /* SYMMEM_LOG_SUBSYS selects the informational lines; a warning always gets through (as NCCL's WARN does
+     * whatever NCCL_DEBUG_SUBSYS says): only SYMMEM_LOG_LEVEL=NONE silences it. */
+    return level <= symmem_log_level_ && (level == SYMMEM_LOG_WARN || (symmem_log_mask_ & subsys));
 }
 
 /* The rank shown in log lines and error messages of the calling thread (-1: none). Entry points that act

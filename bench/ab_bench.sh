@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# usage: bench/ab_bench.sh OLD [ROUNDS]  |  bench/ab_bench.sh --pack COMMIT     (-h: this text)
+#
 # A/B benchmark of two trees on one GPU machine: builds an old tree and this tree into two build folders
 # (native arch, symmem-bench only), then runs symmem-bench (all-reduce, bf16 sum, auto, CUDA-graph
 # replays) with AB_RANKS ranks (default 2) in one process, old and new interleaved (A B A B ...), and
@@ -13,7 +15,7 @@
 #          then, on the GPU machine (carry: build-ab):
 #            bench/ab_bench.sh build-ab/old.tar.gz
 #     ROUNDS: runs per build (default 3, at least 2).
-#   Environment: AB_SIZES (default "1K 64K 1M 16M"), AB_ARGS (more symmem-bench arguments, e.g. "-a all"
+#   Environment: AB_SIZES (default "1K 64K 1M 16M"), AB_ARGS (more symmem-bench arguments, e.g. "--algo all"
 #   to time every algorithm; rows are then keyed by size and algorithm), AB_RANKS (ranks, threads of one
 #   process, default 2), AB_DIR (build folders, default build-ab), AB_JOBS (build parallelism, default
 #   nproc), AB_ARCH (CUDA architectures, default native), AB_REUSE=1 (measure again with the build
@@ -26,8 +28,9 @@
 # ~4 minutes: two builds of the library and symmem-bench in parallel (~1.5-2 min on 16 cores), then
 # ROUNDS x 2 invocations of symmem-bench (one per build and round for the default sizes), ~10 s each.
 set -uo pipefail
+source "$(dirname "$0")/../scripts/build_common.sh" # the build recipe; NVLink multicast off
+symmem_help "$0" "$@"
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # Both builds at the same grid: co-located ranks leave no cluster room here, as a tree from before the room
 # (which ignores the variable) does not either.
 export SYMMEM_CLUSTER_ROOM=${SYMMEM_CLUSTER_ROOM:-0}
@@ -69,12 +72,11 @@ else
   rm -rf "$src_old"/build* # a copied tree's own build folders never count
 
   # ---- two builds in parallel ------------------------------------------------------------------------------
-  cfg=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=${AB_ARCH:-native} -DSYMMEM_BUILD_TESTS=OFF
-       -DSYMMEM_BUILD_TOOLS=OFF -DSYMMEM_BUILD_BENCH=ON -DSYMMEM_BUILD_TORCH=OFF
-       -DSYMMEM_WERROR=OFF) # this machine's compilers may warn about more than CI's
+  # the bench configuration of scripts/build_common.sh (symmem-bench alone, AB_ARCH, warnings not errors: this
+  # machine's compilers may warn about more than CI's), for both trees
   build() { # name source
     local b=$AB/build-$1
-    { cmake -S "$2" -B "$b" "${cfg[@]}" && cmake --build "$b" -j "$JOBS" --target symmem-bench; } > "$AB/build-$1.log" 2>&1 ||
+    { symmem_configure bench "$b" "$2" && SYMMEM_JOBS=$JOBS symmem_build "$b" symmem-bench; } > "$AB/build-$1.log" 2>&1 ||
       { echo "BUILD FAILED: $1 (see $AB/build-$1.log)"; grep -E "error|FAILED" -A3 "$AB/build-$1.log" | head -20; return 1; }
   }
   half=$(( JOBS > 1 ? JOBS / 2 : 1 ))
@@ -102,13 +104,25 @@ for b in "${SB[@]}"; do
 done
 if [ $ladder = 1 ]; then SPANS=("${SB[0]}:${SB[-1]}"); else SPANS=(); for b in "${SB[@]}"; do SPANS+=("$b:$b"); done; fi
 for v in old new; do rm -rf "$AB/cache-$v" && mkdir -p "$AB/cache-$v"; done
+# A tree from before symmem-bench took nccl-tests' options spells the rank count -N and an algorithm -a; the
+# arguments are given in today's spelling and translated for such a build (its --help has no --nranks).
+args_for() { # build
+  local bin=$AB/build-$1/bench/symmem-bench
+  if "$bin" --help 2>/dev/null | grep -q -- "--nranks"; then
+    echo "--nranks $RANKS ${AB_ARGS:-}"
+  else
+    echo "-N $RANKS $(sed 's/--algo /-a /g; s/--coll /-t /g; s/-R 0/-z 0/g; s/-R 2/-z 1/g; s/-G \([1-9][0-9]*\)/-R \1/g' \
+      <<< "${AB_ARGS:-}")"
+  fi
+}
 run_one() { # build round
   local out=$AB/run-$1-$2.txt span
   : > "$out"
   for span in "${SPANS[@]}"; do
+    # shellcheck disable=SC2046 # the arguments are words
     env -u SYMMEM_TUNE_FILE -u SYMMEM_ALGO SYMMEM_TOPO_CACHE_DIR="$AB/cache-$1" \
-      timeout 150 "$AB/build-$1/bench/symmem-bench" --inprocess -N "$RANKS" --nccl 0 -b "${span%%:*}" -e "${span##*:}" -f 4 \
-      ${AB_ARGS:-} >> "$out" 2>&1 || echo "# symmem-bench exited $? (build $1, sizes $span)" >> "$out"
+      timeout 150 "$AB/build-$1/bench/symmem-bench" --inprocess --nccl 0 -b "${span%%:*}" -e "${span##*:}" -f 4 \
+      $(args_for "$1") >> "$out" 2>&1 || echo "# symmem-bench exited $? (build $1, sizes $span)" >> "$out"
   done
 }
 for r in $(seq 1 "$ROUNDS"); do

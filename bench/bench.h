@@ -55,15 +55,28 @@ extern const bench_coll_t bench_all_reduce, bench_reduce_scatter, bench_all_gath
 /* By kind; NULL for a kind the benchmark does not drive (the fused call: symmem-fused-bench). */
 extern const bench_coll_t *const bench_colls[SYMMEM_COLL_KIND_COUNT];
 
+/* -a (nccl-tests' --average): which rank's time a row reports. */
+enum { BENCH_AVERAGE_RANK0 = 0, BENCH_AVERAGE_MEAN = 1, BENCH_AVERAGE_MIN = 2, BENCH_AVERAGE_MAX = 3 };
+
 typedef struct opts {
-    size_t minb, maxb;
-    double factor;
+    size_t minb, maxb, step; /* -b, -e, -i */
+    double factor;           /* -f; 1: sizes step by -i */
     int iters, warmup, replays, check, graph, zero_copy, nranks, inprocess, nccl, tune;
     int align;             /* one untimed replay (eager: operation) before each timed one */
     int model;             /* --model: the cost model's prediction beside each row, floors and a markdown summary */
+    int average;           /* -a: BENCH_AVERAGE_* */
+    int blocking;          /* -z 1: every eager operation waited for before the next is launched */
+    int cycles;            /* -N: sweeps (0: until interrupted) */
+    int timeout_s;         /* -T: the communicator's timeout; 0: SYMMEM_TIMEOUT_MS */
+    int nthreads, ngpus;   /* -t, -g (0: not given): ranks = t x g in this process */
+    int dry_run;           /* --dry-run: print the plan, touch no GPU */
+    int factor_given, step_given, graph_given;
     symmem_placement_t placement; /* --placement: the communicator's (options API); DEFAULT: SYMMEM_PLACEMENT */
     const char *tune_file; /* --tune FILE; NULL: $SYMMEM_TUNE_FILE, else <cache dir>/tune.txt */
-    int algo_given;        /* -a was on the command line (--tune ignores it) */
+    int algo_given;        /* --algo was on the command line (--tune ignores it) */
+    symmem_dtype_t dts[SYMMEM_DTYPE_COUNT]; /* -d (all: every one); dt is the one being run */
+    symmem_redop_t ops[SYMMEM_REDOP_COUNT]; /* -o (all: every one); op is the one being run */
+    int ndts, nops;
     symmem_dtype_t dt;
     symmem_redop_t op;
     const bench_coll_t *coll;
@@ -108,11 +121,15 @@ typedef struct size_rec {
     result_t after; /* --tune: auto with the new table */
 } size_rec_t;
 
-/* The sizes -b, -b*f, ... up to -e (the loop every part walks). */
-#define BENCH_FOR_SIZES(o, s) for (double s = (double)(o)->minb; s <= (double)(o)->maxb * 1.0000001; s *= (o)->factor)
+/* The sizes -b, -b*f, ... up to -e, or -b, -b+i, ... where -f is 1 (the loop every part walks). */
+#define BENCH_FOR_SIZES(o, s)                                                                              \
+    for (double s = (double)(o)->minb; s <= (double)(o)->maxb * 1.0000001;                                 \
+         s = (o)->factor > 1.0 ? s * (o)->factor : s + (double)(o)->step)
 
 /* options.c: 0, 1 (printed the help: exit 0) or -1 (message printed). */
 int bench_parse_args(int argc, char **argv, opts_t *o);
+/* --dry-run: what the options run, one "  key  value" line each (bench/check_options.sh reads them). */
+void bench_print_plan(const opts_t *o);
 
 /* setup.c: the ranks (one per process, child_rank; or all in this one), buffers, NCCL. 0, 77 or 1. */
 int bench_setup(bench_t *b, int child_rank);

@@ -20,6 +20,8 @@
 # library's INFO lines of the autotune, appended), lab_tune.txt (the tables the autotune saved),
 # lab_summary.md (machine, the runs with exit codes and seconds, the tables, pass/fail).
 set -u
+source "$(dirname "$0")/../scripts/build_common.sh" # --help; NVLink multicast off
+symmem_help "$0" "$@"
 OUT=${1:?usage: bench/lab_sweep.sh OUTDIR BUILD_DIR [RANKS...]}
 BUILD=${2:?usage: bench/lab_sweep.sh OUTDIR BUILD_DIR [RANKS...]}
 shift 2
@@ -86,7 +88,7 @@ for p in $PLACEMENTS; do
     fi
     limit=$STEP_S
     if [ $((SECONDS + limit)) -gt $((DEADLINE + 30)) ]; then limit=$((DEADLINE + 30 - SECONDS)); fi
-    cmd=("$BENCH" -N "$n" --placement "$p" -a all -b 1K -e "$MAXB" -f 2 -n "$NOPS" -R "$REPLAYS" -w "$WARM" --model 1)
+    cmd=("$BENCH" --nranks "$n" --placement "$p" --algo all -b 1K -e "$MAXB" -f 2 -n "$NOPS" -G "$REPLAYS" -w "$WARM" --model 1)
     t0=$SECONDS
     echo "== $p, $n ranks: ${cmd[*]}" >> "$LOG"
     timeout --kill-after=10 "$limit" "${cmd[@]}" >> "$LOG" 2>&1

@@ -242,7 +242,12 @@ static int replays(bench_t *b, const geom_t *g, int algo, int nccl, cudaGraphExe
         record(b, ev0);
         if (o->graph) launch_graphs(b, exec);
         else
-            for (int k = 0; k < o->iters && rc == 0; k++) rc = enqueue_all(b, g, k % g->sets, algo, nccl);
+            for (int k = 0; k < o->iters && rc == 0; k++) {
+                rc = enqueue_all(b, g, k % g->sets, algo, nccl);
+                /* -z 1: every rank's operation done before the next launch (all local ranks first: one
+                 * thread drives them, and each waits for the others) */
+                if (o->blocking && rc == 0 && cc_sync(ctx) != cudaSuccess) rc = -1;
+            }
         record(b, ev1);
         if (cc_sync(ctx) != cudaSuccess) rc = -1;
         for (int i = 0; i < ctx->nlocal && rc == 0; i++) {
@@ -254,8 +259,8 @@ static int replays(bench_t *b, const geom_t *g, int algo, int nccl, cudaGraphExe
     return rc;
 }
 
-/* The median per local rank, then the slowest rank of the communicator. */
-static int slowest_median(bench_t *b, double *t, int rc, double *us_out)
+/* The median per local rank, then across the communicator's ranks as -a says (default: the slowest). */
+static int across_ranks(bench_t *b, double *t, int rc, double *us_out)
 {
     cc_ctx_t *ctx = &b->ctx;
     const int nrep = b->o.replays;
@@ -268,13 +273,21 @@ static int slowest_median(bench_t *b, double *t, int rc, double *us_out)
     }
     if (cc_sum_u64(ctx, rc != 0) != 0) return -1;
     if (cc_allgather_u64(ctx, ml, ma) != 0) return -1;
-    double worst = 0;
+    double worst = 0, best = 0, sum = 0, first = 0;
     for (int k = 0; k < ctx->nranks; k++) {
         double v;
         memcpy(&v, &ma[k], sizeof v);
+        if (k == 0) first = best = v;
         if (v > worst) worst = v;
+        if (v < best) best = v;
+        sum += v;
     }
-    *us_out = worst;
+    switch (b->o.average) {
+    case BENCH_AVERAGE_RANK0: *us_out = first; break;
+    case BENCH_AVERAGE_MEAN: *us_out = sum / ctx->nranks; break;
+    case BENCH_AVERAGE_MIN: *us_out = best; break;
+    default: *us_out = worst; break;
+    }
     return 0;
 }
 
@@ -297,7 +310,7 @@ static int timing(bench_t *b, const geom_t *g, int algo, int nccl, double *us_ou
     double *t = calloc((size_t)o->replays * CC_MAX_RANKS, sizeof(double));
     if (rc == 0) rc = replays(b, g, algo, nccl, exec, ev0, ev1, t);
     if (rc == 0 && !nccl && cc_async_error(ctx) != SYMMEM_OK) rc = -1;
-    const int agreed = slowest_median(b, t, rc, us_out);
+    const int agreed = across_ranks(b, t, rc, us_out);
     free(t);
     for (int i = 0; i < ctx->nlocal; i++) {
         cudaSetDevice(ctx->r[i].device);

@@ -12,6 +12,8 @@
 # (every number of every run), tune<TAG>.txt (the tables the runs measured).
 # Without a GPU it says so and exits 77.
 set -u
+source "$(dirname "$0")/../scripts/build_common.sh"
+symmem_help "$0" "$@"
 OUT=${1:?usage: bench/op_sweep.sh OUTDIR [RANKS...]}
 shift
 RANKS=${*:-2 4 8}

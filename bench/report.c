@@ -77,7 +77,7 @@ static void print_tune_header(const bench_t *b, const char *fingerprint, const c
     const opts_t *o = &b->o;
     printf("# --tune: every algorithm per size; winner = lowest time (slowest rank) with #wrong 0, decided by "
            "rank 0 and broadcast%s\n",
-           o->algo_given ? "; -a ignored" : "");
+           o->algo_given ? "; --algo ignored" : "");
     printf("# --tune: table of %s -> %s (section [%s]; other ops and sections kept)\n",
            symmem_coll_kind_name(o->coll->kind), bench_tune_path(o), fingerprint);
     if (!o->check) printf("# --tune with -c 0: results are not checked, so a wrong algorithm can win\n");
@@ -96,9 +96,11 @@ void bench_print_header(const bench_t *b)
            SYMMEM_VERSION_MINOR, SYMMEM_VERSION_PATCH, symmem_coll_kind_name(o->coll->kind), n,
            o->inprocess ? "threads of one process" : "one process each", ctx->ngpus, symmem_dtype_name(o->dt),
            o->coll->reduces ? symmem_redop_name(o->op) : "");
-    printf("# timing: %s, %d ops per %s, median of %d, slowest rank; warm-up %d;%s check %s; symmem buffers: %s\n",
-           o->graph ? "CUDA-graph replays" : "eager launches", o->iters, o->graph ? "graph" : "batch", o->replays,
-           o->warmup, o->align ? " ranks aligned by an untimed replay;" : "", o->check ? "on" : "off",
+    static const char *const across[] = {"rank 0", "mean of ranks", "fastest rank", "slowest rank"};
+    printf("# timing: %s, %d ops per %s, median of %d, %s; warm-up %d;%s check %s; symmem buffers: %s\n",
+           o->graph ? "CUDA-graph replays" : o->blocking ? "eager launches, each waited for" : "eager launches",
+           o->iters, o->graph ? "graph" : "batch", o->replays, across[o->average], o->warmup,
+           o->align ? " ranks aligned by an untimed replay;" : "", o->check ? "on" : "off",
            o->zero_copy ? "symmetric (zero copy)" : "cudaMalloc (copy-in)");
     printf("# NCCL baseline: %s%s\n", b->have_nccl ? "on (cudaMalloc buffers, same timing)" : "off",
            !o->coll->sized && b->have_nccl ? "; NCCL has no barrier: a 1-element all-reduce stands in" : "");

@@ -12,6 +12,8 @@
 #   BUILD_DIR: default $SYMMEM_BUILD_DIR, else the first of build build-gpu build-bench build-* that has
 #   bench/symmem-bench (scripts/gpu_check.sh builds build-gpu).
 set -u
+source "$(dirname "$0")/../scripts/build_common.sh" # --help; NVLink multicast off
+symmem_help "$0" "$@"
 OUT=${1:?usage: bench/run_gpu.sh OUTDIR [BUILD_DIR]}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(dirname "$HERE")
@@ -63,24 +65,24 @@ step() {
 } > "$OUT/machine.txt"
 
 # 1. symmem vs NCCL, 2 ranks (one process per GPU), bf16 sum, graph timing.
-step bench_all_algos 60 "$BENCH" -a all -b 1K -e 64M -f 4
+step bench_all_algos 60 "$BENCH" --algo all -b 1K -e 64M -f 4
 # programmatic dependent launch off: what PDL saves per call (bench/NOTES.md, "Measurements")
-step bench_all_algos_nopdl 60 env SYMMEM_PDL=0 "$BENCH" -a all -b 1K -e 64M -f 4
+step bench_all_algos_nopdl 60 env SYMMEM_PDL=0 "$BENCH" --algo all -b 1K -e 64M -f 4
 step bench_auto 60 "$BENCH" -b 1K -e 256M -f 2
 # PyTorch's own symmetric-memory all-reduce (one_shot / two_shot), same GPUs, same timing method
 step torch_allreduce 90 python3 "$HERE/torch_allreduce_bench.py" --nranks 2 -b 1K -e 64M -f 4
 step bench_eager 30 "$BENCH" -G 0 -b 1K -e 16M -f 16
-step bench_copyin 40 "$BENCH" -z 0 -a all -b 1K -e 16M -f 16
+step bench_copyin 40 "$BENCH" -R 0 --algo all -b 1K -e 16M -f 16
 step bench_fp32_max 30 "$BENCH" -d float -o max -b 4K -e 4M -f 32
-step bench_reduce_scatter 30 "$BENCH" -t reduce_scatter -b 4K -e 64M -f 16
-step bench_all_gather 30 "$BENCH" -t all_gather -b 4K -e 64M -f 16
-step bench_barrier 20 "$BENCH" -t barrier
+step bench_reduce_scatter 30 "$BENCH" --coll reduce_scatter -b 4K -e 64M -f 16
+step bench_all_gather 30 "$BENCH" --coll all_gather -b 4K -e 64M -f 16
+step bench_barrier 20 "$BENCH" --coll barrier
 # the fused all-reduce + residual add + RMSNorm against the unfused sequences (hidden 4096/7168 x 1..128 tokens)
 step bench_fused 60 "$BUILD/bench/symmem-fused-bench" -a all
 
 # 2. 4 and 8 ranks placed on the available GPUs (threads of one process): correctness, every algorithm.
-step bench_inproc4 40 "$BENCH" --inprocess -N 4 -a all -b 1K -e 4M -f 16 -n 5 -R 3 -w 1
-step bench_inproc8 40 "$BENCH" --inprocess -N 8 -a all -b 1K -e 4M -f 16 -n 5 -R 3 -w 1
+step bench_inproc4 40 "$BENCH" -g 4 --algo all -b 1K -e 4M -f 16 -n 5 -G 3 -w 1
+step bench_inproc8 40 "$BENCH" -g 8 --algo all -b 1K -e 4M -f 16 -n 5 -G 3 -w 1
 
 # 3. Allocation cost: symmem alloc+map vs torch symm_mem.empty + rendezvous, 2 MiB .. 4 GiB.
 step torch_alloc 100 python3 "$HERE/torch_alloc_bench.py" --nranks 2 --out "$OUT/torch_alloc.json"

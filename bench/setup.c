@@ -31,6 +31,7 @@ static int ranks_multiproc(bench_t *b, int child_rank, int ndev)
     symmem_status_t st = ids ? symmem_unique_id_from_string(ids, &id) : SYMMEM_INVALID_ARGUMENT;
     so.device = R->device;
     so.placement = b->o.placement;
+    so.timeout_ms = b->o.timeout_s * 1000; /* -T; 0: SYMMEM_TIMEOUT_MS */
     if (st == SYMMEM_OK) st = symmem_comm_init(b->o.nranks, child_rank, &id, &so, &R->comm);
     if (st != SYMMEM_OK) {
         fprintf(stderr, "symmem-bench rank %d: symmem_comm_init: %s: %s\n", child_rank, symmem_status_name(st),
@@ -63,6 +64,7 @@ static int ranks_inproc(bench_t *b, int ndev)
     }
     symmem_options_t so = SYMMEM_OPTIONS_INIT;
     so.placement = b->o.placement;
+    so.timeout_ms = b->o.timeout_s * 1000; /* -T; 0: SYMMEM_TIMEOUT_MS */
     symmem_status_t st = symmem_comm_init_all(n, devices, &so, comms);
     if (st != SYMMEM_OK) {
         fprintf(stderr, "symmem-bench: symmem_comm_init_all: %s: %s\n", symmem_status_name(st), symmem_last_error());

@@ -12,10 +12,12 @@
  *
  * Timing (METHOD): per size and algorithm, -n operations are captured into one CUDA graph per rank
  * (rotating among several buffer sets while they fit in ~3x L2, so the cache is not what is measured),
- * warmed up (-w eager operations plus one replay), then replayed -R times; each replay is timed with CUDA
+ * warmed up (-w eager operations plus one replay), then replayed -G times; each replay is timed with CUDA
  * events on each rank's stream, after a host barrier and one untimed replay that aligns the ranks (eager:
  * one untimed operation); per-op time = elapsed / n; a rank's time is the
- * median over replays; the reported time is the largest over ranks. -G 0 times eager launches the same way.
+ * median over replays; the reported time is the largest over ranks (-a: rank 0's, the mean or the smallest).
+ * -G 0 times eager launches the same way (-z 1: each operation waited for before the next).
+ * The options are nccl-tests' where symmem has a meaning for them (options.c; --help).
  * Check (-c 1): fresh random data per rank and size (never zeros), float64 host reference, #wrong = wrong
  * elements summed over ranks plus the number of ranks whose output differs bitwise from rank 0's
  * (all-reduce, all-gather). The exit status is 1 if any #wrong is nonzero.
@@ -95,6 +97,20 @@ static int run(bench_t *b)
     return rc || wrong_total ? 1 : 0;
 }
 
+/* Every -d and -o asked for (nccl-tests' "all"), -N times (0: until interrupted). */
+static int run_all(bench_t *b)
+{
+    int rc = 0;
+    for (int cycle = 0; b->o.cycles == 0 || cycle < b->o.cycles; cycle++)
+        for (int d = 0; d < b->o.ndts; d++)
+            for (int p = 0; p < (b->o.coll->reduces ? b->o.nops : 1); p++) {
+                b->o.dt = b->o.dts[d];
+                b->o.op = b->o.ops[p];
+                if (run(b) != 0) rc = 1;
+            }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     bench_t b;
@@ -102,6 +118,10 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     const int parsed = bench_parse_args(argc, argv, &b.o);
     if (parsed != 0) return parsed > 0 ? 0 : 2;
+    if (b.o.dry_run) {
+        bench_print_plan(&b.o);
+        return 0;
+    }
     int child = cc_child_rank("SYMMEM_BENCH");
     if (child < 0 && !b.o.inprocess) {
         /* Parent: no CUDA here. The GPU count comes from a forked probe. */
@@ -118,7 +138,7 @@ int main(int argc, char **argv)
         char *cargv[256];
         int k = 0;
         for (int i = 0; i < argc && k < 250; i++) cargv[k++] = argv[i];
-        cargv[k++] = "-N";
+        cargv[k++] = "--nranks";
         cargv[k++] = nbuf;
         cargv[k] = NULL;
         return cc_launch("SYMMEM_BENCH", b.o.nranks, cargv, NULL, 0);
@@ -132,7 +152,7 @@ int main(int argc, char **argv)
         b.o.nranks = ndev < 2 ? 2 : ndev;
     }
     if (b.o.nranks < 1 || b.o.nranks > CC_MAX_RANKS) {
-        fprintf(stderr, "symmem-bench: -N %d out of range\n", b.o.nranks);
+        fprintf(stderr, "symmem-bench: --nranks %d out of range\n", b.o.nranks);
         return 2;
     }
     int rc = bench_setup(&b, child < 0 ? 0 : child);
@@ -140,7 +160,7 @@ int main(int argc, char **argv)
         cc_shm_abort(b.ctx.shm);
         return rc;
     }
-    rc = run(&b);
+    rc = run_all(&b);
     bench_teardown(&b);
     return rc;
 }

@@ -15,6 +15,8 @@
 # halves it.
 # Files in OUTDIR: wire_<placement>.log (every run's output), wire_summary.md (machine, runs, tables).
 set -u
+source "$(dirname "$0")/../scripts/build_common.sh"
+symmem_help "$0" "$@"
 OUT=${1:?usage: bench/wire_sweep.sh OUTDIR BUILD_DIR [RANKS...]}
 BUILD=${2:?usage: bench/wire_sweep.sh OUTDIR BUILD_DIR [RANKS...]}
 shift 2

@@ -85,8 +85,14 @@ static symmem_status_t comm_create(const symmem_boot_id_t *id, int nranks, int r
         return symmem_set_error(SYMMEM_INVALID_ARGUMENT, "rank %d out of range [0, %d)", rank, nranks);
     symmem_comm_opts_t o;
     SYMMEM_CHECK(symmem_comm_resolve_options(opts, &o));
-    symmem_comm_t c = calloc(1, sizeof *c);
-    if (!c) return symmem_set_error(SYMMEM_OUT_OF_MEMORY, "out of host memory");
+    const int prev_rank = symmem_log_set_rank(rank); /* messages name this rank from here on */
+    symmem_comm_t c = NULL;
+    symmem_status_t st = symmem_comm_check_device(&o);
+    if (st == SYMMEM_OK && !(c = calloc(1, sizeof *c))) st = symmem_set_error(SYMMEM_OUT_OF_MEMORY, "out of host memory");
+    if (st != SYMMEM_OK) {
+        symmem_log_set_rank(prev_rank);
+        return st;
+    }
     c->magic = SYMMEM_COMM_MAGIC;
     c->rank = rank;
     c->nranks = nranks;
@@ -95,8 +101,6 @@ static symmem_status_t comm_create(const symmem_boot_id_t *id, int nranks, int r
     c->numa_node_opt = o.numa_node;
     c->timeout_ms = o.timeout_ms;
     pthread_mutex_init(&c->lock, NULL);
-    int prev_rank = symmem_log_set_rank(rank);
-    symmem_status_t st;
     /* Where init spends its time, per step (said in the "communicator ready" line): each step ends in an
      * exchange with every rank, so a step's time here includes waiting for the slowest rank's step before. */
     double t[5];

@@ -3,6 +3,7 @@
  * and where buffers live. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -33,6 +34,22 @@ static symmem_status_t cuda_rt_error(cudaError_t e, const char *call, int device
                          : e == cudaErrorMemoryAllocation                          ? SYMMEM_OUT_OF_MEMORY
                                                                                    : SYMMEM_CUDA_ERROR;
     return symmem_cudart_error(st, e, NULL, "%s (device %d)", call, device);
+}
+
+symmem_status_t symmem_comm_check_device(const symmem_comm_opts_t *o)
+{
+    if (o->backend != SYMMEM_BACKEND_CUDA) return SYMMEM_OK;
+    const symmem_cudrv_t *drv;
+    SYMMEM_CHECK(symmem_cudrv_get(&drv));
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) return cuda_rt_error(e, "cudaGetDeviceCount", o->device);
+    if (o->device >= count)
+        return symmem_set_error(SYMMEM_INVALID_ARGUMENT,
+                                "device %d does not exist: this process sees %d GPU(s) (CUDA_VISIBLE_DEVICES=%s)",
+                                o->device, count, getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES")
+                                                                                 : "unset");
+    return SYMMEM_OK;
 }
 
 static symmem_status_t gpu_facts(int device, symmem_peer_info_t *info)

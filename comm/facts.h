@@ -15,6 +15,9 @@ extern "C" {
  * native_atomics, all_p2p, the placement, ranks_per_device, min_sm_count). */
 symmem_status_t symmem_comm_agree_facts(symmem_comm_t comm, const symmem_comm_opts_t *opts);
 symmem_status_t symmem_comm_agree_reachability(symmem_comm_t comm);
+/* Local, before any rendezvous: the CUDA backend's driver and the requested device exist. A rank that cannot
+ * run says so at once rather than after its peers' timeout (they, in turn, time out naming it). */
+symmem_status_t symmem_comm_check_device(const symmem_comm_opts_t *opts);
 
 #ifdef __cplusplus
 }

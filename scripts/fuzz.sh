@@ -1,26 +1,28 @@
 #!/usr/bin/env bash
+# usage: scripts/fuzz.sh [SECONDS_PER_TARGET [TARGET...]]     (-h: this text)
+#
 # Fuzz every libFuzzer target for a bounded time (needs clang): the unique-id parser, the size and integer
-# parameters, the tune file, gpus.json, whole sysfs trees, and the bootstrap message decoder.
-#   ./scripts/fuzz.sh [SECONDS_PER_TARGET [TARGET...]]     default 60 s each, every target
+# parameters, the tune file, gpus.json, whole sysfs trees, and the bootstrap message decoder. Default 60 s
+# per target, every target (unique_id params tune topo_json topo_sysfs bootmsg).
 #   SYMMEM_FUZZ_MERGE=1   afterwards merge inputs with new coverage into tests/fuzz/corpus/<target>
 #                         (review and commit them: they become part of the regression replay)
-# Uses the sanitizer build (scripts/sanitize.sh's folder, build-san). Crashes are kept under
-# build-san/fuzz-crashes/<target>/; a crash makes the script fail. Add a fixed crash's input to the corpus.
+# Uses the sanitizer build (the san configuration of scripts/build_common.sh, build-san/, scripts/sanitize.sh's
+# folder). Crashes are kept under build-san/fuzz-crashes/<target>/; a crash makes the script fail. Add a fixed
+# crash's input to the corpus.
 set -euo pipefail
+source "$(dirname "$0")/build_common.sh"
+symmem_help "$0" "$@"
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 SYMMEM_LOG_LEVEL=NONE
+export SYMMEM_LOG_LEVEL=NONE
 secs=${1:-60}
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(unique_id params tune topo_json topo_sysfs bootmsg)
-build=${SYMMEM_SAN_BUILD_DIR:-build-san}
+build=$(symmem_dir san)
 command -v clang >/dev/null || { echo "fuzz: needs clang (libFuzzer)"; exit 1; }
-if [ ! -x "$build/tests/fuzz/fuzz_bootmsg" ] || ! grep -q 'SYMMEM_BUILD_FUZZERS:BOOL=ON' "$build/CMakeCache.txt"; then
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DSYMMEM_SANITIZE=address,undefined -DSYMMEM_BUILD_FUZZERS=ON -DSYMMEM_BUILD_BENCH=OFF \
-    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CUDA_HOST_COMPILER=clang++ >/dev/null
-fi
-cmake --build "$build" -j "$(nproc)" --target $(printf 'fuzz_%s ' "${targets[@]}")
+symmem_find_nvcc
+symmem_configure san "$build"
+symmem_build "$build" $(printf 'fuzz_%s ' "${targets[@]}")
 export ASAN_OPTIONS="detect_leaks=1:protect_shadow_gap=0" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 status=0
 for t in "${targets[@]}"; do

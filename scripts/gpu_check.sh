@@ -3,7 +3,7 @@
 # library (ctest label gpu) and the Python package's GPU stage (scripts/test_python.sh --gpu), logs in OUTDIR
 # (default ./gpu-logs). The benchmarks have their own script, bench/run_gpu.sh.
 #
-#   usage: scripts/gpu_check.sh [OUTDIR] [ctest -R regex]
+#   usage: scripts/gpu_check.sh [OUTDIR] [ctest -R regex]     (-h: this text)
 #   SYMMEM_TEST_GPU_PART   which parts, comma-separated (default all), run in this order:
 #       inproc          the ctests whose ranks are threads of one process (label inproc), outside MPS
 #       procs           the other GPU ctests, a process per rank (under MPS on one GPU)
@@ -25,6 +25,8 @@
 #   time: under MPS two of them at once could want more SMs than the GPU has. The Python stage's own
 #   settings (pytest arguments, the wheelhouse it installs pytest from) are scripts/test_python.sh's.
 set -uo pipefail
+source "$(dirname "$0")/build_common.sh"
+symmem_help "$0" "$@"
 cd "$(dirname "$0")/.."
 OUTDIR=${1:-gpu-logs}
 parts=" "
@@ -42,9 +44,8 @@ done
 want() { [[ $parts == *" $1 "* ]]; }
 mkdir -p "$OUTDIR"
 rm -f "$OUTDIR"/ctest_*.log "$OUTDIR"/python_gpu.log # the summary below reads this run's logs only
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
-build=${SYMMEM_BUILD_DIR:-build-gpu}
+build=$(symmem_dir gpu)
 t0=$SECONDS
 {
   nvidia-smi --query-gpu=index,name,driver_version,memory.total,pci.bus_id --format=csv,noheader
@@ -52,12 +53,10 @@ t0=$SECONDS
 } > "$OUTDIR/machine.txt" 2>&1
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if want inproc || want procs; then
-  # Warnings are errors in CI (scripts/test.sh); the GPU machine's compilers may warn about more, which must
-  # not cost a GPU run (SYMMEM_WERROR=ON to keep them errors here too).
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=native \
-    -DSYMMEM_WERROR=${SYMMEM_WERROR:-OFF} \
-    > "$OUTDIR/configure.log" 2>&1 || { cat "$OUTDIR/configure.log"; exit 1; }
-  cmake --build "$build" -j "$(nproc)" > "$OUTDIR/build.log" 2>&1 ||
+  # the gpu configuration of scripts/build_common.sh (native architectures; warnings are errors only with
+  # SYMMEM_WERROR=ON: the GPU machine's compilers may warn about more than CI's, which must not cost a GPU run)
+  symmem_configure gpu "$build" > "$OUTDIR/configure.log" 2>&1 || { cat "$OUTDIR/configure.log"; exit 1; }
+  symmem_build "$build" > "$OUTDIR/build.log" 2>&1 ||
     { grep -E "error|FAILED" -A5 "$OUTDIR/build.log" | head -60; exit 1; }
   echo "build: $((SECONDS - t0)) s, $ngpu GPU(s)"
 fi

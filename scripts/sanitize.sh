@@ -1,40 +1,34 @@
 #!/usr/bin/env bash
+# usage: scripts/sanitize.sh     (-h: this text)
+#
 # The sanitizer and fuzz-replay stage of the tests (scripts/test.sh calls it last; it also runs alone).
 # Builds the library, the CPU tests and the fuzz targets with AddressSanitizer + UndefinedBehaviorSanitizer
-# (clang, with libFuzzer; gcc without it if clang is missing), one CUDA architecture; runs the CPU tests,
-# which include the replay of every committed fuzz corpus; fails on any test failure and on any sanitizer
-# report, also one from a child process whose exit a test tolerated (reports go to files, checked at the end).
+# (the san configuration of scripts/build_common.sh: clang with libFuzzer, gcc without it if clang is
+# missing; one CUDA architecture) in build-san/, runs the CPU tests, which include the replay of every
+# committed fuzz corpus, and fails on any test failure and on any sanitizer report, also one from a child
+# process whose exit a test tolerated (reports go to files, checked at the end).
+# Cost: its own build (a few minutes the first time, ~1 GB in build-san/) and about a minute of tests.
 #   SYMMEM_SAN_BUILD_DIR    build folder (default build-san)
 #   SYMMEM_SKIP_SANITIZE=1  skip the stage (says so)
 #   SYMMEM_TEST_LABEL=gpu   (scripts/test.sh's GPU-only runs) skips it too: it is a CPU stage
 set -euo pipefail
+source "$(dirname "$0")/build_common.sh"
+symmem_help "$0" "$@"
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 if [ "${SYMMEM_SKIP_SANITIZE:-0}" = 1 ] || [ "${SYMMEM_TEST_LABEL:-all}" = gpu ]; then
   echo "sanitize: skipped (SYMMEM_SKIP_SANITIZE=1 or SYMMEM_TEST_LABEL=gpu)"
   exit 0
 fi
-if ! command -v nvcc >/dev/null; then
-  for d in /usr/local/cuda/bin /usr/local/cuda-13.0/bin /usr/local/cuda-12/bin; do
-    [ -x "$d/nvcc" ] && export PATH="$d:$PATH" && break
-  done
-fi
+symmem_find_nvcc
 start=$(date +%s)
-build=${SYMMEM_SAN_BUILD_DIR:-build-san}
+build=$(symmem_dir san)
 if command -v clang >/dev/null && command -v clang++ >/dev/null; then
-  compilers=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CUDA_HOST_COMPILER=clang++
-             -DSYMMEM_BUILD_FUZZERS=ON)
   what="clang $(clang -dumpversion), libFuzzer targets"
 else
-  compilers=(-DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ -DSYMMEM_BUILD_FUZZERS=OFF)
   what="gcc $(gcc -dumpversion) (no clang: fuzz targets built with the replay driver)"
 fi
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
-                                          -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DSYMMEM_SANITIZE=address,undefined -DSYMMEM_BUILD_BENCH=OFF "${compilers[@]}" "${launcher[@]}" >/dev/null
-cmake --build "$build" -j "$(nproc)"
+symmem_configure san "$build"
+symmem_build "$build"
 
 logs="$PWD/$build/sanitizer-logs"
 rm -rf "$logs" && mkdir -p "$logs" && chmod 1777 "$logs" # the attack test's children run as another user

@@ -1,11 +1,32 @@
 #!/usr/bin/env bash
-# Install what the tests need (Debian/Ubuntu with the CUDA toolkit), build, run the tests.
-# Without a GPU the GPU tests report "skipped" (exit 77), never "passed".
-#   SYMMEM_BUILD_DIR, SYMMEM_CUDA_ARCHS: see scripts/build_common.sh (the build folder is run.sh's too)
-#   SYMMEM_TEST_LABEL  ctest label to run: cpu, gpu or all (default all)
+# usage: scripts/test.sh     (-h: this text)
+#
+# Every test of symmem, as CI runs it (.ci/run): installs what the tests need (Debian/Ubuntu: libnuma-dev,
+# cmake, ninja-build, g++, pkg-config through apt; the CUDA toolkit 12.2+ must be installed), builds build/
+# (the dev configuration of scripts/build_common.sh, shared with run.sh), then runs, by SYMMEM_TEST_LABEL:
+#   cpu   the quick CPU check: the ctests labelled cpu (unit, topology, architecture, docs, the tools), about
+#         35 s once built. The same as `cd build && ctest -L cpu -j$(nproc)` after a build.
+#   gpu   the ctests labelled gpu (on a GPU machine; scripts/gpu_check.sh runs them with MPS where needed)
+#   all   (default) every ctest (GPU tests report "skipped", exit 77, without a GPU, never "passed"), then
+#         the stages after it: scripts/sanitize.sh (ASan + UBSan build of the CPU tests, build-san/),
+#         scripts/test_python.sh (the wheel and `pip install .` in fresh venvs, build-wheel/ and
+#         build-python/) and scripts/test_integrations.sh (SGLang and vLLM from PyPI, one venv each,
+#         build-integ/).
+# Cost of `all` on a CPU machine: 25 minutes and more, and disk: build/ ~1 GB, build-san/ ~1 GB, build-wheel/
+# ~2 GB, build-python/ ~6 GB, build-integ/ ~11 GB per framework (SYMMEM_TEST_SKIP_INTEGRATIONS=1 skips that
+# stage). Later runs reuse every folder and venv. `cpu` costs the first build (a few minutes) and 35 s.
+#   SYMMEM_TEST_LABEL   cpu, gpu or all (default all)
+#   SYMMEM_BUILD_DIR, SYMMEM_CUDA_ARCHS: the build folder and its architectures (scripts/run.sh --help)
 set -euo pipefail
+source "$(dirname "$0")/build_common.sh"
+symmem_help "$0" "$@"
 cd "$(dirname "$0")/.."
-source scripts/build_common.sh
+label=${SYMMEM_TEST_LABEL:-all}
+case $label in
+  cpu | gpu | all) ;;
+  *) echo "test.sh: SYMMEM_TEST_LABEL=$label: use cpu, gpu or all (-h for help)" >&2; exit 2 ;;
+esac
+build=$(symmem_dir dev)
 
 need_pkgs=()
 [ -f /usr/include/numa.h ] || need_pkgs+=(libnuma-dev)
@@ -20,18 +41,19 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
 fi
 symmem_find_nvcc
-symmem_configure
-symmem_build
-label=${SYMMEM_TEST_LABEL:-all}
+symmem_configure dev
+symmem_build "$build"
+# The CPU tests run in parallel (those that must not are marked RUN_SERIAL); GPU tests one at a time, as
+# they share the GPUs.
 sel=(); [ "$label" = all ] || sel=(-L "^$label\$")
+[ "$label" = cpu ] && sel+=(-j "$(nproc)")
 (cd "$build" && ctest --output-on-failure "${sel[@]}")
+[ "$label" = all ] || exit 0
 # ASan+UBSan build of the CPU tests and the fuzz-corpus replay.
 ./scripts/sanitize.sh
 # The Python package: the binary wheel (scripts/build_wheel.sh) and `pip install .`, installed into fresh
 # venvs and tested from outside the source tree, no CUDA toolkit reachable where the wheel is tested.
-[ "$label" = gpu ] || ./scripts/test_python.sh
+./scripts/test_python.sh
 # The SGLang and vLLM drop-ins against the pinned frameworks from PyPI (one venv each), from that wheel.
-if [ "$label" != gpu ]; then
-  SYMMEM_TEST_WHEEL=$(ls -t "${SYMMEM_PY_DIR:-build-python}"/dist/symmem-*manylinux*.whl | head -1) \
-    ./scripts/test_integrations.sh
-fi
+SYMMEM_TEST_WHEEL=$(ls -t "${SYMMEM_PY_DIR:-build-python}"/dist/symmem-*manylinux*.whl | head -1) \
+  ./scripts/test_integrations.sh

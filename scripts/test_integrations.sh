@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# usage: scripts/test_integrations.sh [--gpu WHEELS | --make-gpu-wheels DIR [--check]]     (-h: this text)
+#
 # Tests of the SGLang and vLLM drop-ins (python/symmem/integrations) against the real, pinned packages:
 # one venv per framework, this repository's Python package linked into each, then the integration tests.
 #
@@ -14,11 +16,15 @@
 #                                 test_python.sh built): installed into each venv and tested there with no
 #                                 CUDA toolkit on PATH. Without it this repository's python/ is linked in, and
 #                                 the library comes from SYMMEM_LIBRARY, else the first build*/libsymmem.so.
+#
+# Cost: each framework's venv is ~11 GB and its first install takes minutes (PyPI); the venvs are reused
+# while the pins hold, and removed first (with a message) when the disk is short of SYMMEM_TEST_INTEG_NEED_GIB.
 set -euo pipefail
+source "$(dirname "$0")/build_common.sh" # also keeps NVLink multicast off
+symmem_help "$0" "$@"
+source "$(dirname "$0")/venv.sh"
 cd "$(dirname "$0")/.."
 root=$PWD
-# NVLink multicast stays off everywhere (it can take a shared host's GPUs out of service).
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
 declare -A PIN=([sglang]="sglang==0.5.23" [vllm]="vllm==0.33.0")
 dir=${SYMMEM_TEST_INTEG_DIR:-build-integ}
@@ -192,8 +198,7 @@ if [ -n "$make_wheels" ]; then
   done
   if [ -n "$check_wheels" ]; then
     venv="$dir/venv-wheelcheck"
-    rm -rf "$venv" && python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check torch==2.11.0
+    symmem_venv "$venv" --python python3 --fresh -- torch==2.11.0
     for fw in sglang vllm; do
       "$venv/bin/pip" install -q --no-index --no-deps --disable-pip-version-check "$make_wheels/$fw"/*.whl
     done
@@ -213,7 +218,7 @@ fi
 
 if [ -n "$gpu_wheels" ]; then
   venv="$dir/venv-gpu"
-  "$root/scripts/venv_over_system.sh" python3 "$venv"
+  symmem_venv "$venv" --python python3 --over
   "$venv/bin/pip" install -q --no-index --no-deps --disable-pip-version-check "$gpu_wheels"/*.whl
   link_package "$venv/bin/python"
   mods=()
@@ -249,16 +254,10 @@ for fw in $frameworks; do
   if [ "$(cat "$venv/.symmem-pin" 2>/dev/null)" != "$pin" ]; then
     rm -rf "$venv"
     make_room "$venv"
-    python3 -m venv "$venv"
     echo "installing $pin into $venv (several GB from PyPI; $(free_gib "$dir") GiB free)"
-    # No pip cache: the pinned venv is the cache, and a second copy of the wheels (GBs) can fill the disk.
-    if ! "$venv/bin/pip" install -q --no-cache-dir --disable-pip-version-check "$pin"; then
-      echo "error: installing $pin failed ($(free_gib "$dir") GiB free now)" >&2
-      rm -rf "$venv"
-      exit 1
-    fi
-    echo "$pin" > "$venv/.symmem-pin"
   fi
+  symmem_venv "$venv" --python python3 --pin "$pin" -- "$pin" ||
+    { echo "error: installing $pin failed ($(free_gib "$dir") GiB free now)" >&2; exit 1; }
   install_package "$venv/bin/python"
   echo "== $fw ($pin): venv ready in $((SECONDS - t0)) s"
   mods=(test_integrations_$fw.py)

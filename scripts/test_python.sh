@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# usage: scripts/test_python.sh [--gpu [PYTEST_ARGS...] | --wheelhouse]     (-h: this text)
+#
 # The Python stage of the tests: the package as a user installs it, tested from outside the source tree.
 #
 #   scripts/test_python.sh            CI / a CPU machine (PyPI reachable):
@@ -25,10 +27,16 @@
 # Environment: SYMMEM_CUDA_ARCHS (default 90 for the source build: these tests run kernels only on the GPU
 # machine, an H200; the wheel keeps its own four), SYMMEM_PY_DIR (default build-python: venvs, build
 # folders, wheelhouse, dist), PYTHON (default python3), SYMMEM_TEST_WHEEL (a wheel to test instead of building one).
+#
+# Cost on a CPU machine: most of scripts/test.sh's time (the wheel's build for four architectures, torch from
+# PyPI, two source builds); disk: build-wheel/ ~2 GB, build-python/ ~6 GB (torch's venv ~5 GB). Later runs
+# reuse the venvs and the build folders.
 set -euo pipefail
+source "$(dirname "$0")/build_common.sh"
+symmem_help "$0" "$@"
+source "$(dirname "$0")/venv.sh"
 cd "$(dirname "$0")/.."
 repo=$(pwd)
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export SYMMEM_CUDA_ARCHS=${SYMMEM_CUDA_ARCHS:-90}
 mode=${1:-cpu}
 py=${PYTHON:-python3}
@@ -69,7 +77,7 @@ if [ "$mode" = --gpu ]; then
   venv="$work/venv-gpu"
   # failures reported as they happen (python/tests/conftest.py): a run cut by the device's time limit keeps them
   export SYMMEM_TEST_REPORT_NOW=1
-  "$repo/scripts/venv_over_system.sh" "$py" "$venv"
+  symmem_venv "$venv" --python "$py" --over
   "$venv/bin/python" -c "import torch" || { echo "error: $py has no torch"; exit 1; }
   for m in pytest scikit_build_core; do
     if ! "$venv/bin/python" -c "import $m" 2>/dev/null; then
@@ -191,9 +199,7 @@ echo "wheel: $wheel ($((SECONDS - t_wheel)) s)"
 # 2. A fresh venv without torch, the toolkit hidden: what a pip user without CUDA tooling gets.
 t_plain=$SECONDS
 plain="$work/venv-wheel"
-rm -rf "$plain"
-"$py" -m venv "$plain"
-"$plain/bin/python" -m pip install -q --disable-pip-version-check pytest
+symmem_venv "$plain" --python "$py" --fresh -- pytest
 covered=1
 hidden_from "$plain" || covered=0
 step "pip install the wheel (no torch, no toolkit)"
@@ -219,13 +225,9 @@ echo "stage 2: $((SECONDS - t_plain)) s"
 # 3. With torch from PyPI: the one command of the README's SGLang section, then the wheel over it.
 t_torch=$SECONDS
 venv="$work/venv-torch"
-[ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
-"$venv/bin/python" -m pip install -q --upgrade pip
-if ! "$venv/bin/python" -c "import torch, numpy, pytest, scikit_build_core" 2>/dev/null; then
-  step "pip install torch numpy pytest scikit-build-core (PyPI)"
-  # No pip cache: the venv is the cache, and a second copy of torch's wheels (GBs) only fills the disk.
-  "$venv/bin/python" -m pip install -q --no-cache-dir torch numpy pytest scikit-build-core
-fi
+step "a venv with torch numpy pytest scikit-build-core (PyPI, ~5 GB once)"
+symmem_venv "$venv" --python "$py" --check "import torch, numpy, pytest, scikit_build_core" -- \
+  --upgrade pip torch numpy pytest scikit-build-core
 torch_version=$("$venv/bin/python" -c 'import torch; print(torch.__version__)')
 step "pip install . (build isolation, torch $torch_version): the op library is built against that torch"
 # The tools are not what this step tests: a shorter build without them.

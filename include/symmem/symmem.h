@@ -83,24 +83,34 @@ SYMMEM_API const char *symmem_last_error(void);
 SYMMEM_API int symmem_version(void);
 
 /* ------------------------------------------------------------------------------------------------------
- * Parameters: the SYMMEM_* environment variables the library reads, from its one table (what symmem-info
- * and `python -m symmem info` print, and docs/configuration.md lists). Local calls, thread-safe; the
- * strings are the library's, valid for the life of the process. The environment is read once, at the
- * library's first use of a parameter.
+ * Parameters: the SYMMEM_* environment variables symmem reads, the library's and the Python package's, from
+ * its one table (what symmem-info and `python -m symmem info` print, and docs/configuration.md lists).
+ * Local calls, thread-safe; the strings are the library's, valid for the life of the process. The library
+ * reads the environment once, at its first use of a parameter. One rule for every value: empty is the
+ * default; a value outside the parameter's type and valid values is refused with a warning that names the
+ * valid values and the default, which is used instead.
  * ---------------------------------------------------------------------------------------------------- */
 typedef enum symmem_param_field {
     SYMMEM_PARAM_FIELD_NAME = 0,    /* "SYMMEM_TIMEOUT_MS" */
-    SYMMEM_PARAM_FIELD_TYPE = 1,    /* "int" (decimal), "size" (bytes, with an optional K, M or G) or "string" */
+    SYMMEM_PARAM_FIELD_TYPE = 1,    /* "int" (decimal), "size" (bytes, with an optional K, M or G), "flag" (0 or
+                                       1, also false/true, no/yes, off/on) or "string" */
     SYMMEM_PARAM_FIELD_DEFAULT = 2, /* the built-in default, as the environment would spell it ("" : empty) */
-    SYMMEM_PARAM_FIELD_VALUE = 3,   /* the value in effect, as given: the environment's if set, else the default */
-    SYMMEM_PARAM_FIELD_SOURCE = 4,  /* where VALUE came from: "default", "environment", or "environment, not an
-                                       integer: the default is used" (or "not a size") */
+    SYMMEM_PARAM_FIELD_VALUE = 3,   /* the value as given: the environment's if set, else the default */
+    SYMMEM_PARAM_FIELD_SOURCE = 4,  /* where VALUE came from and whether it is used: "default", "environment",
+                                       "environment, empty: the default is used" or "environment, refused: the
+                                       default is used" (symmem_param_check says why) */
     SYMMEM_PARAM_FIELD_DOC = 5,     /* what it means: one plain-text paragraph */
+    SYMMEM_PARAM_FIELD_VALID = 6,   /* the values it takes, in words: "1..100", "auto, device, host_numa" */
+    SYMMEM_PARAM_FIELD_READER = 7,  /* who reads it: "library" or "python" (the Python package) */
 } symmem_param_field_t;
 /* How many parameters there are; they are numbered 0 .. count - 1. */
 SYMMEM_API int symmem_param_count(void);
 /* One field of parameter `index`; NULL for an index or a field out of range. */
 SYMMEM_API const char *symmem_param_get(int index, symmem_param_field_t field);
+/* Whether `value` is one parameter `index` takes (an empty value always is: it stands for the default): 0
+ * if so; 1 if not, with why in `reason` (when not NULL, `len` bytes), worded to follow "NAME=value is ":
+ * "not in 1..100", "not one of auto, device, host_numa"; -1 for an index out of range or a NULL value. */
+SYMMEM_API int symmem_param_check(int index, const char *value, char *reason, size_t len);
 
 /* ------------------------------------------------------------------------------------------------------
  * Options. Zero-initialise with SYMMEM_OPTIONS_INIT (or symmem_options_init()), then set fields. `size`,

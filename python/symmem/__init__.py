@@ -24,14 +24,17 @@ from ._lib import (ALGO_AUTO, BACKEND_CUDA, BACKEND_DEFAULT, BACKEND_HOST, BFLOA
                    BARRIER_FN, Bootstrap, Options, SymmemError, UniqueId, algo, algo_names, c_arg, check, lib,
                    library_path, version)
 
-__all__ = ["Comm", "Buffer", "SymmemError", "new_unique_id", "group", "version", "library_path", "FLOAT32", "FLOAT16", "BFLOAT16",
+__all__ = ["Comm", "Buffer", "SymmemError", "new_unique_id", "group", "version", "__version__", "library_path", "FLOAT32", "FLOAT16", "BFLOAT16",
            "OP_SUM", "OP_MAX", "OP_MIN", "BACKEND_CUDA", "BACKEND_HOST", "PLACEMENT_AUTO", "PLACEMENT_DEVICE",
            "PLACEMENT_HOST_NUMA", "RMSNORM_MAX_HIDDEN", "LINK_SELF", "LINK_NVLINK", "LINK_PCIE", "LINK_HOST",
            "LINK_NONE", "LINK_NAMES", "link_preferred_max_bytes", "algo", "algo_names", "FORM_ORDINARY",
            "FORM_SYMMETRIC_INPUT", "FORM_SYMMETRIC_OUTPUT", "FORM_SYMMETRIC"]
 
 _c = lib()
-_algo = algo  # Comm.all_reduce's parameter is also called algo
+_algo = algo
+# The version of the libsymmem this package binds, as "0.1.0" (the wheel and a source build carry the two
+# from one CMake project version, which pyproject.toml repeats).
+__version__ = ".".join(map(str, version()))  # Comm.all_reduce's parameter is also called algo
 
 
 def new_unique_id():

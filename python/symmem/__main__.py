@@ -1,32 +1,25 @@
-"""python -m symmem info
+"""usage: python -m symmem {info | version | --help}
 
-info    every SYMMEM_* parameter of the loaded libsymmem: its value in effect, meaning, type, default and where
-        the value came from, from the library's one table (symmem_param_count / symmem_param_get); the same
-        listing as the symmem-info tool prints (a test compares the two). docs/configuration.md is the table
-        as markdown (symmem-info --markdown).
+info     every SYMMEM_* parameter of symmem (the library's and the Python package's): its value, meaning,
+         type, valid values, default and where the value came from, a refused value marked with the reason,
+         from the library's one table (symmem_param_count / symmem_param_get / symmem_param_check); the same
+         listing as the symmem-info tool prints (a test compares the two). docs/configuration.md is the table
+         as markdown (symmem-info --markdown).
+version  this package's version and the libsymmem it loaded
+See also: python -m symmem.integrations status (what is installed and in force: torch, the op library,
+SGLang, vLLM, the GPUs).
 """
-import ctypes
 import sys
 
-from ._lib import lib, version
+from . import _settings
+from ._lib import version
 
 WRAP_COLUMNS = 100  # as symmem-info (tools/symmem_info.c): meanings wrapped to this width after the indent
-FIELD_NAME, FIELD_TYPE, FIELD_DEFAULT, FIELD_VALUE, FIELD_SOURCE, FIELD_DOC = range(6)  # symmem_param_field_t
-
-_c = lib()
-_c.symmem_param_count.restype = ctypes.c_int
-_c.symmem_param_count.argtypes = []
-_c.symmem_param_get.restype = ctypes.c_char_p
-_c.symmem_param_get.argtypes = [ctypes.c_int, ctypes.c_int]
 
 
 def params():
-    """Every parameter as a dict: name, type, default, value, source, doc."""
-    keys = ("name", "type", "default", "value", "source", "doc")
-    out = []
-    for i in range(_c.symmem_param_count()):
-        out.append({k: (_c.symmem_param_get(i, f) or b"").decode() for f, k in enumerate(keys)})
-    return out
+    """Every parameter as a dict: name, type, default, value, source, doc, valid, reader."""
+    return _settings.params()
 
 
 def wrapped(indent, text):
@@ -45,12 +38,21 @@ def wrapped(indent, text):
 def info():
     ps = params()
     major, minor, patch = version()
-    out = [wrapped("", f"symmem {major}.{minor}.{patch}: {len(ps)} parameters. Each is read from the environment "
-                       "once, at its first use; an option passed through the API beats the environment, which beats "
-                       "the default.")]
+    py = sum(p["reader"] == "python" for p in ps)
+    out = [wrapped("", f"symmem {major}.{minor}.{patch}: {len(ps)} parameters, {len(ps) - py} read by the library "
+                       f"and {py} by the Python package. The library reads each once, at its first use; an option "
+                       "passed through the API beats the environment, which beats the default. An empty value is "
+                       "the default; a value outside a parameter's valid values is refused with a warning, and the "
+                       "default is used.")]
     for p in ps:
-        out += ["", f"{p['name']}={p['value']}", wrapped("    ", p["doc"]),
-                f"    ({p['type']}; default \"{p['default']}\"; value from: {p['source']})"]
+        dflt = f'"{p["default"]}"' if p["default"] else "empty"
+        out += ["", f"{p['name']}={p['value']}"]
+        why = _settings.check(p["name"], p["value"])
+        if why is not None:
+            out.append(wrapped("    ", f"REFUSED: {p['value']} is {why}; the default {dflt} is used"))
+        reader = " read by the Python package;" if p["reader"] == "python" else ""
+        out += [wrapped("    ", p["doc"]),
+                wrapped("    ", f"({p['type']}: {p['valid']}; default {dflt};{reader} value from: {p['source']})")]
     return "\n".join(out) + "\n"
 
 
@@ -58,9 +60,18 @@ def main(argv):
     if argv == ["info"]:
         sys.stdout.write(info())
         return 0
-    wanted = argv in (["-h"], ["--help"])
-    (sys.stdout if wanted else sys.stderr).write(__doc__)
-    return 0 if wanted else 2
+    if argv in (["version"], ["--version"]):
+        from . import __version__, library_path
+
+        print(f"symmem {__version__} ({library_path()})")
+        return 0
+    if argv in (["-h"], ["--help"]):
+        sys.stdout.write(__doc__)
+        return 0
+    what = f"unknown command {argv[0]!r}" if argv and argv[0] not in ("info", "version") else \
+        "no command given" if not argv else f"{argv[0]} takes no arguments (got {' '.join(argv[1:])})"
+    sys.stderr.write(f"python -m symmem: {what}\n{__doc__}")
+    return 2
 
 
 if __name__ == "__main__":

@@ -264,3 +264,14 @@ def test_missing_dependency_of_the_library_comes_first(monkeypatch, tmp_path):
     monkeypatch.setattr(_lib, "_candidates", lambda: iter(["libsymmem.so.0"]))
     with pytest.raises(OSError, match="^libsymmem not found: reinstall symmem"):
         _lib._load()
+
+
+def test_missing_device_fails_before_the_rendezvous():
+    """A rank whose driver or device is missing says so at once: rank 1 never comes, and the status is the
+    cause (no driver: NO_DEVICE; device 999 of a machine with GPUs: INVALID_ARGUMENT), never the TIMEOUT a
+    rank that waited for its peer first would get after timeout_ms."""
+    uid = symmem.new_unique_id()
+    with pytest.raises(symmem.SymmemError) as e:
+        symmem.Comm(2, 0, unique_id=uid, device=999, timeout_ms=60000)
+    assert e.value.name in ("SYMMEM_NO_DEVICE", "SYMMEM_INVALID_ARGUMENT"), e.value
+    assert "driver" in str(e.value) or "does not exist" in str(e.value), e.value

@@ -2,7 +2,8 @@
 # docs/configuration.md is generated from the parameter table (base/param.h) by `symmem-info --markdown`:
 # this fails while the committed file differs from what the table generates, and says how to regenerate it.
 # It also checks symmem-info's listing of the values in effect (every parameter once; a value from the
-# environment, a malformed one, a default), and that the comparison does report a stale file.
+# environment, a default, and each refused value marked with its reason and the default used), and that
+# the comparison does report a stale file.
 #   check_config_doc.sh SYMMEM_INFO DOC
 set -u
 info=${1:?usage: check_config_doc.sh SYMMEM_INFO DOC}
@@ -40,12 +41,37 @@ entry() { awk -v head="$1" '$0 == head {on = 1} on && $0 == "" {exit} on' "$tmp/
 for v in $(sed -n 's/^| `\(SYMMEM_[A-Z0-9_]*\)`.*/\1/p' "$tmp/generated.md"); do
   [ "$(grep -c "^$v=" "$tmp/listing.txt")" = 1 ] || listing_fail "$v is not listed exactly once"
 done
-entry SYMMEM_TIMEOUT_MS=1234 | grep -q '(int; default "30000"; value from: environment)' ||
+entry SYMMEM_TIMEOUT_MS=1234 | grep -q '(int: 1..2147483647; default "30000"; value from: environment)' ||
   listing_fail "SYMMEM_TIMEOUT_MS=1234 from the environment is not shown as such"
-entry SYMMEM_WORKSPACE_BYTES=lots | grep -q 'not a size: the default is used' ||
+entry SYMMEM_WORKSPACE_BYTES=lots | grep -q 'REFUSED: lots is not a size (like 4096, 64K, 32M, 1G); the default "64M" is used' ||
   listing_fail "a malformed SYMMEM_WORKSPACE_BYTES is not shown as such"
-entry SYMMEM_LOG_LEVEL=WARN | grep -q '(string; default "WARN"; value from: default)' ||
+entry SYMMEM_LOG_LEVEL=WARN | grep -q '(string: NONE, WARN, INFO, DEBUG, TRACE; default "WARN"; value from: default)' ||
   listing_fail "SYMMEM_LOG_LEVEL is not shown with its default"
+
+# Each refused value, one run each: marked with its reason and the default used instead, and warned about.
+while IFS='|' read -r var value reason; do
+  clean "$var=$value" "$info" > "$tmp/one.txt" 2> "$tmp/one-stderr.txt" || listing_fail "symmem-info with $var=$value exited $?"
+  awk -v head="$var=$value" '$0 == head {on = 1} on && $0 == "" {exit} on' "$tmp/one.txt" | tr '\n' ' ' |
+    tr -s ' ' | grep -qF "REFUSED: $value is $reason" ||
+    { cp "$tmp/one.txt" "$tmp/listing.txt"; listing_fail "$var=$value is not marked as refused ($reason)"; }
+  grep -qF "$var=$value is ${reason%%; the default*}" "$tmp/one-stderr.txt" || listing_fail "$var=$value: no warning on stderr"
+done <<'CASES'
+SYMMEM_ALGO|fastest|not one of auto, oneshot_pull
+SYMMEM_PLACEMENT|gpu|not one of auto, device, host_numa, host; the default "auto" is used
+SYMMEM_TIMEOUT_MS|-5|not in 1..2147483647; the default "30000" is used
+SYMMEM_GRID_SHARE|200|not in 1..100; the default "75" is used
+SYMMEM_ERROR_POLL_MS|9223372036854775807|not in 1..60000; the default "10" is used
+SYMMEM_MAX_BLOCKS|-3|not in 0..2147483647; the default "0" is used
+SYMMEM_PDL|maybe|not 0 or 1 (nor false/true, no/yes, off/on); the default "1" is used
+SYMMEM_AUTOTUNE|sometimes|not one of auto, off, force, 0, 1; the default "auto" is used
+SYMMEM_ON_ERROR|panic|not one of report, abort; the default "report" is used
+SYMMEM_BACKEND|gpu|not one of cuda, host; the default "cuda" is used
+CASES
+# An empty value is the default, and the listing says so (it turns nothing off).
+clean SYMMEM_LOG_SUBSYS= "$info" > "$tmp/one.txt" 2>&1
+awk '$0 == "SYMMEM_LOG_SUBSYS=" {on = 1} on && $0 == "" {exit} on' "$tmp/one.txt" | tr '\n' ' ' | tr -s ' ' |
+  grep -qF 'value from: environment, empty: the default is used' ||
+  listing_fail "an empty SYMMEM_LOG_SUBSYS is not shown as the default"
 if [ $fails != 0 ]; then
   if [ $listing_fails != 0 ]; then
     echo "--- symmem-info's listing:"; cat "$tmp/listing.txt"; cat "$tmp/stderr.txt"

@@ -162,8 +162,8 @@ static void block_threads_rule(void)
     static const struct {
         const char *env;
         int want;
-    } v[] = {{NULL, 128}, {"64", 64}, {"100", 128}, {"0", 32}, {"-5", 32}, {"1000", 512}, {"512", 512},
-             {"9223372036854775807", 512}};
+    } v[] = {{NULL, 128}, {"64", 64}, {"512", 512}, {"32", 32}, /* outside 32..512 or not a multiple of 32: */
+             {"100", 128}, {"0", 128}, {"-5", 128}, {"1000", 128}, {"9223372036854775807", 128}}; /* the default */
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         if (v[i].env) setenv("SYMMEM_MIN_BLOCK_THREADS", v[i].env, 1);
         else unsetenv("SYMMEM_MIN_BLOCK_THREADS");

@@ -1,11 +1,13 @@
-"""python -m symmem.integrations [status | install-pth [--dir DIR] | uninstall-pth [--dir DIR]]
+"""python -m symmem.integrations [status | install-pth [--dir DIR] [--force] | uninstall-pth [--dir DIR]]
 
 status        (the default) what is installed and in force: symmem's package and how it was built, whether
               torch.ops.symmem runs in the op library (the fast path) or through ctypes, torch, SGLang and
               vLLM, the entry points, the tools, the GPUs seen and what symmem would choose for a group of
               them, and every SYMMEM_SGLANG_* / SYMMEM_VLLM_* setting with its effective value
 install-pth   write symmem-sglang.pth into site-packages (or DIR): SGLang versions without plugins then
-              get symmem's communicator too (the file runs a few microseconds of standard library at start)
+              get symmem's communicator too (the file runs a few microseconds of standard library at start).
+              Refused (exit 1) where SGLang is not installed, since the hook would wait for a module that
+              never comes; --force writes it all the same
 uninstall-pth remove it
 """
 import argparse
@@ -75,6 +77,7 @@ def _torch_lines(imported):
     lines = [f"torch: {torch.__version__} (CUDA {torch.version.cuda or 'none: a CPU-only build'})"]
     if not imported:
         return lines
+    from symmem import _settings
     try:
         import symmem.torch as st
     except Exception as e:  # noqa: BLE001
@@ -85,11 +88,11 @@ def _torch_lines(imported):
         against = f", built against torch {built_against}" if built_against else ""
         lines.append(f"op library: {lib} (the fast path: torch.ops.symmem in C++{against})")
     elif (Path(st.__file__).resolve().parent.parent / "libsymmem_torch.so").exists() and \
-            os.environ.get("SYMMEM_TORCH_OPS", "").lower() != "python":
+            _settings.value("SYMMEM_TORCH_OPS").lower() != "python":
         lines.append(f"op library: installed but not loaded into torch {torch.__version__} (the slow path: "
                      f"torch.ops.symmem runs through ctypes); the warning above says why: it needs torch >= 2.10 "
                      f"built with CUDA")
-    elif os.environ.get("SYMMEM_TORCH_OPS", "").lower() == "python":
+    elif _settings.value("SYMMEM_TORCH_OPS").lower() == "python":
         lines.append("op library: not loaded because SYMMEM_TORCH_OPS=python: torch.ops.symmem runs through ctypes "
                      "(a few microseconds slower per eager call)")
     else:
@@ -253,6 +256,21 @@ def _settings_lines(worst, ngpus_known):
     return lines
 
 
+def _sglang_in(folder):
+    """SGLang's distribution where the .pth would run: in `folder`, else on this interpreter's path; None
+    where neither has it."""
+    for path in ([folder], None):
+        dist = next(iter(metadata.distributions(name="sglang", path=path) if path else
+                         metadata.distributions(name="sglang")), None)
+        if dist is not None:
+            return dist
+    return None
+
+
+def _has_plugins(dist):
+    return any(str(f).replace("\\", "/") == "sglang/srt/plugins/__init__.py" for f in dist.files or [])
+
+
 def status():
     pkg, imported = _package_lines()
     gpu, worst = _gpu_lines(imported)
@@ -269,14 +287,25 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m symmem.integrations", description=__doc__.split("\n")[0])
     ap.add_argument("command", nargs="?", default="status", choices=["status", "install-pth", "uninstall-pth"])
     ap.add_argument("--dir", help="site-packages folder (default: this interpreter's purelib)")
+    ap.add_argument("--force", action="store_true", help="install-pth: write the file even where SGLang is absent")
     args = ap.parse_args(argv)
     if args.command == "status":
         return status()
     path = os.path.join(site_dir(args.dir), PTH_NAME)
     if args.command == "install-pth":
+        sglang = _sglang_in(site_dir(args.dir))
+        if sglang is None and not args.force:
+            print(f"python -m symmem.integrations: SGLang is not installed in {site_dir(args.dir)} nor for "
+                  f"{sys.executable}: the hook "
+                  f"would wait for a module that never comes. Install SGLang there first, or pass --force to "
+                  f"write {PTH_NAME} all the same", file=sys.stderr)
+            return 1
         with open(path, "w") as f:
             f.write(pth_line())
         print(f"wrote {path}")
+        if sglang is not None and _has_plugins(sglang):
+            print(f"note: SGLang {sglang.version} loads plugins, so symmem's entry point already serves it; the "
+                  f".pth matters only for versions without sglang.srt.plugins")
     elif os.path.exists(path):
         os.remove(path)
         print(f"removed {path}")

@@ -39,25 +39,39 @@ def link_name(link):
     return _lib.LINK_NAMES.get(link, f"link {link}")
 
 
+def _table(name):
+    """symmem._settings when `name` is one of the table's variables (base/param.h), else None."""
+    from symmem import _settings
+
+    return _settings if _settings.known(name) else None
+
+
 def env_mode(name, default="fallback"):
-    """One of MODES from the environment; an unknown value warns and gives the default."""
+    """One of MODES from the environment. The table's variables (SYMMEM_SGLANG_MODE, SYMMEM_VLLM_MODE) follow
+    its rule: empty is the default; another value warns, naming the valid values, and gives the default."""
+    table = _table(name)
+    if table is not None:
+        return table.value(name, logging.getLogger("symmem.integrations")).lower()
     value = os.environ.get(name, "").strip().lower()
     if not value:
         return default
     if value in MODES:
         return value
-    logging.getLogger("symmem.integrations").warning("%s=%r is not one of %s; using %s", name, value,
-                                                      "|".join(MODES), default)
+    logging.getLogger("symmem.integrations").warning("%s=%s is not one of %s; using the default %s", name, value,
+                                                      ", ".join(MODES), default)
     return default
 
 
 def env_flag(name, what):
     """A 0/1 switch from the environment (default off); a value that is neither warns and stays off."""
+    table = _table(name)
+    if table is not None:
+        return table.flag(name, logging.getLogger("symmem.integrations"))
     value = os.environ.get(name, "").strip().lower()
     if value in ("", "0", "false", "no", "off"):
         return False
     if value not in ("1", "true", "yes", "on"):
-        logging.getLogger("symmem.integrations").warning("%s=%r is not 0 or 1; %s stays off", name, value, what)
+        logging.getLogger("symmem.integrations").warning("%s=%s is not 0 or 1; %s stays off", name, value, what)
         return False
     return True
 
@@ -68,6 +82,9 @@ WIRES = ("none", "int8")
 def env_wire(name, log):
     """The all-reduce's wire format from the environment: "none" (exact, the default) or "int8" (the compressed
     wire: lossy, docs/collectives.md "Compressed wire"); anything else warns and stays exact."""
+    table = _table(name)
+    if table is not None:  # the table's rule: empty is the default, another value warns naming the valid ones
+        return table.value(name, log).lower()
     value = os.environ.get(name, "").strip().lower()
     if value in ("", "0", "off"):
         return "none"
@@ -96,13 +113,18 @@ def parse_bytes(text):
 
 
 def env_bytes(name, log):
+    """A size from the environment, None when unset or empty (the caller's default)."""
+    table = _table(name)
+    if table is not None:
+        value = table.value(name, log)
+        return parse_bytes(value) if value else None
     value = os.environ.get(name, "").strip()
     if not value:
         return None
     try:
         return parse_bytes(value)
     except ValueError:
-        log.warning("%s=%r is not a size (like 512K, 4M or 65536); ignored", name, value)
+        log.warning("%s=%s is not a size (like 512K, 4M or 65536); using the default (by link)", name, value)
         return None
 
 

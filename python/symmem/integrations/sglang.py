@@ -22,7 +22,6 @@ Environment:
                            Every rank must set the same (ranks that differ keep symmem off).
 """
 import logging
-import os
 
 from . import _common, sglang_fusion
 from ._imphook import when_imported
@@ -46,7 +45,9 @@ def mode():
 
 def selected_groups():
     """The group names that get symmem ({'*'} for all)."""
-    text = os.environ.get(f"{ENV}_GROUPS", "tp").strip()
+    from symmem import _settings  # empty is the default, tp
+
+    text = _settings.value(f"{ENV}_GROUPS", log).strip()
     names = {g.strip() for g in text.split(",") if g.strip()}
     return {"*"} if "all" in names or "*" in names else names
 

@@ -22,6 +22,15 @@
 - A watchdog (symmem.torch._watchdog) that logs an asynchronous error and by default aborts the process
   (SYMMEM_TORCH_ERROR_HANDLING=abort|raise, set_error_handling()).
 """
+try:
+    import torch as _torch  # noqa: F401 - what every module below needs, checked once with the fix in the message
+except ModuleNotFoundError as _e:
+    if _e.name != "torch":
+        raise
+    raise ModuleNotFoundError("symmem.torch needs PyTorch (>= 2.10), which this Python cannot import: "
+                              "pip install \"symmem[torch]\" (or install torch first; `python -m "
+                              "symmem.integrations status` shows what is in place)", name="torch") from None
+
 from ._ops import SCHEMAS, op_library
 from ._comm import SymmemCommunicator, communicators_in_process, live_communicators
 from ._memory import NcclRegistration, empty, get_mem_pool, is_symmetric, peer_tensor, register_with_nccl

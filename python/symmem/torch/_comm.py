@@ -41,7 +41,6 @@ _DTYPES = frozenset(_ops.DTYPES)
 # Only where the call is a plain eager one: plain tensors (no subclass such as FakeTensor or FunctionalTensor),
 # no TorchDispatchMode or TorchFunctionMode active (make_fx, FakeTensorMode, debug modes), not compiling, no
 # autograd to record, no graph being captured.
-_LEARN_DEFAULT = 32
 _Tensor = torch.Tensor
 _is_compiling = torch.compiler.is_compiling
 _dispatch_modes = torch._C._len_torch_dispatch_stack
@@ -400,17 +399,9 @@ class SymmemCommunicator:
 
 
 def _learn_budget():
-    import os
+    from symmem import _settings
 
-    text = os.environ.get("SYMMEM_TORCH_LEARN_SIZES", "").strip()
-    if not text:
-        return _LEARN_DEFAULT
-    try:
-        value = int(text)
-    except ValueError:
-        log.warning("symmem: SYMMEM_TORCH_LEARN_SIZES=%s is not a number of sizes; using %d", text, _LEARN_DEFAULT)
-        return _LEARN_DEFAULT
-    return max(value, 0)
+    return int(_settings.value("SYMMEM_TORCH_LEARN_SIZES", log))
 
 
 def communicators_in_process(nranks, devices=None, max_size=None, timeout_ms=0, wire=None):

@@ -56,7 +56,9 @@ def _candidates():
 
 
 def _load():
-    if os.environ.get("SYMMEM_TORCH_OPS", "").lower() == "python":
+    from symmem import _settings  # library or python; another value warns and gives the default
+
+    if _settings.value("SYMMEM_TORCH_OPS", log).lower() == "python":
         return None, None
     for path in _candidates():
         if not path.is_file():

@@ -39,23 +39,15 @@ POLICIES = ("abort", "raise")
 
 
 def _env_policy():
-    v = os.environ.get("SYMMEM_TORCH_ERROR_HANDLING", "abort").strip().lower()
-    if v not in POLICIES:
-        log.warning("symmem: SYMMEM_TORCH_ERROR_HANDLING=%r is not one of %s; using abort", v, "/".join(POLICIES))
-        return "abort"
-    return v
+    from symmem import _settings  # the table's rule: a refused value warns and gives the default
+
+    return _settings.value("SYMMEM_TORCH_ERROR_HANDLING", log).lower()
 
 
 def _env_period_ms():
-    v = os.environ.get("SYMMEM_TORCH_WATCHDOG_MS", "100")
-    try:
-        ms = int(v)
-        if ms < 0:
-            raise ValueError
-        return ms
-    except ValueError:
-        log.warning("symmem: SYMMEM_TORCH_WATCHDOG_MS=%r is not a non-negative integer; using 100", v)
-        return 100
+    from symmem import _settings
+
+    return int(_settings.value("SYMMEM_TORCH_WATCHDOG_MS", log))
 
 
 class Watchdog:

@@ -58,6 +58,12 @@ for placement in ${SWEEP_PLACEMENTS:-host_numa device}; do
       python3 "$HERE/op_sweep.py" --nranks "$n" --csv "$OUT/.run.csv" "${extra[@]}" ${SWEEP_ARGS:-} >> "$LOG" 2>&1
     rc=$?
     echo "# rc=$rc in $((SECONDS - s0)) s" | tee -a "$LOG"
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+      # ranks killed inside their kernels can leave the MPS server unusable for the next run ("busy or
+      # unavailable"): start it afresh
+      sleep 2
+      if [ "$started" -eq 1 ]; then symmem_mps_stop; symmem_mps_start || exit 1; fi
+    fi
     if [ -f "$OUT/.run.csv" ]; then
       if [ -f "$CSV" ]; then tail -n +2 "$OUT/.run.csv" >> "$CSV"; else cp "$OUT/.run.csv" "$CSV"; fi
       rm -f "$OUT/.run.csv"

@@ -1,6 +1,7 @@
 /* coll_table_filter: a tuning file's rule that names an algorithm that cannot run here is dropped at init,
- * so that no AUTO call reaches it. Every rank runs with SYMMEM_ISLANDS=0,1,x (a list init refuses: the
- * island algorithm is unavailable on every rank, the same availability filter that drops the copy engine
+ * so that no AUTO call reaches it. Every rank runs with SYMMEM_ISLANDS=0-2 (a well-formed list of ranks that
+ * do not fit a 2-rank communicator, which the island split refuses: the island algorithm is unavailable on
+ * every rank, the same availability filter that drops the copy engine
  * where the init probe found its peer copies failing) and SYMMEM_AUTOTUNE=off; the parent makes a fresh
  * SYMMEM_TUNE_FILE in a new temporary folder. Once the harness's communicators are up, rank 0 writes their
  * key's section: all-reduces up to 64 KiB by the island algorithm, the rest by twoshot_push. A second
@@ -35,7 +36,7 @@ static void settings(void)
     snprintf(path, sizeof path, "%s/tune.txt", tune_dir);
     setenv("SYMMEM_TUNE_FILE", path, 1);
     setenv("SYMMEM_AUTOTUNE", "off", 1);
-    setenv("SYMMEM_ISLANDS", "0,1,x", 1);
+    setenv("SYMMEM_ISLANDS", "0-2", 1); /* the parameter's syntax holds; the split refuses it at 2 ranks */
 }
 
 static void remove_tune_dir(void)

@@ -35,6 +35,7 @@ def worker(rank, world, port, args):
     dev, name = tsu.init_rank(rank, world, port)
     import symmem
     import symmem.torch as st
+    from symmem.torch import _ops
 
     comm = st.SymmemCommunicator(dist.group.WORLD, dev)
     if comm.disabled:
@@ -59,7 +60,9 @@ def worker(rank, world, port, args):
                 print(f"# PyTorch symmetric memory unavailable ({str(e).splitlines()[0]}): no torch columns")
             tsym = None
     stream = torch.cuda.Stream(device=dev)
-    algos = [a for a in symmem.algo_names()[1:] if a not in args.skip_algos]
+    # the exact algorithms: a lossy one (the compressed wire) is no candidate for AUTO, so never "the best"
+    lossy = {a for w, a in _ops.WIRES.items() if w != "none"}
+    algos = [a for a in symmem.algo_names()[1:] if a not in args.skip_algos and a not in lossy]
     ar_out = torch.ops.symmem.all_reduce_out.default
     rows = []
 

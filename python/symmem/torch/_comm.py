@@ -266,12 +266,21 @@ class SymmemCommunicator:
         if self._learn_left > 0 and not _is_compiling() and nbytes not in self._learned:
             self._learn(nbytes, inp)
         w = self.wire if wire is None else wire
+        if w != "none":
+            if out is None:
+                return _AR(inp, op, self.group_name, w)
+            if out is inp:
+                _AR_(inp, op, self.group_name, w)
+            else:
+                _AR_OUT(inp, op, self.group_name, out, w)
+            return out
+        # the exact wire is the schema's default: not passing it spares the boxed call a string argument
         if out is None:
-            return _AR(inp, op, self.group_name, w)
+            return _AR(inp, op, self.group_name)
         if out is inp:
-            _AR_(inp, op, self.group_name, w)
+            _AR_(inp, op, self.group_name)
         else:
-            _AR_OUT(inp, op, self.group_name, out, w)
+            _AR_OUT(inp, op, self.group_name, out)
         return out
 
     def all_reduce_add_rmsnorm(self, inp, residual, weight, eps, *, out=None):

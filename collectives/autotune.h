@@ -97,8 +97,9 @@ void symmem_autotune_cfg_default(symmem_autotune_cfg_t *cfg);
 /* Operations per graph for a step whose least prediction is pred_us: floor(graph_us / pred_us) within [min_ops,
  * max_ops] (max_ops where the prediction is not positive). Per operation, an algorithm's time depends on how
  * many run back to back (autotune_gpu.c, time_graph): graphs of 8 read what the bench's graphs of 10 read, to
- * within 4% per algorithm on the lab, where graphs of 4 read up to 15% slow; above 125 us predicted (1 ms in 8),
- * fewer operations keep the measuring time bounded (bench/NOTES.md, "The autotune's graph length"). Pure. */
+ * within 4% per algorithm on the lab, where graphs of 4 read up to 15% slow, and a model's step holds 50 or
+ * more; with the defaults every size predicted under 125 us (2.5 ms in 20) gets 20 to 32, and fewer operations
+ * above keep the measuring time bounded (bench/NOTES.md, "The autotune's graph length"). Pure. */
 int symmem_autotune_graph_ops(const symmem_autotune_cfg_t *cfg, double pred_us);
 
 #define SYMMEM_AUTOTUNE_MAX_STEPS 256

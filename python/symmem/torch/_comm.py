@@ -231,7 +231,7 @@ class SymmemCommunicator:
         """The first plain eager call of a size not yet measured: measure it for AUTO (every rank issues the same
         all-reduces in the same order under tensor parallelism, so every rank gets here at the same call); at
         most SYMMEM_TORCH_LEARN_SIZES sizes. A call that is not plain eager (_eager_ok) measures nothing."""
-        if not _eager_ok(inp):
+        if not self._handle or not _eager_ok(inp):
             return
         self._learn_left -= 1
         self._learned.add(nbytes)

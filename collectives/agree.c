@@ -214,3 +214,12 @@ symmem_status_t symmem_coll_agree(symmem_comm_t comm, struct symmem_coll *co, in
     symmem_coll_residency_log(comm, &res, co->grid.max_grid);
     return SYMMEM_OK;
 }
+
+void symmem_coll_available(const struct symmem_coll *co, int *av)
+{
+    /* a lossy algorithm (the compressed wire) runs only where a call names it: never a table's */
+    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++)
+        av[a] = a != SYMMEM_ALGO_AUTO && symmem_algo_listed(a) && !symmem_algo_lossy(a);
+    if (co->island_error[0]) av[SYMMEM_ALGO_ISLAND] = 0;
+    if (co->probed && !(co->probe_ce_gbs > 0.0)) av[SYMMEM_ALGO_COPY_ENGINE] = 0;
+}

@@ -56,43 +56,6 @@ static symmem_status_t check_args(symmem_comm_t comm, const symmem_coll_call_t *
     return SYMMEM_OK;
 }
 
-void symmem_coll_params_base(symmem_comm_t comm, symmem_coll_params_t *p)
-{
-    const struct symmem_coll *co = comm->coll;
-    memset(p, 0, sizeof *p);
-    for (int q = 0; q < comm->nranks; q++) p->ws[q] = co->ws_peers[q];
-    p->st = co->dev_state;
-    p->err = co->err_dev;
-    p->rank = comm->rank;
-    p->nranks = comm->nranks;
-    p->data_off = co->layout.data_off;
-    p->half_bytes = co->layout.half_bytes;
-    p->lam_hdr_off = co->layout.lam_hdr_off;
-    p->lam_check = co->lam_check;
-    p->lam_off = co->layout.lam_off;
-    p->lam_buf_bytes = co->layout.lam_buf_bytes;
-    p->timeout_ns = comm->timeout_ms > 0 ? (uint64_t)comm->timeout_ms * 1000000u : 0;
-}
-
-void symmem_coll_call_params(symmem_comm_t comm, const symmem_coll_call_t *c, symmem_algo_t algo,
-                             symmem_coll_params_t *p)
-{
-    const size_t elem_size = symmem_dtype_size(c->dtype);
-    symmem_coll_params_base(comm, p);
-    p->send = c->send;
-    p->recv = c->recv;
-    p->kind = c->kind;
-    p->algo = algo;
-    p->dtype = c->dtype;
-    p->op = c->kind == SYMMEM_COLL_ALL_GATHER ? SYMMEM_OP_SUM : c->op;
-    p->aligned = ((uintptr_t)c->send % 16 == 0 && (uintptr_t)c->recv % 16 == 0 &&
-                  (c->kind == SYMMEM_COLL_ALL_REDUCE || (c->count * elem_size) % 16 == 0));
-    p->in_place = c->kind == SYMMEM_COLL_ALL_REDUCE ? c->send == c->recv
-                : c->kind == SYMMEM_COLL_ALL_GATHER
-                    ? (const char *)c->send == (const char *)c->recv + (size_t)comm->rank * c->count * elem_size
-                    : 0;
-}
-
 /* The plan: zero copy in (pull: peers' inputs read in place) and out (results stored into peers' outputs),
  * both decided before the round size, which they change, as the descriptor allows; then the geometry.
  * *region_hash collects what the tag must cover of the zero-copy regions. */
@@ -136,12 +99,6 @@ static int launch_island(const struct symmem_coll *co, const symmem_coll_params_
     ip.c = *p;
     ip.s = co->island_sched[p->kind];
     return symmem_coll_island_launch(&ip, geo->grid, geo->threads, stream, co->pdl);
-}
-
-symmem_form_t symmem_coll_form(symmem_comm_t comm, const symmem_coll_call_t *c)
-{
-    const int in = symmem_alloc_find(comm, c->send) != NULL, out = symmem_alloc_find(comm, c->recv) != NULL;
-    return (symmem_form_t)((in ? SYMMEM_FORM_SYMMETRIC_INPUT : 0) | (out ? SYMMEM_FORM_SYMMETRIC_OUTPUT : 0));
 }
 
 static symmem_status_t run_collective(symmem_comm_t comm, const symmem_coll_call_t *c)

@@ -89,7 +89,7 @@ typedef struct symmem_coll_call {
 /* The call's form for AUTO's table (symmem_form_t): whether its input and its output lie in a symmetric buffer
  * of the communicator (the lookup the zero-copy rules below start from). */
 symmem_form_t symmem_coll_form(symmem_comm_t comm, const symmem_coll_call_t *c);
-/* The parameters of a call of `algo` (coll.c): the communicator's (symmem_coll_params_base), then the call's
+/* The parameters of a call of `algo` (plan.c): the communicator's (symmem_coll_params_base), then the call's
  * buffers, kind, algorithm, dtype, op, alignment and in place; no plan yet. */
 void symmem_coll_call_params(symmem_comm_t comm, const symmem_coll_call_t *c, symmem_algo_t algo,
                              symmem_coll_params_t *p);

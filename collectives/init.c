@@ -156,15 +156,6 @@ static symmem_status_t load_kernels(int *blocks_per_sm)
     return SYMMEM_OK;
 }
 
-void symmem_coll_available(const struct symmem_coll *co, int *av)
-{
-    /* a lossy algorithm (the compressed wire) runs only where a call names it: never a table's */
-    for (int a = 0; a < SYMMEM_ALGO_COUNT; a++)
-        av[a] = a != SYMMEM_ALGO_AUTO && symmem_algo_listed(a) && !symmem_algo_lossy(a);
-    if (co->island_error[0]) av[SYMMEM_ALGO_ISLAND] = 0;
-    if (co->probed && !(co->probe_ce_gbs > 0.0)) av[SYMMEM_ALGO_COPY_ENGINE] = 0;
-}
-
 /* A tuning-file table goes through the autotune's filter once the probe has spoken: a rule naming an
  * algorithm that cannot run here would fail the first AUTO call that reaches it and leave the peers waiting
  * for the timeout. Every rank drops the same rules (the table and the facts are agreed). */

@@ -1,6 +1,8 @@
 /* The plan of a call: the workspace layout, threads per block, the geometry of a call from its
- * algorithm's descriptor (algos.h), and which buffers it may read and write in place (zero copy) with the
- * tag every rank's call must match. Everything but the zero-copy lookups is pure (plan.h). */
+ * algorithm's descriptor (algos.h), which buffers it may read and write in place (zero copy) with the
+ * tag every rank's call must match, and the call's parameters and form, which every launcher (coll.c,
+ * wire.c, fused.c) starts from. Everything but the lookups of buffers and the communicator's fields is pure
+ * (plan.h). */
 #include "collectives/plan.h"
 
 #include <inttypes.h>
@@ -204,4 +206,48 @@ uint32_t symmem_coll_tag(const symmem_coll_call_t *c, const symmem_coll_params_t
     h = symmem_fnv32_u64(h, (uint64_t)p->zero_copy_out);
     h = symmem_fnv32_u64(h, region_hash);
     return symmem_hash_fold16(h);
+}
+
+/* ---- a call's parameters and form: what coll.c, wire.c and fused.c plan a call from ---------------------------- */
+void symmem_coll_params_base(symmem_comm_t comm, symmem_coll_params_t *p)
+{
+    const struct symmem_coll *co = comm->coll;
+    memset(p, 0, sizeof *p);
+    for (int q = 0; q < comm->nranks; q++) p->ws[q] = co->ws_peers[q];
+    p->st = co->dev_state;
+    p->err = co->err_dev;
+    p->rank = comm->rank;
+    p->nranks = comm->nranks;
+    p->data_off = co->layout.data_off;
+    p->half_bytes = co->layout.half_bytes;
+    p->lam_hdr_off = co->layout.lam_hdr_off;
+    p->lam_check = co->lam_check;
+    p->lam_off = co->layout.lam_off;
+    p->lam_buf_bytes = co->layout.lam_buf_bytes;
+    p->timeout_ns = comm->timeout_ms > 0 ? (uint64_t)comm->timeout_ms * 1000000u : 0;
+}
+
+void symmem_coll_call_params(symmem_comm_t comm, const symmem_coll_call_t *c, symmem_algo_t algo,
+                             symmem_coll_params_t *p)
+{
+    const size_t elem_size = symmem_dtype_size(c->dtype);
+    symmem_coll_params_base(comm, p);
+    p->send = c->send;
+    p->recv = c->recv;
+    p->kind = c->kind;
+    p->algo = algo;
+    p->dtype = c->dtype;
+    p->op = c->kind == SYMMEM_COLL_ALL_GATHER ? SYMMEM_OP_SUM : c->op;
+    p->aligned = ((uintptr_t)c->send % 16 == 0 && (uintptr_t)c->recv % 16 == 0 &&
+                  (c->kind == SYMMEM_COLL_ALL_REDUCE || (c->count * elem_size) % 16 == 0));
+    p->in_place = c->kind == SYMMEM_COLL_ALL_REDUCE ? c->send == c->recv
+                : c->kind == SYMMEM_COLL_ALL_GATHER
+                    ? (const char *)c->send == (const char *)c->recv + (size_t)comm->rank * c->count * elem_size
+                    : 0;
+}
+
+symmem_form_t symmem_coll_form(symmem_comm_t comm, const symmem_coll_call_t *c)
+{
+    const int in = symmem_alloc_find(comm, c->send) != NULL, out = symmem_alloc_find(comm, c->recv) != NULL;
+    return (symmem_form_t)((in ? SYMMEM_FORM_SYMMETRIC_INPUT : 0) | (out ? SYMMEM_FORM_SYMMETRIC_OUTPUT : 0));
 }

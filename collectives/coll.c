@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc/alloc.h"
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/status.h"

@@ -19,7 +19,6 @@ Usage: op_sweep.py --nranks 8 [--sizes 1K,...] [--forms ord,sym] [--torch] [-n 5
 import argparse
 import csv
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

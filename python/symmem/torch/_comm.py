@@ -56,6 +56,8 @@ def _eager_ok(inp):
     """Whether a call on `inp` is a plain eager one (see above), where measuring may happen."""
     return (_plain(inp) and not _is_compiling() and _dispatch_modes() == 0 and not _function_modes()
             and not (inp.is_cuda and torch.cuda.is_current_stream_capturing()))
+
+
 _by_group = {}  # id(torch group) -> weakref(SymmemCommunicator): symmem.torch.empty(group=pg) finds it
 _live = weakref.WeakSet()
 _inproc_ids = itertools.count()

@@ -269,6 +269,25 @@ static void ctx_close(gpu_ctx_t *g)
     (void)cudaGetLastError();
 }
 
+/* ctx_open on every rank. Where it failed: a peer gone (the communicator's error state) is the status, init or
+ * the call fails with it; anything else is a warning naming `who` and what stands instead (`then`), and
+ * *skipped = 1. */
+static symmem_status_t open_measuring(symmem_comm_t comm, gpu_ctx_t *g, const symmem_autotune_cfg_t *cfg,
+                                      const char *who, const char *then, int *skipped)
+{
+    *skipped = 0;
+    if (ctx_open(g, cfg) == 0) return SYMMEM_OK;
+    ctx_close(g);
+    SYMMEM_CHECK(symmem_coll_poll_error(comm));
+    char msg[sizeof comm->async_error_msg];
+    const symmem_status_t failed = symmem_comm_error(comm, msg, sizeof msg);
+    if (failed != SYMMEM_OK) return symmem_set_error(failed, "%s", msg); /* a peer is gone */
+    symmem_clear_error();
+    SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "%s: could not set up its stream or buffers on every rank; %s", who, then);
+    *skipped = 1;
+    return SYMMEM_OK;
+}
+
 /* Rank 0 saves the agreed table where symmem-bench --tune does (its lock waited for within the init's
  * timeout); every rank says where. */
 static void save(symmem_comm_t comm, struct symmem_coll *co, char *where, size_t len)
@@ -293,15 +312,10 @@ static symmem_status_t run(symmem_comm_t comm, struct symmem_coll *co, const cha
     g.comm = comm;
     g.cfg = &cfg;
     g.t0_ms = now_ms();
-    if (ctx_open(&g, &cfg) != 0) {
-        ctx_close(&g);
-        char msg[sizeof comm->async_error_msg];
-        const symmem_status_t failed = symmem_comm_error(comm, msg, sizeof msg);
-        if (failed != SYMMEM_OK) return symmem_set_error(failed, "%s", msg); /* a peer is gone: init fails */
-        symmem_clear_error();
+    int skipped = 0;
+    SYMMEM_CHECK(open_measuring(comm, &g, &cfg, "autotune", "the cost model's table", &skipped));
+    if (skipped) {
         co->autotune_state = SYMMEM_AUTOTUNE_SKIPPED;
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "autotune: could not set up its stream or buffer on every rank; the cost "
-                                        "model's table");
         return SYMMEM_OK;
     }
     int av[SYMMEM_ALGO_COUNT];
@@ -426,17 +440,9 @@ static symmem_status_t tune_sizes(symmem_comm_t comm, const size_t *bytes, int n
     g.comm = comm;
     g.cfg = &cfg;
     g.t0_ms = now_ms();
-    if (ctx_open(&g, &cfg) != 0) {
-        ctx_close(&g);
-        SYMMEM_CHECK(symmem_coll_poll_error(comm));
-        char msg[sizeof comm->async_error_msg];
-        const symmem_status_t failed = symmem_comm_error(comm, msg, sizeof msg);
-        if (failed != SYMMEM_OK) return symmem_set_error(failed, "%s", msg);
-        symmem_clear_error();
-        SYMMEM_WARN(SYMMEM_SUBSYS_COLL, "symmem_tune_sizes: could not set up its stream or buffers on every rank; the "
-                                        "table is unchanged");
-        return SYMMEM_OK;
-    }
+    int skipped = 0;
+    SYMMEM_CHECK(open_measuring(comm, &g, &cfg, "symmem_tune_sizes", "the table is unchanged", &skipped));
+    if (skipped) return SYMMEM_OK;
     int av[SYMMEM_ALGO_COUNT];
     symmem_coll_available(co, av);
     const symmem_autotune_ops_t ops = {measure, elapsed_ms, &g};

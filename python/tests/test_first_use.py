@@ -68,6 +68,9 @@ REFUSED = {
     "SYMMEM_VLLM_MODE": "sometimes",
     "SYMMEM_VLLM_MAX_BYTES": "-4K",
     "SYMMEM_VLLM_FUSE_RMSNORM": "2",
+    "SYMMEM_TORCH_LEARN_SIZES": "-3",
+    "SYMMEM_SGLANG_WIRE": "int4",
+    "SYMMEM_VLLM_WIRE": "fp8",
 }
 
 
@@ -110,6 +113,10 @@ def test_the_integrations_readers_follow_the_table(monkeypatch, caplog):
     assert _common.env_bytes("SYMMEM_SGLANG_MAX_BYTES", log) == 96 << 10
     monkeypatch.setenv("SYMMEM_SGLANG_MAX_BYTES", "lots")
     assert _common.env_bytes("SYMMEM_SGLANG_MAX_BYTES", log) is None
+    monkeypatch.setenv("SYMMEM_SGLANG_WIRE", "INT8")
+    assert _common.env_wire("SYMMEM_SGLANG_WIRE", log) == "int8"
+    monkeypatch.setenv("SYMMEM_VLLM_WIRE", "fp8")
+    assert _common.env_wire("SYMMEM_VLLM_WIRE", log) == "none"
     monkeypatch.setenv("SYMMEM_SGLANG_GROUPS", "")
     from symmem.integrations import sglang
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU machine's benchmarks, after a build with the tools: symmem against NCCL in the same run (every
-# algorithm, auto, eager, copy-in, fp32 max, PDL off), PyTorch's own symmetric-memory all-reduce, the other
+# algorithm, auto, eager, copy-in, fp32 max, PDL off), PyTorch's own symmetric-memory all-reduce, the torch
+# op as frameworks call it beside the forced algorithms and torch's kernels, the eager host cost, the other
 # collectives, the fused all-reduce + add + RMSNorm, 4 and 8 ranks in one process (correctness), the
 # allocation cost against PyTorch and, last, an algorithm-table tuning pass (symmem-bench --tune; the table
 # lands in OUTDIR/symmem-tune.txt). The checks (every GPU test) are scripts/gpu_check.sh's.
@@ -71,6 +72,16 @@ step bench_all_algos_nopdl 60 env SYMMEM_PDL=0 "$BENCH" --algo all -b 1K -e 64M 
 step bench_auto 60 "$BENCH" -b 1K -e 256M -f 2
 # PyTorch's own symmetric-memory all-reduce (one_shot / two_shot), same GPUs, same timing method
 step torch_allreduce 90 python3 "$HERE/torch_allreduce_bench.py" --nranks 2 -b 1K -e 64M -f 4
+# the call frameworks make: the torch op with ordinary and symmetric tensors at sizes between powers of two,
+# graphs of 50, beside every forced algorithm and PyTorch's kernels (a fresh table, measured at its init); the
+# eager host cost against torch.add, torch's one-shot op and add_ + rms_norm (bench/NOTES.md, "One H100, the
+# call users make"). The package from this tree, over this build's library.
+PYSTEP=(env PYTHONPATH="$ROOT/python" SYMMEM_LIBRARY="$BUILD/libsymmem.so")
+rm -f "$OUT/op_sweep_tune.txt"
+step op_sweep 150 "${PYSTEP[@]}" SYMMEM_TUNE_FILE="$OUT/op_sweep_tune.txt" python3 "$HERE/op_sweep.py" --nranks 2 \
+  --torch -n 50 -R 5 --csv "$OUT/op_sweep.csv"
+step host_cost 90 "${PYSTEP[@]}" python3 "$HERE/torch_ops_bench.py" --nranks 2 --sizes 16K,112K --modes no_grad \
+  --fused-tokens 1,64
 step bench_eager 30 "$BENCH" -G 0 -b 1K -e 16M -f 16
 step bench_copyin 40 "$BENCH" -R 0 --algo all -b 1K -e 16M -f 16
 step bench_fp32_max 30 "$BENCH" -d float -o max -b 4K -e 4M -f 32

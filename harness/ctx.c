@@ -259,6 +259,25 @@ void cc_finish(cc_ctx_t *ctx)
     }
 }
 
+symmem_status_t cc_comm_init_again(cc_ctx_t *ctx, symmem_comm_t *comms)
+{
+    if (ctx->multiproc) {
+        symmem_unique_id_t id, all[CC_MAX_RANKS];
+        memset(&id, 0, sizeof id);
+        if (ctx->proc == 0) {
+            const symmem_status_t st = symmem_get_unique_id(&id);
+            if (st != SYMMEM_OK) return st; /* the other processes time out in the allgather, naming it */
+        }
+        if (cc_shm_allgather(ctx->shm, ctx->proc, ctx->nprocs, &id, sizeof id, all) != 0) return SYMMEM_TIMEOUT;
+        symmem_options_t o = SYMMEM_OPTIONS_INIT;
+        o.device = ctx->r[0].device;
+        return symmem_comm_init(ctx->nranks, ctx->r[0].rank, &all[0], &o, &comms[0]);
+    }
+    int devices[CC_MAX_RANKS];
+    for (int i = 0; i < ctx->nlocal; i++) devices[i] = ctx->r[i].device;
+    return symmem_comm_init_all(ctx->nranks, devices, NULL, comms);
+}
+
 symmem_status_t cc_alloc(cc_ctx_t *ctx, size_t bytes, symmem_buffer_t *bufs)
 {
     symmem_status_t st = SYMMEM_OK;

@@ -110,6 +110,12 @@ int cc_allgather_u64(cc_ctx_t *ctx, const uint64_t *local_vals, uint64_t *out);
 /* Sum over processes of a local count (for pass/fail totals); the result is the same on every process. */
 uint64_t cc_sum_u64(cc_ctx_t *ctx, uint64_t v);
 
+/* Collective: a second communicator for every local rank over the same ranks and devices as ctx's (a fresh
+ * rendezvous across the processes, or symmem_comm_init_all in one process), with default options, into
+ * comms[0..nlocal); the caller destroys them. SYMMEM_OK, or the failing call's status (its detail in
+ * symmem_last_error). What a test of init-time behaviour (a table loaded, a rule dropped) makes after the
+ * harness's own communicators set the scene. */
+symmem_status_t cc_comm_init_again(cc_ctx_t *ctx, symmem_comm_t *comms);
 /* Collective symmem_alloc for every local rank (inside a group in-process). */
 symmem_status_t cc_alloc(cc_ctx_t *ctx, size_t bytes, symmem_buffer_t *bufs /* [nlocal] */);
 void cc_free(cc_ctx_t *ctx, symmem_buffer_t *bufs);

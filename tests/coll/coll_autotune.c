@@ -174,18 +174,7 @@ static int file_has_key(cc_ctx_t *ctx)
 static int second_init_loads(cc_ctx_t *ctx, uint64_t first_hash)
 {
     symmem_comm_t comms[CC_MAX_RANKS] = {0};
-    if (ctx->multiproc) {
-        symmem_unique_id_t id, all[CC_MAX_RANKS];
-        if (ctx->proc == 0) CC_CHECK_OK(ctx, symmem_get_unique_id(&id));
-        CC_CHECK(ctx, cc_shm_allgather(ctx->shm, ctx->proc, ctx->nprocs, &id, sizeof id, all) == 0);
-        symmem_options_t o = SYMMEM_OPTIONS_INIT;
-        o.device = ctx->r[0].device;
-        CC_CHECK_OK(ctx, symmem_comm_init(ctx->nranks, ctx->r[0].rank, &all[0], &o, &comms[0]));
-    } else {
-        int devices[CC_MAX_RANKS];
-        for (int i = 0; i < ctx->nlocal; i++) devices[i] = ctx->r[i].device;
-        CC_CHECK_OK(ctx, symmem_comm_init_all(ctx->nranks, devices, NULL, comms));
-    }
+    CC_CHECK_OK(ctx, cc_comm_init_again(ctx, comms));
     uint64_t h = 0;
     const int bad = agreed(ctx, comms, SYMMEM_AUTOTUNE_LOADED, &h);
     for (int i = 0; i < ctx->nlocal; i++) symmem_comm_destroy(comms[i]);

@@ -369,6 +369,15 @@ typedef struct run_state {
     uint64_t last_bytes;
 } run_state_t;
 
+static run_state_t run_state(symmem_comm_t comm, symmem_coll_tuning_t *tu, const symmem_autotune_ops_t *ops,
+                             const symmem_autotune_cfg_t *cfg, symmem_autotune_result_t *res)
+{
+    run_state_t rs;
+    memset(&rs, 0, sizeof rs);
+    rs.comm = comm, rs.tu = tu, rs.ops = ops, rs.cfg = cfg, rs.res = res, rs.last_kind = -1;
+    return rs;
+}
+
 /* One step on every rank: the skips, the measurement, the allgather, the winner (returned; -1: nothing ran).
  * Sets rs->stop when a rank failed or the budget is spent. An error only when the exchange failed. */
 static symmem_status_t run_step(run_state_t *rs, const symmem_autotune_step_t *st, int counted, int *winner)
@@ -527,9 +536,7 @@ symmem_status_t symmem_autotune_run(symmem_comm_t comm, symmem_coll_tuning_t *tu
         free(p);
         return st;
     }
-    run_state_t rs;
-    memset(&rs, 0, sizeof rs);
-    rs.comm = comm, rs.tu = tu, rs.ops = ops, rs.cfg = cfg, rs.res = res, rs.last_kind = -1;
+    run_state_t rs = run_state(comm, tu, ops, cfg, res);
     topo_table_t t;
     t.nrules = 0;
     /* one op and form at a time: its planned sizes, then the bisection between them */
@@ -588,9 +595,7 @@ symmem_status_t symmem_autotune_pins(symmem_comm_t comm, symmem_coll_tuning_t *t
                               "symmem_tune_sizes: rank %d passed other sizes or forms than rank %d (or its table "
                               "already held other sizes): every rank must pass the same",
                               other, comm->rank);
-    run_state_t rs;
-    memset(&rs, 0, sizeof rs);
-    rs.comm = comm, rs.tu = tu, rs.ops = ops, rs.cfg = cfg, rs.res = res, rs.last_kind = -1;
+    run_state_t rs = run_state(comm, tu, ops, cfg, res);
     symmem_coll_tuning_t next = *tu;
     for (int s = 0; s < p->nsteps && st == SYMMEM_OK && may_start(&rs); s++) {
         int w;

@@ -130,18 +130,18 @@ static double time_graph_once(gpu_ctx_t *g, cudaGraphExec_t exec, int ops)
  * reach): a rank's wish to go on is agreed over the host before each further round. */
 static double time_graph(gpu_ctx_t *g, cudaGraphExec_t exec, int ops)
 {
-    double r[16], agreed = -1.0;
+    double r[16];
     const int max = g->cfg->max_rounds < 2 ? 2 : g->cfg->max_rounds > 16 ? 16 : g->cfg->max_rounds;
-    int k = 0;
+    int k = 0, pair_agrees = 0;
     for (;;) {
         r[k] = time_graph_once(g, exec, ops);
-        /* 0: this rank's last two medians agree; 1: it wants another round; 2: it failed (every rank stops) */
-        int32_t state = 1, all[SYMMEM_MAX_RANKS];
-        if (r[k] < 0) state = 2;
-        else if (k > 0) {
+        pair_agrees = 0;
+        if (k > 0 && r[k] > 0) {
             const double lo = r[k] < r[k - 1] ? r[k] : r[k - 1], hi = r[k] < r[k - 1] ? r[k - 1] : r[k];
-            if (hi <= lo * (1.0 + g->cfg->agree)) state = 0, agreed = lo;
+            pair_agrees = hi <= lo * (1.0 + g->cfg->agree);
         }
+        /* 0: this rank's last two medians agree; 1: it wants another round; 2: it failed (every rank stops) */
+        int32_t state = r[k] < 0 ? 2 : pair_agrees ? 0 : 1, all[SYMMEM_MAX_RANKS];
         if (symmem_comm_allgather(g->comm, &state, all, sizeof state) != SYMMEM_OK) return symmem_clear_error(), -1.0;
         int more = 0, failed = 0;
         for (int q = 0; q < g->comm->nranks; q++) more |= all[q] == 1, failed |= all[q] == 2;
@@ -149,12 +149,8 @@ static double time_graph(gpu_ctx_t *g, cudaGraphExec_t exec, int ops)
         if (state == 2) return -1.0;
         if (failed || !more || k == max) break;
     }
-    if (agreed > 0 && r[k - 1] > 0 && k >= 2) {
-        /* the last pair agreed on this rank (or rounds ran on for a peer): the lower of the last two */
-        const double lo = r[k - 1] < r[k - 2] ? r[k - 1] : r[k - 2], hi = r[k - 1] < r[k - 2] ? r[k - 2] : r[k - 1];
-        if (hi <= lo * (1.0 + g->cfg->agree)) return lo;
-    }
-    /* no two consecutive medians agreed: the median of what was read */
+    /* the last two agree (rounds may have run on for a peer): the lower of them; else the median of all */
+    if (pair_agrees) return r[k - 1] < r[k - 2] ? r[k - 1] : r[k - 2];
     qsort(r, (size_t)k, sizeof r[0], cmp_double);
     return r[k / 2];
 }

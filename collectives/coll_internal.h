@@ -146,7 +146,7 @@ void symmem_coll_choice_facts(symmem_comm_t comm, const struct symmem_coll *co, 
 
 /* Which algorithms can run here (av[algo] != 0), from facts every rank agreed on: the island schedule where
  * the split has one, the copy engine unless the init probe found its copies failing. What the autotune
- * measures and what a loaded table keeps (init.c). */
+ * measures and what a loaded table keeps (agree.c). */
 void symmem_coll_available(const struct symmem_coll *co, int *av);
 
 /* ---- the compressed wire (wire.c) --------------------------------------------------------------------------- */

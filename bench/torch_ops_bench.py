@@ -21,7 +21,9 @@ communicator runs before the op; "check + all_reduce" is the pair SGLang's Group
 communicator and on SGLang's drop-in (symmem.integrations.sglang, with its own communicator);
 "torch.empty_like" and "torch.ops.symmem.barrier" split the out-of-place op's cost into the allocation and
 the op machinery without a tensor (host column only), and "empty_like + all_reduce_out" is the out-of-place
-op with the allocation made by torch from Python.
+op with the allocation made by torch from Python. The communicator's plain eager all_reduce calls the library
+through the compiled entry symmem._fast where it is built (the header says); "communicator via the op" is the
+same communicator with every call through torch.ops.symmem, as SYMMEM_TORCH_FAST_CALL=off has it.
 
 Ranks are processes (gloo for setup and timings). More ranks than GPUs need MPS (spinning kernels of
 several processes must run at once):
@@ -33,6 +35,7 @@ Usage: torch_ops_bench.py [--nranks 2] [--sizes 16K,256K,1M] [--modes grad,no_gr
                           [-n 20] [-R 15]
 """
 import argparse
+import copy
 import os
 import statistics
 import sys
@@ -53,6 +56,13 @@ def worker(rank, world, port, args):
     comm = st.SymmemCommunicator(dist.group.WORLD, dev)
     if comm.disabled:
         raise RuntimeError("SymmemCommunicator disabled (see the warning above)")
+    # the same communicator with every call through the op (what SYMMEM_TORCH_FAST_CALL=off gives), so the
+    # compiled entry and the op are compared in one run
+    comm_op = copy.copy(comm)
+    comm_op._fast = None
+    if rank == 0:
+        print(f"# compiled entry: {st.fast_entry() if comm._fast is not None else 'not in use (calls go to the op)'}",
+              flush=True)
     # SGLang's drop-in as `--enable-torch-symm-mem` builds it (its own communicator and workspace), so the
     # rows below show what SGLang's GroupCoordinator pays per call on top of the op
     os.environ.update(SYMMEM_SGLANG_GROUPS="all", SYMMEM_SGLANG_MODE="replace")
@@ -97,6 +107,8 @@ def worker(rank, world, port, args):
             ("torch.ops.symmem.all_reduce_out", lambda: ar_out(x, "sum", g, y), "out"),
             ("SymmemCommunicator.all_reduce", lambda: comm.all_reduce(x), "new"),
             ("SymmemCommunicator.all_reduce(out=y)", lambda: comm.all_reduce(x, out=y), "out"),
+            ("communicator via the op", lambda: comm_op.all_reduce(x), "new"),
+            ("communicator via the op (out=y)", lambda: comm_op.all_reduce(x, out=y), "out"),
             ("eligibility check (Python)", lambda: comm.should_torch_symm_mem_allreduce(x), "none"),
             # what SGLang's GroupCoordinator runs per all-reduce: the check, then the call
             ("communicator: check + all_reduce", lambda: comm.should_torch_symm_mem_allreduce(x) and comm.all_reduce(x),

@@ -60,6 +60,7 @@ def test_install_pth_refuses_where_sglang_is_absent(tmp_path):
 # The Python package's rows of the table, a refused value of each, and the default the reader must then use.
 REFUSED = {
     "SYMMEM_TORCH_OPS": "fast",
+    "SYMMEM_TORCH_FAST_CALL": "yes",
     "SYMMEM_TORCH_ERROR_HANDLING": "ignore",
     "SYMMEM_TORCH_WATCHDOG_MS": "-1",
     "SYMMEM_SGLANG_MODE": "bogus",

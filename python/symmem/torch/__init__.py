@@ -16,7 +16,9 @@
   device, at most the communicator's max_message_bytes (SymmemCommunicator.max_size, which may be lower,
   is what its should_* methods take); reduce-scatter and all-gather split dim 0.
 - SymmemCommunicator(group, device, max_size=None): SGLang's / vLLM's communicator interface; it registers
-  its communicator under `group_name`, the string the ops take.
+  its communicator under `group_name`, the string the ops take. Its plain eager all_reduce calls the library
+  through the compiled entry symmem._fast where that is built (fast_entry() says; SYMMEM_TORCH_FAST_CALL=off
+  sends every call through the op).
 - empty(*size, dtype=..., group=...), get_mem_pool(group): symmetric tensors (zero copy in the collectives);
   register_with_nccl(tensor, nccl_group): the same memory registered with a ProcessGroupNCCL's NCCL.
 - A watchdog (symmem.torch._watchdog) that logs an asynchronous error and by default aborts the process
@@ -32,10 +34,10 @@ except ModuleNotFoundError as _e:
                               "symmem.integrations status` shows what is in place)", name="torch") from None
 
 from ._ops import SCHEMAS, op_library
-from ._comm import SymmemCommunicator, communicators_in_process, live_communicators
+from ._comm import SymmemCommunicator, communicators_in_process, fast_entry, live_communicators
 from ._memory import NcclRegistration, empty, get_mem_pool, is_symmetric, peer_tensor, register_with_nccl
 from ._watchdog import set_error_handling, watchdog
 
 __all__ = ["SymmemCommunicator", "communicators_in_process", "live_communicators", "empty", "get_mem_pool",
            "is_symmetric", "peer_tensor", "register_with_nccl", "NcclRegistration", "set_error_handling",
-           "watchdog", "op_library", "SCHEMAS"]
+           "watchdog", "op_library", "fast_entry", "SCHEMAS"]

@@ -48,6 +48,45 @@ _function_modes = torch._C._is_torch_function_mode_enabled
 _grad_enabled = torch.is_grad_enabled
 
 
+# ---- the compiled entry (symmem._fast, python/csrc/fast.c) ------------------------------------------------
+# A plain eager all-reduce (the conditions of _plain, below, plus no TorchDispatchMode or TorchFunctionMode and
+# not compiling: nothing that must see the op) calls the library through it, skipping the dispatcher's boxed
+# call; everything else (tracing, FakeTensor, functionalization, autograd, a compressed wire, a tensor the
+# checks below do not pass) calls the op, which raises the op's errors. A graph capture is fine either way: the
+# library call is the same. What the dispatcher would also do is done here: out's autograd version counter is
+# bumped, as for any in-place op.
+_fast_path, _fast_ar = _ops.compiled_entry()
+_raw_stream = torch._C._cuda_getCurrentRawStream if hasattr(torch._C, "_cuda_getCurrentRawStream") else None
+_empty_like = torch.empty_like
+_DTYPE_CODES = dict(_ops.DTYPES)
+_DTYPE_SIZES = {dt: torch.empty((), dtype=dt).element_size() for dt in _ops.DTYPES}
+_OP_CODES = dict(_ops.REDUCE_OPS)
+
+
+def _version_bump():
+    """torch._C._increment_version of out, which takes an iterable of tensors (torch >= 2.5), or None when this
+    torch's does not, and then the fast path is off (the op bumps it)."""
+    inc = getattr(torch._C, "_increment_version", None)
+    if inc is None:
+        return None
+    t = torch.zeros(1)
+    v = t._version
+    try:
+        inc((t,))
+    except (TypeError, RuntimeError):
+        return None
+    return inc if t._version == v + 1 else None
+
+
+_bump = _version_bump()
+
+
+def fast_entry():
+    """The path of the compiled entry (symmem._fast) that communicators call eager all-reduces through, or None
+    when they call the op (not built, not loadable, another libsymmem, or this torch lacks what it needs)."""
+    return _fast_path if _fast_ar is not None and _raw_stream is not None and _bump is not None else None
+
+
 def _plain(t):
     return type(t) is _Tensor and not (t.requires_grad and _grad_enabled())
 
@@ -124,6 +163,7 @@ class SymmemCommunicator:
         self._pool = None
         self._pool_slot = -1
         self._pending_free = []
+        self._fast = None         # the compiled entry's all_reduce while enabled (fast_entry), else None
         # ranks of this communicator that are threads of this process on this GPU (communicators_in_process)
         self._colocated = ()
 
@@ -187,6 +227,7 @@ class SymmemCommunicator:
         self._handle = getattr(comm, "handle", 0) or 0  # 0: a stand-in without a library handle
         self._dev_index = self.device.index
         self._learn_left = _learn_budget()
+        self._fast = _fast_ar if self._handle and fast_entry() is not None and _fast_call_setting() else None
         self.preferred_max_size = min(self.max_size, comm.preferred_max_bytes)
         self.link_class = comm.link_class
         self.disabled = False
@@ -268,6 +309,24 @@ class SymmemCommunicator:
         if self._learn_left > 0 and not _is_compiling() and nbytes not in self._learned:
             self._learn(nbytes, inp)
         w = self.wire if wire is None else wire
+        opc = None
+        if (self._fast is not None and w == "none" and type(inp) is _Tensor and not _dispatch_modes()
+                and not _function_modes() and not _is_compiling()
+                and not (_grad_enabled() and (inp.requires_grad or (out is not None and out.requires_grad)))):
+            opc = _OP_CODES.get(op)  # None: the op says what is wrong
+        if opc is not None and (out is None or out is inp or (
+                type(out) is _Tensor and out.dtype is inp.dtype and out.get_device() == self._dev_index
+                and out.is_contiguous() and out.shape == inp.shape)):
+            if out is None:
+                out = _empty_like(inp)
+            try:
+                self._fast(self._handle, inp.data_ptr(), out.data_ptr(), nbytes // _DTYPE_SIZES[inp.dtype],
+                           _DTYPE_CODES[inp.dtype], opc, _raw_stream(self._dev_index))
+            except RuntimeError as e:
+                raise RuntimeError(f"symmem::all_reduce (group '{self.group_name}', rank {self.rank} of "
+                                   f"{self.world_size}): {e}") from None
+            _bump((out,))
+            return out
         if w != "none":
             if out is None:
                 return _AR(inp, op, self.group_name, w)
@@ -370,6 +429,7 @@ class SymmemCommunicator:
         buf.free()
 
     def _teardown(self):
+        self._fast = None
         wd = watchdog()
         with wd.lock:
             wd.remove(self)
@@ -407,6 +467,12 @@ class SymmemCommunicator:
                  "failed" if self._error is not None else "ok")
         return (f"SymmemCommunicator(group_name={self.group_name!r}, rank={self.rank}, world_size={self.world_size}, "
                 f"device={self.device}, max_size={self.max_size}, {state})")
+
+
+def _fast_call_setting():
+    from symmem import _settings
+
+    return _settings.value("SYMMEM_TORCH_FAST_CALL", log).lower() == "on"
 
 
 def _learn_budget():

@@ -92,6 +92,53 @@ def op_library():
 
 
 # ---------------------------------------------------------------------------------------------------------
+# The communicator's compiled entry (python/csrc/fast.c, symmem._fast): an eager all-reduce without the
+# dispatcher's boxed call. Found next to the package, else in the build folder of the libsymmem the ctypes
+# binding loaded (or any build folder); used only when it calls that same libsymmem, so that a communicator
+# handle never reaches another copy of the library.
+# ---------------------------------------------------------------------------------------------------------
+def _fast_candidates():
+    here = Path(__file__).resolve().parent.parent
+    yield here / "_fast.abi3.so"
+    yield Path(_lib.library_path()).resolve().parent / "python" / "csrc" / "_fast.abi3.so"
+    for build in sorted(here.parent.parent.glob("build*")):
+        yield build / "python" / "csrc" / "_fast.abi3.so"
+
+
+def _load_fast():
+    import importlib.machinery
+    import importlib.util
+
+    want = ctypes.cast(_lib.lib().symmem_all_reduce, ctypes.c_void_p).value
+    for path in _fast_candidates():
+        if not path.is_file():
+            continue
+        try:
+            loader = importlib.machinery.ExtensionFileLoader("symmem._fast", str(path))
+            spec = importlib.util.spec_from_file_location("symmem._fast", str(path), loader=loader)
+            mod = importlib.util.module_from_spec(spec)
+            loader.exec_module(mod)
+        except (ImportError, OSError) as e:
+            log.info("symmem: could not load the compiled entry %s (%s); communicators call the op", path, e)
+            continue
+        if mod.library_entry() != want:
+            log.info("symmem: the compiled entry %s calls another libsymmem than %s; communicators call the op",
+                     path, _lib.library_path())
+            continue
+        return str(path), mod.all_reduce
+    return None, None
+
+
+_fast_path, _fast_all_reduce = _load_fast()
+
+
+def compiled_entry():
+    """(path, all_reduce) of the compiled entry symmem._fast when it loaded and calls the loaded libsymmem, else
+    (None, None); a SymmemCommunicator uses it for eager all-reduces unless SYMMEM_TORCH_FAST_CALL=off."""
+    return _fast_path, _fast_all_reduce
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Group registry (the C++ one when the op library is loaded, else this module's).
 # ---------------------------------------------------------------------------------------------------------
 class _Group:

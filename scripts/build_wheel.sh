@@ -6,6 +6,8 @@
 #  - libsymmem for sm_80, sm_90, sm_100 and sm_120, plus PTX of sm_120 that a later GPU compiles at load;
 #  - libsymmem_torch.so, the PyTorch op library on torch's stable ABI, built against the oldest torch it
 #    supports (SYMMEM_BUILD_WHEEL_TORCH, 2.10.0), so it loads into that torch and every later one;
+#  - symmem/_fast.abi3.so, the communicator's compiled entry for eager all-reduces (Python's limited API,
+#    CPython 3.10 and later; no torch);
 #  - symmem-topo, symmem-info and symmem-bench under symmem/bin, run by the console scripts of the same names;
 #    symmem-bench loads NCCL at run time (the nvidia-nccl wheel's, when one is installed);
 # repaired with auditwheel: libnuma goes inside (symmem.libs/), libtorch and NCCL stay outside.
@@ -167,7 +169,7 @@ name=$(basename "$(ls -t "$out"/symmem-*manylinux*.whl | head -1)")
 missing=$("$tools/bin/python" - "$out/$name" <<'EOF'
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
-want = ["symmem/libsymmem.so.0", "symmem/libsymmem_torch.so", "symmem/bin/symmem-topo", "symmem/bin/symmem-info",
+want = ["symmem/libsymmem.so.0", "symmem/libsymmem_torch.so", "symmem/_fast.abi3.so", "symmem/bin/symmem-topo", "symmem/bin/symmem-info",
         "symmem/bin/symmem-bench", "symmem/_build_info.json"]
 missing = [w for w in want if w not in names]
 if not any(n.startswith("symmem.libs/libnuma") for n in names):

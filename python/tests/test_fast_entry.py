@@ -15,8 +15,10 @@ from symmem.torch import _comm, _ops  # noqa: E402
 
 
 def _built_entry():
-    """The build folder of the loaded libsymmem holds _fast.abi3.so when CMake found Python's headers."""
-    return (Path(_lib.library_path()).resolve().parent / "python" / "csrc" / "_fast.abi3.so").is_file()
+    """_fast.abi3.so is in the package (an installed wheel: build_wheel.sh requires it) or in the build folder
+    of the loaded libsymmem, when CMake found Python's headers."""
+    lib_dir = Path(_lib.library_path()).resolve().parent
+    return (lib_dir / "_fast.abi3.so").is_file() or (lib_dir / "python" / "csrc" / "_fast.abi3.so").is_file()
 
 
 needs_entry = pytest.mark.skipif(not _built_entry(), reason="this build has no symmem._fast (no Python headers)")

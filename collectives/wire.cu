@@ -19,7 +19,8 @@
  * count as zeros and store nothing but the zero bytes of a position's 16 that some valid pack shares).
  *
  * Where the slots are host memory every slot load is a round trip over the link, so a thread issues the
- * loads of several sources before it uses any.
+ * loads of several sources, or of several gathers (MOVEs from a slot into my output, batched across steps),
+ * before it uses any.
  *
  * Steps between two syncs touch disjoint memory, so each rank runs them in an order rotated by its rank:
  * the first phase's moves (my input of shard x into x's owner, x ascending) then go to owner (r + 1 + q) mod
@@ -31,7 +32,7 @@ namespace symmem_k {
 
 typedef symmem_coll_wire_params_t WP;
 
-/* Packs per thread position, and the sources' loads a thread has in flight at once. */
+/* Packs per thread position, and the loads (sources of a step, or gathers) a thread has in flight at once. */
 constexpr int TP = SYMMEM_WIRE_THREAD_PACKS;
 constexpr int WIRE_LOADS = 4;
 static_assert(TP * SYMMEM_WIRE_PACK_VALUES == 16, "a position is 16 bytes of int8");
@@ -76,6 +77,45 @@ template <typename T> __device__ __forceinline__ void store_out(const Geo &g, co
 #pragma unroll
     for (int h = 0; h < TP; h++)
         if (w.nv[h] > 0) store_user<T>(g.recv, w.elem + h * V, Conv<T>::pack(f + h * V), w.nv[h], g.aligned);
+}
+
+/* A MOVE from a slot of my half into my output and nowhere else: a load and a store, no quantizer and no
+ * shuffles, so consecutive ones run batched (wire_gathers). */
+__device__ __forceinline__ bool is_gather_out(const symmem_island_step_t &st)
+{
+    return st.kind == SYMMEM_ISLAND_MOVE && st.nsrc == 1 && SYMMEM_ISLAND_END_WHERE(st.src[0]) == SYMMEM_ISLAND_WS &&
+           st.ndst == 1 && SYMMEM_ISLAND_END_WHERE(st.dst[0]) == SYMMEM_ISLAND_OUT;
+}
+
+/* cnt (1..WIRE_LOADS) gathers at position t: every slot's loads in flight before the first store. */
+template <typename T>
+__device__ __forceinline__ void wire_gathers(const WP &wp, const Geo &g, const symmem_island_step_t *const *st, int cnt,
+                                             uint64_t half_start, uint64_t off, uint64_t t, uint64_t scale_off)
+{
+    constexpr int V = Pack<T>::V;
+    const P &p = wp.c;
+    const char *mine = p.ws[g.r] + half_start;
+    WirePos w[WIRE_LOADS];
+    uint4 raw[WIRE_LOADS];
+    float sc[WIRE_LOADS];
+#pragma unroll
+    for (int u = 0; u < WIRE_LOADS; u++) {
+        raw[u] = zero4();
+        sc[u] = 0.0f;
+        if (u >= cnt) continue;
+        w[u] = wire_pos<V>(p, g, st[u]->shard, off, t);
+        if (w[u].nv[0] <= 0) continue;
+        const char *slot = mine + (uint64_t)SYMMEM_ISLAND_END_SLOT(st[u]->src[0]) * wp.slot_bytes;
+        raw[u] = ld_cg16(slot + w[u].pk * 8);
+        sc[u] = __ldcg(reinterpret_cast<const float *>(slot + scale_off) + w[u].pk / wp.lanes);
+    }
+#pragma unroll
+    for (int u = 0; u < WIRE_LOADS; u++) {
+        if (u >= cnt || w[u].nv[0] <= 0) continue;
+        float f[TP * V];
+        wire_unpack(raw[u], sc[u], f);
+        store_out<T>(g, w[u], f);
+    }
 }
 
 /* One step at position t of the round (every lane of the warp calls it: the quantizing steps shuffle). */
@@ -176,7 +216,8 @@ template <typename T> __device__ __forceinline__ bool run_wire(const WP &wp, Ctx
     constexpr int V = Pack<T>::V;
     const P &p = wp.c;
     const Geo g(p);
-    const uint64_t padded = ((g.segp + TP - 1) / TP + 31) / 32 * 32, scale_off = symmem_wire_data_bytes(g.segp);
+    const uint64_t positions = (g.segp + TP - 1) / TP, padded = (positions + 31) / 32 * 32,
+                   scale_off = symmem_wire_data_bytes(g.segp);
     const uint32_t nsteps = wp.s.nsteps;
     uint64_t e = c.epoch;
     for (uint32_t rd = 0; rd < p.rounds; rd++, e += SYMMEM_ISLAND_EPOCHS_PER_ROUND) {
@@ -190,8 +231,17 @@ template <typename T> __device__ __forceinline__ bool run_wire(const WP &wp, Ctx
             uint32_t b = a;
             while (b < nsteps && wp.s.step[b].kind != SYMMEM_ISLAND_SYNC) b++;
             const uint32_t m = b - a, rot = (uint32_t)g.r % m;
-            for (uint32_t j = 0; j < m; j++) {
-                const symmem_island_step_t &st = wp.s.step[a + (j + rot) % m];
+            for (uint32_t j = 0; j < m;) {
+                const symmem_island_step_t *batch[WIRE_LOADS];
+                int cnt = 0;
+                while (cnt < WIRE_LOADS && j < m && is_gather_out(wp.s.step[a + (j + rot) % m]))
+                    batch[cnt++] = &wp.s.step[a + (j++ + rot) % m];
+                if (cnt > 0) {
+                    for (uint64_t t = g.tid; t < positions; t += g.nthreads)
+                        wire_gathers<T>(wp, g, batch, cnt, half_start, off, t, scale_off);
+                    continue;
+                }
+                const symmem_island_step_t &st = wp.s.step[a + (j++ + rot) % m];
                 for (uint64_t t = g.tid; t < padded; t += g.nthreads)
                     wire_step<T>(wp, g, st, half_start, off, t, scale_off);
             }

@@ -126,7 +126,8 @@ SYMMEM_WIRE_FN double symmem_wire_bound_a(int dtype) {
 /* ---- the slots --------------------------------------------------------------------------------------------- */
 /* A slot of a round holds segp packs' values as int8, q[pk][8] (8 bytes per pack), then the scales of its
  * groups, scale[ceil(segp / lanes)] (lanes = G / 8 packs per group, groups counted from the round's first
- * pack), each part starting at a multiple of 16 bytes. Slot s of a data half starts at s * slot_bytes. */
+ * pack), each part starting at a multiple of 16 bytes: a kernel thread's 16-byte access of two packs stays
+ * inside the q part even where segp is odd. Slot s of a data half starts at s * slot_bytes. */
 SYMMEM_WIRE_FN uint64_t symmem_wire_data_bytes(uint64_t segp) { return (segp * 8 + 15) / 16 * 16; }
 SYMMEM_WIRE_FN uint64_t symmem_wire_slot_bytes(uint64_t segp, uint32_t lanes)
 {

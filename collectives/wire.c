@@ -70,9 +70,10 @@ int symmem_wire_geometry(const symmem_coll_layout_t *ws, const symmem_coll_grid_
     g->segp = segp;
     g->rounds = rounds;
     g->epochs = rounds * SYMMEM_ISLAND_EPOCHS_PER_ROUND;
-    g->positions = segp;
-    g->threads = symmem_coll_block_threads(grid, segp);
-    uint64_t blocks = (segp + (uint64_t)g->threads - 1) / (uint64_t)g->threads;
+    /* a thread's position is SYMMEM_WIRE_THREAD_PACKS packs: 16 bytes of every slot */
+    g->positions = (segp + SYMMEM_WIRE_THREAD_PACKS - 1) / SYMMEM_WIRE_THREAD_PACKS;
+    g->threads = symmem_coll_block_threads(grid, g->positions);
+    uint64_t blocks = (g->positions + (uint64_t)g->threads - 1) / (uint64_t)g->threads;
     if (blocks > (uint64_t)grid->max_grid) blocks = (uint64_t)grid->max_grid;
     g->grid = blocks < 1 ? 1 : (int)blocks;
     *slot_bytes = symmem_wire_slot_bytes(segp, lanes);

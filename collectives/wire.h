@@ -59,8 +59,12 @@ extern "C" {
 /* Groups whose largest magnitude is below 2^-100 travel as zeros: 127 / amax stays finite, and what is lost
  * is below the bound's absolute term. */
 #define SYMMEM_WIRE_TINY 7.8886090522101181e-31f /* 2^-100 */
-/* Values of a 16-bit dtype per 16-byte pack: a kernel thread's share of a group. */
+/* Values of a 16-bit dtype per 16-byte pack (8 bytes of int8 in a slot). */
 #define SYMMEM_WIRE_PACK_VALUES 8
+/* Consecutive packs per kernel thread: 16 bytes of int8, so that every slot load and store is 16 bytes wide
+ * as the exact kernels' are. Where slots sit behind a high-latency link (host memory over PCIe) the bytes in
+ * flight per load set the bandwidth, and 8-byte loads would get half of it at the same occupancy. */
+#define SYMMEM_WIRE_THREAD_PACKS 2
 /* The group sizes SYMMEM_WIRE_GROUP accepts, and its default. */
 #define SYMMEM_WIRE_GROUP_DEFAULT 32
 SYMMEM_WIRE_FN int symmem_wire_group_ok(int64_t g) { return g == 32 || g == 64 || g == 128; }
@@ -122,7 +126,8 @@ SYMMEM_WIRE_FN double symmem_wire_bound_a(int dtype) {
 /* ---- the slots --------------------------------------------------------------------------------------------- */
 /* A slot of a round holds segp packs' values as int8, q[pk][8] (8 bytes per pack), then the scales of its
  * groups, scale[ceil(segp / lanes)] (lanes = G / 8 packs per group, groups counted from the round's first
- * pack), each part starting at a multiple of 16 bytes. Slot s of a data half starts at s * slot_bytes. */
+ * pack), each part starting at a multiple of 16 bytes: a kernel thread's 16-byte access of two packs stays
+ * inside the q part even where segp is odd. Slot s of a data half starts at s * slot_bytes. */
 SYMMEM_WIRE_FN uint64_t symmem_wire_data_bytes(uint64_t segp) { return (segp * 8 + 15) / 16 * 16; }
 SYMMEM_WIRE_FN uint64_t symmem_wire_slot_bytes(uint64_t segp, uint32_t lanes)
 {
@@ -171,7 +176,8 @@ typedef struct symmem_coll_wire_params {
     symmem_coll_params_t c;
     symmem_island_sched_t s;
     uint64_t slot_bytes; /* symmem_wire_slot_bytes(c.segp, lanes) */
-    uint32_t lanes;      /* packs per group: G / SYMMEM_WIRE_PACK_VALUES, 4, 8 or 16 */
+    uint32_t lanes;      /* packs per group: G / SYMMEM_WIRE_PACK_VALUES, 4, 8 or 16 (even: a thread's packs
+                          * never straddle two groups) */
     uint32_t pad;
 } symmem_coll_wire_params_t;
 SYMMEM_STATIC_ASSERT(sizeof(symmem_coll_wire_params_t) <= 4096, "kernel parameters fit every architecture's limit");

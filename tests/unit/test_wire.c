@@ -255,10 +255,10 @@ static void geometry_invariants(void)
                         /* as many packs as fit, to a whole warp */
                         CHECK((uint64_t)slots * symmem_wire_slot_bytes(g.segp + 32, lanes) > lay.half_bytes);
                     }
-                    CHECK(g.epochs == 6 * g.rounds && g.positions == g.segp);
+                    CHECK(g.epochs == 6 * g.rounds && g.positions == (g.segp + 1) / 2); /* two packs a thread */
                     CHECK(g.threads % 32 == 0 && g.threads >= grid.min_threads && g.threads <= SYMMEM_COLL_THREADS);
                     CHECK(g.grid >= 1 && g.grid <= grid.max_grid);
-                    CHECK((uint64_t)g.grid * (uint64_t)g.threads >= g.segp || g.grid == grid.max_grid);
+                    CHECK((uint64_t)g.grid * (uint64_t)g.threads >= g.positions || g.grid == grid.max_grid);
                 }
     }
     /* the default workspace at 8 ranks: 64 MiB of bf16 in few rounds, each about twice what 16-byte slots

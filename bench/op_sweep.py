@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The call users make, side by side: torch.ops.symmem.all_reduce_out(x, "sum", group, y) with AUTO, x an
-ordinary tensor ("ord") or one from symmem.torch.empty ("sym"), y ordinary, beside every algorithm forced
+ordinary tensor ("ord") or one from symmem.torch.empty ("sym"), y ordinary, and ("inplace")
+torch.ops.symmem.all_reduce_(x) on a symmetric x (the form of torch's two-shot), beside every algorithm forced
 on the same tensors (the library's entry point with the algorithm named: the same kernels the op launches)
 and, with --torch, PyTorch's own symmetric-memory kernels (one-shot into an ordinary output, two-shot in
 place, on a buffer of torch's symmetric memory). bf16 sum; CUDA graphs of -n operations (a model's step),
@@ -13,7 +14,7 @@ checked against a float64 reference of fresh random data on every rank (#wrong).
 Ranks are processes (gloo for setup and timing); more ranks than GPUs need MPS (bench/torch_ops_bench.py's
 usage). The tuning file is the library's as configured (SYMMEM_TUNE_FILE): point it at a fresh file to time
 what a first init measures.
-Usage: op_sweep.py --nranks 8 [--sizes 1K,...] [--forms ord,sym] [--torch] [-n 50] [-R 7] [--csv FILE]
+Usage: op_sweep.py --nranks 8 [--sizes 1K,...] [--forms ord,sym,inplace] [--torch] [-n 50] [-R 7] [--csv FILE]
                    [--declare]   (the sizes declared first with SymmemCommunicator.tune, as a drop-in does)
 """
 import argparse
@@ -46,7 +47,7 @@ def worker(rank, world, port, args):
     maxn = max(sizes) // 2
     x_ord = torch.empty(maxn, dtype=dt, device=dev)
     y = torch.empty(maxn, dtype=dt, device=dev)
-    x_sym = st.empty(maxn, dtype=dt, group=comm) if "sym" in args.forms else None
+    x_sym = st.empty(maxn, dtype=dt, group=comm) if {"sym", "inplace"} & set(args.forms) else None
     tsym = None
     if args.torch:
         import torch.distributed._symmetric_memory as symm_mem
@@ -63,6 +64,13 @@ def worker(rank, world, port, args):
     lossy = {a for w, a in _ops.WIRES.items() if w != "none"}
     algos = [a for a in symmem.algo_names()[1:] if a not in args.skip_algos and a not in lossy]
     ar_out = torch.ops.symmem.all_reduce_out.default
+    ar_ = torch.ops.symmem.all_reduce_.default
+
+    def auto(x, out):
+        if out is x:
+            ar_(x, "sum", comm.group_name)
+        else:
+            ar_out(x, "sum", comm.group_name, out)
     rows = []
 
     def timed(fn):
@@ -73,19 +81,19 @@ def worker(rank, world, port, args):
             torch.cuda.synchronize()
             return -1.0, str(e).splitlines()[0][:100]
 
-    def check_auto(x, n, size, form):
+    def check_auto(x, out, n, size):
         """AUTO once on fresh random data against float64: how many elements are wrong on this rank."""
         g = torch.Generator().manual_seed(size * 131 + rank)
         mine = torch.randn(n, generator=g, dtype=torch.float64)
         x.copy_(mine.to(dt))
         torch.cuda.synchronize()
-        ar_out(x, "sum", comm.group_name, y[:n])
+        auto(x, out)
         torch.cuda.synchronize()
         ref = torch.zeros(n, dtype=torch.float64)
         for r in range(world):
             ref += torch.randn(n, generator=torch.Generator().manual_seed(size * 131 + r),
                                dtype=torch.float64).to(dt).double()
-        got = y[:n].double().cpu()
+        got = out.double().cpu()
         tol = 2 ** -7 * (ref.abs() + 1e-3) + 1e-2 * world ** 0.5 * 2 ** -8
         return int(((got - ref).abs() > tol).sum())
 
@@ -93,9 +101,10 @@ def worker(rank, world, port, args):
         n = size // 2
         for form in args.forms:
             x = (x_ord if form == "ord" else x_sym)[:n]
-            out = y[:n]
-            wrong = tsu.total(check_auto(x, n, size, form))
-            t_auto = timed(lambda: ar_out(x, "sum", comm.group_name, out))
+            out = x if form == "inplace" else y[:n]
+            wrong = tsu.total(check_auto(x, out, n, size))
+            x.zero_()  # in place, the replays keep summing: from zeros the values stay finite
+            t_auto = timed(lambda: auto(x, out))
             forced = {}
             for a in algos:
                 fn = (lambda a=a: comm.comm.all_reduce(x.data_ptr(), out.data_ptr(), n, symmem.BFLOAT16, symmem.OP_SUM,
@@ -134,7 +143,7 @@ def report(row, args):
     size, form, t_auto, forced, t1, t2, wrong = row
     best_a, best = _best(forced)
     ta = _t(t_auto)
-    cells = f"{size:>9d} {form:>4s} {ta:9.2f} {best_a or '-':>16s} {best:9.2f} {ta / best if best > 0 else -1:7.2f}"
+    cells = f"{size:>9d} {form:>7s} {ta:9.2f} {best_a or '-':>16s} {best:9.2f} {ta / best if best > 0 else -1:7.2f}"
     if args.torch:
         tb = min([v for v in (_t(t1), _t(t2)) if v > 0] or [-1.0])
         cells += f" {_t(t1):9.2f} {_t(t2):9.2f} {ta / tb if tb > 0 else -1:8.2f}"
@@ -180,7 +189,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nranks", type=int, default=2)
     ap.add_argument("--sizes", default=DEFAULT_SIZES, help="comma-separated message sizes (bytes; K/M suffixes)")
-    ap.add_argument("--forms", default="ord,sym", help="input forms: ord (an ordinary tensor), sym (symmetric)")
+    ap.add_argument("--forms", default="ord,sym",
+                    help="input forms: ord (an ordinary tensor), sym (symmetric), inplace (symmetric, all_reduce_)")
     ap.add_argument("--torch", action="store_true", help="PyTorch's one-shot and two-shot kernels beside")
     ap.add_argument("--declare", action="store_true", help="declare the sizes first (SymmemCommunicator.tune)")
     ap.add_argument("--skip-algos", default="", help="algorithms not forced (comma-separated names)")
@@ -191,14 +201,14 @@ def main():
     args.sizes = sorted({tsu.parse_size(s) for s in args.sizes.split(",") if s})
     args.forms = [f for f in args.forms.split(",") if f]
     args.skip_algos = {a for a in args.skip_algos.split(",") if a}
-    bad = [f for f in args.forms if f not in ("ord", "sym")]
+    bad = [f for f in args.forms if f not in ("ord", "sym", "inplace")]
     if bad or not args.forms:
-        ap.error(f"--forms: {bad or 'none given'}: use ord, sym")
+        ap.error(f"--forms: {bad or 'none given'}: use ord, sym, inplace")
     refused = tsu.gpus_refuse(args.nranks)
     if refused:
         print(refused[1], file=sys.stderr)
         return refused[0]
-    hdr = f"#{'bytes':>8s} {'form':>4s} {'auto us':>9s} {'best forced':>16s} {'us':>9s} {'auto/b':>7s}"
+    hdr = f"#{'bytes':>8s} {'form':>7s} {'auto us':>9s} {'best forced':>16s} {'us':>9s} {'auto/b':>7s}"
     if args.torch:
         hdr += f" {'t1shot us':>9s} {'t2shot us':>9s} {'sm/torch':>8s}"
     print(hdr + f" {'#wrong':>7s}", flush=True)

@@ -51,6 +51,7 @@ def worker(rank, world, port, args):
     import torch.distributed._symmetric_memory as symm_mem
 
     dev, name = tsu.init_rank(rank, world, port)
+    import symmem
     import symmem.torch as st
 
     comm = st.SymmemCommunicator(dist.group.WORLD, dev)
@@ -92,6 +93,13 @@ def worker(rank, world, port, args):
         print(f"# torch {torch.__version__}, {world} ranks on {torch.cuda.device_count()} GPU(s), bf16 sum, "
               f"op library: {st.op_library() or 'none (ctypes ops)'}", flush=True)
 
+    def entry_alone(x, y):
+        if comm._fast is None:
+            return lambda: None
+        fast, raw, d = comm._fast, torch._C._cuda_getCurrentRawStream, dev.index
+        h, xp, yp, n = comm._handle, x.data_ptr(), y.data_ptr(), x.numel()
+        return lambda: fast(h, xp, yp, n, symmem.BFLOAT16, symmem.OP_SUM, raw(d))
+
     def methods(count):
         x = torch.randn(count, device=dev).to(dt)
         y = torch.empty_like(x)
@@ -108,6 +116,9 @@ def worker(rank, world, port, args):
             ("SymmemCommunicator.all_reduce", lambda: comm.all_reduce(x), "new"),
             ("SymmemCommunicator.all_reduce(out=y)", lambda: comm.all_reduce(x, out=y), "out"),
             ("communicator via the op", lambda: comm_op.all_reduce(x), "new"),
+            # the library call alone through the compiled entry, its integers computed once but the current
+            # stream's: what the communicator's Python adds is the difference to its out= row
+            ("compiled entry alone (out=y)", entry_alone(x, y), "out"),
             ("communicator via the op (out=y)", lambda: comm_op.all_reduce(x, out=y), "out"),
             ("eligibility check (Python)", lambda: comm.should_torch_symm_mem_allreduce(x), "none"),
             # what SGLang's GroupCoordinator runs per all-reduce: the check, then the call

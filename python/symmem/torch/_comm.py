@@ -297,31 +297,32 @@ class SymmemCommunicator:
         for in place. wire: None for the communicator's `wire`, "none" (exact) or "int8" (compressed, lossy:
         sum of bf16/fp16 only, else RuntimeError). Returns the result, or None when `inp` is not eligible
         (vLLM's convention; SGLang checks should_torch_symm_mem_allreduce first)."""
-        if (self.disabled or inp.dtype not in _DTYPES or inp.get_device() != self._dev_index
-                or not inp.is_contiguous()):
+        dt = inp.dtype
+        if self.disabled or dt not in _DTYPES or inp.get_device() != self._dev_index or not inp.is_contiguous():
             return None
         # numel * element size, not Tensor.nbytes: Dynamo traces this with symbolic sizes
-        nbytes = inp.numel() * inp.element_size()
+        n = inp.numel()
+        nbytes = n * _DTYPE_SIZES[dt]
         if nbytes > self.max_size:
             return None
         if self._error is not None:
             self._raise_if_failed()
-        if self._learn_left > 0 and not _is_compiling() and nbytes not in self._learned:
+        compiling = _is_compiling()
+        if self._learn_left > 0 and nbytes not in self._learned and not compiling:
             self._learn(nbytes, inp)
         w = self.wire if wire is None else wire
-        opc = None
-        if (self._fast is not None and w == "none" and type(inp) is _Tensor and not _dispatch_modes()
-                and not _function_modes() and not _is_compiling()
-                and not (_grad_enabled() and (inp.requires_grad or (out is not None and out.requires_grad)))):
-            opc = _OP_CODES.get(op)  # None: the op says what is wrong
-        if opc is not None and (out is None or out is inp or (
-                type(out) is _Tensor and out.dtype is inp.dtype and out.get_device() == self._dev_index
-                and out.is_contiguous() and out.shape == inp.shape)):
+        fast = self._fast
+        if (fast is not None and w == "none" and not compiling and type(inp) is _Tensor and not _dispatch_modes()
+                and not _function_modes() and op in _OP_CODES
+                and not (_grad_enabled() and (inp.requires_grad or (out is not None and out.requires_grad)))
+                and (out is None or out is inp or (
+                    type(out) is _Tensor and out.dtype is dt and out.get_device() == self._dev_index
+                    and out.is_contiguous() and out.shape == inp.shape))):
             if out is None:
                 out = _empty_like(inp)
             try:
-                self._fast(self._handle, inp.data_ptr(), out.data_ptr(), nbytes // _DTYPE_SIZES[inp.dtype],
-                           _DTYPE_CODES[inp.dtype], opc, _raw_stream(self._dev_index))
+                fast(self._handle, inp.data_ptr(), out.data_ptr(), n, _DTYPE_CODES[dt], _OP_CODES[op],
+                     _raw_stream(self._dev_index))
             except RuntimeError as e:
                 raise RuntimeError(f"symmem::all_reduce (group '{self.group_name}', rank {self.rank} of "
                                    f"{self.world_size}): {e}") from None

@@ -58,8 +58,7 @@ _grad_enabled = torch.is_grad_enabled
 _fast_path, _fast_ar = _ops.compiled_entry()
 _raw_stream = torch._C._cuda_getCurrentRawStream if hasattr(torch._C, "_cuda_getCurrentRawStream") else None
 _empty_like = torch.empty_like
-_DTYPE_CODES = dict(_ops.DTYPES)
-_DTYPE_SIZES = {dt: torch.empty((), dtype=dt).element_size() for dt in _ops.DTYPES}
+_DTYPE_INFO = {dt: (torch.empty((), dtype=dt).element_size(), code) for dt, code in _ops.DTYPES.items()}
 _OP_CODES = dict(_ops.REDUCE_OPS)
 
 
@@ -302,7 +301,8 @@ class SymmemCommunicator:
             return None
         # numel * element size, not Tensor.nbytes: Dynamo traces this with symbolic sizes
         n = inp.numel()
-        nbytes = n * _DTYPE_SIZES[dt]
+        size, code = _DTYPE_INFO[dt]
+        nbytes = n * size
         if nbytes > self.max_size:
             return None
         if self._error is not None:
@@ -313,7 +313,7 @@ class SymmemCommunicator:
         w = self.wire if wire is None else wire
         fast = self._fast
         if (fast is not None and w == "none" and not compiling and type(inp) is _Tensor and not _dispatch_modes()
-                and not _function_modes() and op in _OP_CODES
+                and not _function_modes() and (opc := _OP_CODES.get(op)) is not None
                 and not (_grad_enabled() and (inp.requires_grad or (out is not None and out.requires_grad)))
                 and (out is None or out is inp or (
                     type(out) is _Tensor and out.dtype is dt and out.get_device() == self._dev_index
@@ -321,8 +321,7 @@ class SymmemCommunicator:
             if out is None:
                 out = _empty_like(inp)
             try:
-                fast(self._handle, inp.data_ptr(), out.data_ptr(), n, _DTYPE_CODES[dt], _OP_CODES[op],
-                     _raw_stream(self._dev_index))
+                fast(self._handle, inp.data_ptr(), out.data_ptr(), n, code, opc, _raw_stream(self._dev_index))
             except RuntimeError as e:
                 raise RuntimeError(f"symmem::all_reduce (group '{self.group_name}', rank {self.rank} of "
                                    f"{self.world_size}): {e}") from None

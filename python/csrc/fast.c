@@ -3,7 +3,7 @@
  * An eager torch.ops call pays for the dispatcher's boxed path: the Python arguments matched against the
  * schema, boxed into IValues, unboxed again through the stable ABI's shim, the group looked up by name. For a
  * call of a few microseconds that is a quarter of it. The communicator already knows its symmem_comm_t and
- * has checked the tensors (symmem/torch/_comm.py, SymmemCommunicator._fast_all_reduce), so this entry takes
+ * has checked the tensors (symmem/torch/_comm.py, SymmemCommunicator.all_reduce), so this entry takes
  * plain integers and does nothing but the library call: no torch headers, no allocation, the GIL released
  * around the call as the op library does (ranks may be threads of one process).
  *

@@ -94,11 +94,14 @@ def worker(rank, world, port, args):
               f"op library: {st.op_library() or 'none (ctypes ops)'}", flush=True)
 
     def entry_alone(x, y):
+        """The library call alone through the compiled entry, its integers computed once but the current stream's:
+        what the communicator's Python adds is the difference to its out= row. No row without the entry."""
         if comm._fast is None:
-            return lambda: None
+            return []
         fast, raw, d = comm._fast, torch._C._cuda_getCurrentRawStream, dev.index
         h, xp, yp, n = comm._handle, x.data_ptr(), y.data_ptr(), x.numel()
-        return lambda: fast(h, xp, yp, n, symmem.BFLOAT16, symmem.OP_SUM, raw(d))
+        return [("compiled entry alone (out=y)", lambda: fast(h, xp, yp, n, symmem.BFLOAT16, symmem.OP_SUM, raw(d)),
+                 "out")]
 
     def methods(count):
         x = torch.randn(count, device=dev).to(dt)
@@ -116,9 +119,7 @@ def worker(rank, world, port, args):
             ("SymmemCommunicator.all_reduce", lambda: comm.all_reduce(x), "new"),
             ("SymmemCommunicator.all_reduce(out=y)", lambda: comm.all_reduce(x, out=y), "out"),
             ("communicator via the op", lambda: comm_op.all_reduce(x), "new"),
-            # the library call alone through the compiled entry, its integers computed once but the current
-            # stream's: what the communicator's Python adds is the difference to its out= row
-            ("compiled entry alone (out=y)", entry_alone(x, y), "out"),
+            *entry_alone(x, y),
             ("communicator via the op (out=y)", lambda: comm_op.all_reduce(x, out=y), "out"),
             ("eligibility check (Python)", lambda: comm.should_torch_symm_mem_allreduce(x), "none"),
             # what SGLang's GroupCoordinator runs per all-reduce: the check, then the call

@@ -59,7 +59,7 @@ _fast_path, _fast_ar = _ops.compiled_entry()
 _raw_stream = torch._C._cuda_getCurrentRawStream if hasattr(torch._C, "_cuda_getCurrentRawStream") else None
 _empty_like = torch.empty_like
 _DTYPE_INFO = {dt: (torch.empty((), dtype=dt).element_size(), code) for dt, code in _ops.DTYPES.items()}
-_OP_CODES = dict(_ops.REDUCE_OPS)
+_OP_CODES = _ops.REDUCE_OPS
 
 
 def _version_bump():

@@ -41,18 +41,22 @@ REDUCE_OPS = _lib.REDUCE_OPS  # the library's names of its reduction ops
 WIRES = {"none": "auto", "int8": "wire_int8"}
 
 
+def _native(name):
+    """Where a native part of the package named `name` is: next to the package (installed), else, in a source
+    checkout with python/ on PYTHONPATH, the python/csrc/ of the build folder whose libsymmem the ctypes binding
+    loaded, else of any build folder."""
+    here = Path(__file__).resolve().parent.parent
+    yield here / name
+    yield Path(_lib.library_path()).resolve().parent / "python" / "csrc" / name
+    for build in sorted(here.parent.parent.glob("build*")):
+        yield build / "python" / "csrc" / name
+
+
 def _candidates():
     env = os.environ.get("SYMMEM_TORCH_LIBRARY")
     if env:
         yield Path(env)
-    here = Path(__file__).resolve().parent.parent
-    yield here / "libsymmem_torch.so"
-    # A source checkout with python/ on PYTHONPATH: the op library of the build folder whose libsymmem
-    # the ctypes binding loaded, else any build folder.
-    lib_dir = Path(_lib.library_path()).resolve().parent
-    yield lib_dir / "python" / "csrc" / "libsymmem_torch.so"
-    for build in sorted(here.parent.parent.glob("build*")):
-        yield build / "python" / "csrc" / "libsymmem_torch.so"
+    yield from _native("libsymmem_torch.so")
 
 
 def _load():
@@ -93,24 +97,15 @@ def op_library():
 
 # ---------------------------------------------------------------------------------------------------------
 # The communicator's compiled entry (python/csrc/fast.c, symmem._fast): an eager all-reduce without the
-# dispatcher's boxed call. Found next to the package, else in the build folder of the libsymmem the ctypes
-# binding loaded (or any build folder); used only when it calls that same libsymmem, so that a communicator
-# handle never reaches another copy of the library.
+# dispatcher's boxed call. Found where the op library is (_native); used only when it calls the libsymmem
+# the ctypes binding loaded, so that a communicator handle never reaches another copy of the library.
 # ---------------------------------------------------------------------------------------------------------
-def _fast_candidates():
-    here = Path(__file__).resolve().parent.parent
-    yield here / "_fast.abi3.so"
-    yield Path(_lib.library_path()).resolve().parent / "python" / "csrc" / "_fast.abi3.so"
-    for build in sorted(here.parent.parent.glob("build*")):
-        yield build / "python" / "csrc" / "_fast.abi3.so"
-
-
 def _load_fast():
     import importlib.machinery
     import importlib.util
 
     want = ctypes.cast(_lib.lib().symmem_all_reduce, ctypes.c_void_p).value
-    for path in _fast_candidates():
+    for path in _native("_fast.abi3.so"):
         if not path.is_file():
             continue
         try:

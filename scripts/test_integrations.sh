@@ -11,14 +11,15 @@
 #
 #   SYMMEM_TEST_INTEG_DIR         where the venvs live (default build-integ: git-ignored, reused while the pins hold)
 #   SYMMEM_TEST_INTEG_FRAMEWORKS  which frameworks (default "sglang vllm")
-#   SYMMEM_TEST_SKIP_INTEGRATIONS 1: skip, saying so (a full install is ~11 GB per framework)
+#   SYMMEM_TEST_SKIP_INTEGRATIONS 1: skip, saying so (a full install is ~10 GB per framework)
 #   SYMMEM_TEST_WHEEL             a binary wheel (scripts/build_wheel.sh; scripts/test.sh passes the one
 #                                 test_python.sh built): installed into each venv and tested there with no
 #                                 CUDA toolkit on PATH. Without it this repository's python/ is linked in, and
 #                                 the library comes from SYMMEM_LIBRARY, else the first build*/libsymmem.so.
 #
-# Cost: each framework's venv is ~11 GB and its first install takes minutes (PyPI); the venvs are reused
-# while the pins hold, and removed first (with a message) when the disk is short of SYMMEM_TEST_INTEG_NEED_GIB.
+# Cost: each framework's venv is ~10 GB and its first install takes minutes (PyPI); the venvs are reused
+# while the pins hold. An install needs ~13 GB free (SYMMEM_TEST_INTEG_NEED_GIB): when the disk is short,
+# the caches this step does not need are removed first, with a message (see make_room).
 set -euo pipefail
 source "$(dirname "$0")/build_common.sh" # also keeps NVLink multicast off
 symmem_help "$0" "$@"
@@ -229,21 +230,55 @@ fi
 
 # Free space of the file system holding $1, in GiB.
 free_gib() { df -Pk "$1" | awk 'NR == 2 {print int($4 / 1048576)}'; }
-# A framework's venv is ~11 GB and pip needs a few more GB for the downloads while it installs. The
-# venvs here and the torch venv of test_python.sh are caches (rebuilt when missing), so when the disk is
-# short the ones this step does not need are removed first, with a message, instead of failing midway.
-NEED_GIB=${SYMMEM_TEST_INTEG_NEED_GIB:-16}
+# A framework's venv is ~10 GB, and pip holds every wheel it downloads until the whole install ends: one
+# install of a framework would peak at ~14 GB. Torch and its CUDA libraries (~6 GB of the venv) go in
+# first, on their own, and the framework after them, so the peak is the venv plus the framework's own
+# downloads (~12 GB). The venvs here, the torch venv of test_python.sh and the torch headers that
+# build_wheel.sh keeps are caches (rebuilt when missing), so when the disk is short the ones this step does
+# not need are removed first, with a message, instead of failing midway.
+NEED_GIB=${SYMMEM_TEST_INTEG_NEED_GIB:-13}
 make_room() {
   local keep=$1 victim
-  for victim in "$dir"/venv-* "$root/${SYMMEM_PY_DIR:-build-python}/venv-torch"; do
+  for victim in "$dir"/venv-* "$root/${SYMMEM_PY_DIR:-build-python}/venv-torch" \
+      "$root/${SYMMEM_BUILD_WHEEL_CACHE:-build-wheel}"/torch-*; do
     [ "$(free_gib "$dir")" -ge "$NEED_GIB" ] && return 0
     [ -d "$victim" ] && [ "$victim" != "$keep" ] || continue
-    echo "disk: $(free_gib "$dir") GiB free < $NEED_GIB GiB needed: removing the cached venv $victim ($(du -sh "$victim" | cut -f1))"
+    echo "disk: $(free_gib "$dir") GiB free < $NEED_GIB GiB needed: removing the cache $victim ($(du -sh "$victim" | cut -f1))"
     rm -rf "$victim"
   done
   local left; left=$(free_gib "$dir")
   [ "$left" -ge "$NEED_GIB" ] ||
     echo "warning: only $left GiB free on $(df -P "$dir" | awk 'NR == 2 {print $6}') for a ~$NEED_GIB GiB install; it may fail (SYMMEM_TEST_SKIP_INTEGRATIONS=1 skips this step)" >&2
+}
+
+# The torch requirement that PIN itself declares (torch==2.14.1, say), printed by the venv's Python from
+# the package's metadata (no download of the package); nothing when it declares none.
+torch_requirement() {
+  "$1" -m pip install -q --disable-pip-version-check --no-cache-dir --dry-run --no-deps --ignore-installed \
+      --report - "$2" | "$1" -c '
+import json, sys
+from pip._vendor.packaging.requirements import Requirement
+for item in json.load(sys.stdin)["install"]:
+    for text in item["metadata"].get("requires_dist", []):
+        req = Requirement(text)
+        if req.name.lower() == "torch" and (req.marker is None or req.marker.evaluate({"extra": ""})):
+            print(f"torch{req.specifier}")
+            sys.exit(0)'
+}
+
+# Installs PIN into the venv DIR made now: its torch first (see NEED_GIB), then PIN, which finds that torch
+# in place. A failed install removes the venv, so the next run starts clean.
+install_framework() {
+  local venv=$1 pin=$2 py="$1/bin/python" torch_req
+  symmem_venv "$venv" --python python3 --fresh || return 1
+  if ! torch_req=$(torch_requirement "$py" "$pin") ||
+     { [ -n "$torch_req" ] && ! "$py" -m pip install -q --disable-pip-version-check --no-cache-dir "$torch_req"; } ||
+     ! "$py" -m pip install -q --disable-pip-version-check --no-cache-dir "$pin"; then
+    rm -rf "$venv"
+    return 1
+  fi
+  echo "$pin" > "$venv/.symmem-pin"
+  echo "venv $venv: pip install ${torch_req:+$torch_req, then }$pin ($(du -sh "$venv" | cut -f1))"
 }
 
 status=0
@@ -255,9 +290,9 @@ for fw in $frameworks; do
     rm -rf "$venv"
     make_room "$venv"
     echo "installing $pin into $venv (several GB from PyPI; $(free_gib "$dir") GiB free)"
+    install_framework "$venv" "$pin" ||
+      { echo "error: installing $pin failed ($(free_gib "$dir") GiB free now)" >&2; exit 1; }
   fi
-  symmem_venv "$venv" --python python3 --pin "$pin" -- "$pin" ||
-    { echo "error: installing $pin failed ($(free_gib "$dir") GiB free now)" >&2; exit 1; }
   install_package "$venv/bin/python"
   echo "== $fw ($pin): venv ready in $((SECONDS - t0)) s"
   mods=(test_integrations_$fw.py)

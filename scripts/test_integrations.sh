@@ -271,8 +271,10 @@ for item in json.load(sys.stdin)["install"]:
 install_framework() {
   local venv=$1 pin=$2 py="$1/bin/python" torch_req
   symmem_venv "$venv" --python python3 --fresh || return 1
-  if ! torch_req=$(torch_requirement "$py" "$pin") ||
-     { [ -n "$torch_req" ] && ! "$py" -m pip install -q --disable-pip-version-check --no-cache-dir "$torch_req"; } ||
+  # pip < 22.2 has no --report: then PIN goes in with one install (a higher peak, see NEED_GIB)
+  torch_req=$(torch_requirement "$py" "$pin") ||
+    { torch_req=""; echo "note: $("$py" -m pip --version | cut -d' ' -f1-2) did not report $pin's torch requirement: one install"; }
+  if { [ -n "$torch_req" ] && ! "$py" -m pip install -q --disable-pip-version-check --no-cache-dir "$torch_req"; } ||
      ! "$py" -m pip install -q --disable-pip-version-check --no-cache-dir "$pin"; then
     rm -rf "$venv"
     return 1

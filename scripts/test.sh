@@ -13,7 +13,7 @@
 #         build-python/) and scripts/test_integrations.sh (SGLang and vLLM from PyPI, one venv each,
 #         build-integ/).
 # Cost of `all` on a CPU machine: 25 minutes and more, and disk: build/ ~1 GB, build-san/ ~1 GB, build-wheel/
-# ~2 GB, build-python/ ~6 GB, build-integ/ ~10 GB per framework (SYMMEM_TEST_SKIP_INTEGRATIONS=1 skips that
+# ~2 GB, build-python/ ~6 GB, build-integ/ 10-11 GB per framework (SYMMEM_TEST_SKIP_INTEGRATIONS=1 skips that
 # stage; where fewer than ~13 GB are free for a framework's install, it removes the other venvs and caches
 # first, saying so). Later runs reuse every folder and venv. `cpu` costs the first build (a few minutes) and 35 s.
 #   SYMMEM_TEST_LABEL   cpu, gpu or all (default all)

@@ -11,13 +11,13 @@
 #
 #   SYMMEM_TEST_INTEG_DIR         where the venvs live (default build-integ: git-ignored, reused while the pins hold)
 #   SYMMEM_TEST_INTEG_FRAMEWORKS  which frameworks (default "sglang vllm")
-#   SYMMEM_TEST_SKIP_INTEGRATIONS 1: skip, saying so (a full install is ~10 GB per framework)
+#   SYMMEM_TEST_SKIP_INTEGRATIONS 1: skip, saying so (a full install is 10-11 GB per framework)
 #   SYMMEM_TEST_WHEEL             a binary wheel (scripts/build_wheel.sh; scripts/test.sh passes the one
 #                                 test_python.sh built): installed into each venv and tested there with no
 #                                 CUDA toolkit on PATH. Without it this repository's python/ is linked in, and
 #                                 the library comes from SYMMEM_LIBRARY, else the first build*/libsymmem.so.
 #
-# Cost: each framework's venv is ~10 GB and its first install takes minutes (PyPI); the venvs are reused
+# Cost: each framework's venv is 10-11 GB and its first install takes minutes (PyPI); the venvs are reused
 # while the pins hold. An install needs ~13 GB free (SYMMEM_TEST_INTEG_NEED_GIB): when the disk is short,
 # the caches this step does not need are removed first, with a message (see make_room).
 set -euo pipefail
@@ -230,12 +230,13 @@ fi
 
 # Free space of the file system holding $1, in GiB.
 free_gib() { df -Pk "$1" | awk 'NR == 2 {print int($4 / 1048576)}'; }
-# A framework's venv is ~10 GB, and pip holds every wheel it downloads until the whole install ends: one
-# install of a framework would peak at ~14 GB. Torch and its CUDA libraries (~6 GB of the venv) go in
+# A framework's venv is 10-11 GB, and pip holds every wheel it downloads until the whole install ends: one
+# install of SGLang needs more than 12 GiB free. Torch and its CUDA libraries (~6 GB of the venv) go in
 # first, on their own, and the framework after them, so the peak is the venv plus the framework's own
-# downloads (~12 GB). The venvs here, the torch venv of test_python.sh and the torch headers that
-# build_wheel.sh keeps are caches (rebuilt when missing), so when the disk is short the ones this step does
-# not need are removed first, with a message, instead of failing midway.
+# downloads (SGLang 0.5.23: 12 GB at the most, 2 GB left of 14). The venvs here, the torch venv of
+# test_python.sh and the torch headers that build_wheel.sh keeps are caches (rebuilt when missing), so when
+# the disk is short the ones this step does not need are removed first, with a message, instead of failing
+# midway.
 NEED_GIB=${SYMMEM_TEST_INTEG_NEED_GIB:-13}
 make_room() {
   local keep=$1 victim

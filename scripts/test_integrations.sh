@@ -274,7 +274,7 @@ install_framework() {
   symmem_venv "$venv" --python python3 --fresh || return 1
   # pip < 22.2 has no --report: then PIN goes in with one install (a higher peak, see NEED_GIB)
   torch_req=$(torch_requirement "$py" "$pin") ||
-    { torch_req=""; echo "note: $("$py" -m pip --version | cut -d' ' -f1-2) did not report $pin's torch requirement: one install"; }
+    { torch_req=""; echo "note: $("$py" -m pip --version | cut -d' ' -f1-2) read no torch requirement of $pin: one install"; }
   if { [ -n "$torch_req" ] && ! "$py" -m pip install -q --disable-pip-version-check --no-cache-dir "$torch_req"; } ||
      ! "$py" -m pip install -q --disable-pip-version-check --no-cache-dir "$pin"; then
     rm -rf "$venv"

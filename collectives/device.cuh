@@ -161,27 +161,14 @@ __device__ __forceinline__ uint4 lamport_empty4()
 
 /* Reduce n packs in rank order 0, 1, ..., n-1 (the fixed order that makes every rank's result bitwise
  * identical), accumulating in fp32. load(src) returns rank src's pack; loads are issued in groups of four
- * before any of them is used, the first group included (ranks 0..3), so several are in flight: at four ranks
- * one load latency per pack, not two. */
+ * before they are used so several are in flight. */
 template <typename T, int OP, typename Load> __device__ __forceinline__ uint4 reduce_ranks(int n, Load load)
 {
     constexpr int V = Pack<T>::V;
     float acc[V];
-    uint4 v[4];
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-        if (j < n) v[j] = load(j);
-    Conv<T>::unpack(v[0], acc);
-#pragma unroll
-    for (int j = 1; j < 4; j++) {
-        if (j < n) {
-            float f[V];
-            Conv<T>::unpack(v[j], f);
-#pragma unroll
-            for (int k = 0; k < V; k++) acc[k] = redop<OP>(acc[k], f[k]);
-        }
-    }
-    for (int s0 = 4; s0 < n; s0 += 4) {
+    Conv<T>::unpack(load(0), acc);
+    for (int s0 = 1; s0 < n; s0 += 4) {
+        uint4 v[4];
 #pragma unroll
         for (int j = 0; j < 4; j++)
             if (s0 + j < n) v[j] = load(s0 + j);

@@ -96,12 +96,21 @@ template <typename T, int OP> __device__ __forceinline__ bool run_pull(const P &
         if (!sync_peers(p, c, e + 2)) return false;
         for (uint64_t pk = tid; pk < segp; pk += nthreads) {
             const uint64_t i = off + pk * V;
-            for (int k = 1; k < n; k++) {
-                const int s = (r + k) % n;
-                const int nv = shard_valid<V>(p, s, i);
-                if (nv > 0)
-                    store_user<T>(recv, s * p.stride + i, ld_cg16(p.ws[s] + half_start + (n * segp + pk) * 16), nv,
-                                  aligned);
+            /* batched: up to four peers' reduced packs in flight, then their stores (as push_shards) */
+            for (int k0 = 1; k0 < n; k0 += 4) {
+                uint4 v[4];
+                int nvs[4];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int s = (r + k0 + j) % n;
+                    nvs[j] = k0 + j < n ? shard_valid<V>(p, s, i) : 0;
+                    if (nvs[j] > 0) v[j] = ld_cg16(p.ws[s] + half_start + (n * segp + pk) * 16);
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int s = (r + k0 + j) % n;
+                    if (nvs[j] > 0) store_user<T>(recv, s * p.stride + i, v[j], nvs[j], aligned);
+                }
             }
         }
     }

@@ -52,10 +52,19 @@ template <typename T, int OP> __device__ __forceinline__ bool run_pull(const P &
                     const int nv = shard_valid<V>(p, r, i);
                     if (nv > 0) st16(mine + pk * 16, load_user<T>(send, i, nv, aligned, false));
                 } else {
-                    for (int s = 0; s < n; s++) {
-                        const int nv = shard_valid<V>(p, s, i);
-                        if (nv > 0)
-                            st16(mine + (s * segp + pk) * 16, load_user<T>(send, s * p.stride + i, nv, aligned, false));
+                    /* batched: up to four shards' loads in flight, then their stores (the stores may alias
+                     * the loads for all the compiler knows, so it keeps them in the order written) */
+                    for (int s0 = 0; s0 < n; s0 += 4) {
+                        uint4 v[4];
+                        int nvs[4];
+#pragma unroll
+                        for (int j = 0; j < 4; j++) {
+                            nvs[j] = s0 + j < n ? shard_valid<V>(p, s0 + j, i) : 0;
+                            if (nvs[j] > 0) v[j] = load_user<T>(send, (s0 + j) * p.stride + i, nvs[j], aligned, false);
+                        }
+#pragma unroll
+                        for (int j = 0; j < 4; j++)
+                            if (nvs[j] > 0) st16(mine + ((s0 + j) * segp + pk) * 16, v[j]);
                     }
                 }
             }

@@ -52,10 +52,19 @@ template <typename T, int OP> __device__ __forceinline__ bool run_pull(const P &
                     const int nv = shard_valid<V>(p, r, i);
                     if (nv > 0) st16(mine + pk * 16, load_user<T>(send, i, nv, aligned, false));
                 } else {
-                    for (int s = 0; s < n; s++) {
-                        const int nv = shard_valid<V>(p, s, i);
-                        if (nv > 0)
-                            st16(mine + (s * segp + pk) * 16, load_user<T>(send, s * p.stride + i, nv, aligned, false));
+                    /* batched: up to four shards' loads in flight, then their stores (the stores may alias
+                     * the loads for all the compiler knows, so it keeps them in the order written) */
+                    for (int s0 = 0; s0 < n; s0 += 4) {
+                        uint4 v[4];
+                        int nvs[4];
+#pragma unroll
+                        for (int j = 0; j < 4; j++) {
+                            nvs[j] = s0 + j < n ? shard_valid<V>(p, s0 + j, i) : 0;
+                            if (nvs[j] > 0) v[j] = load_user<T>(send, (s0 + j) * p.stride + i, nvs[j], aligned, false);
+                        }
+#pragma unroll
+                        for (int j = 0; j < 4; j++)
+                            if (nvs[j] > 0) st16(mine + ((s0 + j) * segp + pk) * 16, v[j]);
                     }
                 }
             }
@@ -96,12 +105,21 @@ template <typename T, int OP> __device__ __forceinline__ bool run_pull(const P &
         if (!sync_peers(p, c, e + 2)) return false;
         for (uint64_t pk = tid; pk < segp; pk += nthreads) {
             const uint64_t i = off + pk * V;
-            for (int k = 1; k < n; k++) {
-                const int s = (r + k) % n;
-                const int nv = shard_valid<V>(p, s, i);
-                if (nv > 0)
-                    store_user<T>(recv, s * p.stride + i, ld_cg16(p.ws[s] + half_start + (n * segp + pk) * 16), nv,
-                                  aligned);
+            /* batched: up to four peers' reduced packs in flight, then their stores (as push_shards) */
+            for (int k0 = 1; k0 < n; k0 += 4) {
+                uint4 v[4];
+                int nvs[4];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int s = (r + k0 + j) % n;
+                    nvs[j] = k0 + j < n ? shard_valid<V>(p, s, i) : 0;
+                    if (nvs[j] > 0) v[j] = ld_cg16(p.ws[s] + half_start + (n * segp + pk) * 16);
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int s = (r + k0 + j) % n;
+                    if (nvs[j] > 0) store_user<T>(recv, s * p.stride + i, v[j], nvs[j], aligned);
+                }
             }
         }
     }

@@ -9,7 +9,8 @@ namespace symmem_k {
 /* Half layout: staging[s][segp] packs (my input, shard-major; all-gather: my shard only), then for
  * two-shot all-reduce result[segp] (my reduced shard). */
 /* One function on purpose (past ~80 lines): the round loop's syncs and the halves' reuse argument read top
- * to bottom, and split into phases the float kernels were compiled with 94 registers instead of 86. */
+ * to bottom, and split into phases the float kernels took more registers (ptxas -v: the 16-bit ones are at
+ * the 128-register launch bound already). */
 template <typename T, int OP> __device__ __forceinline__ bool run_pull(const P &p, Ctx &c)
 {
     constexpr int V = Pack<T>::V;

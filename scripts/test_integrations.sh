@@ -275,11 +275,10 @@ install_framework() {
   # pip < 22.2 has no --report: then PIN goes in with one install (a higher peak, see NEED_GIB)
   torch_req=$(torch_requirement "$py" "$pin") ||
     { torch_req=""; echo "note: $("$py" -m pip --version | cut -d' ' -f1-2) read no torch requirement of $pin: one install"; }
-  if { [ -n "$torch_req" ] && ! "$py" -m pip install -q --disable-pip-version-check --no-cache-dir "$torch_req"; } ||
-     ! "$py" -m pip install -q --disable-pip-version-check --no-cache-dir "$pin"; then
-    rm -rf "$venv"
-    return 1
-  fi
+  local step
+  for step in $torch_req "$pin"; do # an empty torch_req is no step
+    "$py" -m pip install -q --disable-pip-version-check --no-cache-dir "$step" || { rm -rf "$venv"; return 1; }
+  done
   echo "$pin" > "$venv/.symmem-pin"
   echo "venv $venv: pip install ${torch_req:+$torch_req, then }$pin ($(du -sh "$venv" | cut -f1))"
 }

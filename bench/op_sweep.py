@@ -4,11 +4,14 @@ ordinary tensor ("ord") or one from symmem.torch.empty ("sym"), y ordinary, and 
 torch.ops.symmem.all_reduce_(x) on a symmetric x (the form of torch's two-shot), beside every algorithm forced
 on the same tensors (the library's entry point with the algorithm named: the same kernels the op launches)
 and, with --torch, PyTorch's own symmetric-memory kernels (one-shot into an ordinary output, two-shot in
-place, on a buffer of torch's symmetric memory). bf16 sum; CUDA graphs of -n operations (a model's step),
+place, on a buffer of torch's symmetric memory) and, for an out-of-place call, torch the way SGLang's and vLLM's
+symmetric-memory communicators call it for a tensor of the model (its copy into their symmetric buffer, the
+two-shot in place there, the copy out: "t-dropin"). bf16 sum; CUDA graphs of -n operations (a model's step),
 median of -R replays, the slowest rank; sizes between powers of two as a model issues them (hidden x tokens).
 
 Per size and form it prints AUTO's time, the best forced algorithm, AUTO/best and, with --torch, the faster of
-torch's two and symmem/torch; then one verdict line per form (the worst ratio and where). Every AUTO result is
+torch's two kernels, symmem/torch, the drop-ins' torch sequence and symmem/that; then verdict lines per form
+(the worst ratio and where). Every AUTO result is
 checked against a float64 reference of fresh random data on every rank (#wrong). --csv writes every number.
 
 Ranks are processes (gloo for setup and timing); more ranks than GPUs need MPS (bench/torch_ops_bench.py's
@@ -110,14 +113,20 @@ def worker(rank, world, port, args):
                 fn = (lambda a=a: comm.comm.all_reduce(x.data_ptr(), out.data_ptr(), n, symmem.BFLOAT16, symmem.OP_SUM,
                                                        algo=a, stream=stream.cuda_stream))
                 forced[a] = timed(fn)
-            t1 = t2 = None
+            t1 = t2 = t3 = None
             if tsym is not None:
                 ts = tsym[:n]
                 ts.zero_()
                 t1 = timed(lambda: torch.ops.symm_mem.one_shot_all_reduce_out(ts, "sum", name, out))
                 ts.zero_()
                 t2 = timed(lambda: torch.ops.symm_mem.two_shot_all_reduce_(ts, "sum", name))
-            rows.append((size, form, t_auto, forced, t1, t2, wrong))
+                if out is not x:
+                    def dropin(x=x, ts=ts, out=out):
+                        ts.copy_(x)
+                        torch.ops.symm_mem.two_shot_all_reduce_(ts, "sum", name)
+                        out.copy_(ts)
+                    t3 = timed(dropin)
+            rows.append((size, form, t_auto, forced, t1, t2, wrong, t3))
             if rank == 0:
                 report(rows[-1], args)
     if rank == 0:
@@ -140,13 +149,15 @@ def _best(forced):
 
 
 def report(row, args):
-    size, form, t_auto, forced, t1, t2, wrong = row
+    size, form, t_auto, forced, t1, t2, wrong, t3 = row
     best_a, best = _best(forced)
     ta = _t(t_auto)
     cells = f"{size:>9d} {form:>7s} {ta:9.2f} {best_a or '-':>16s} {best:9.2f} {ta / best if best > 0 else -1:7.2f}"
     if args.torch:
         tb = min([v for v in (_t(t1), _t(t2)) if v > 0] or [-1.0])
         cells += f" {_t(t1):9.2f} {_t(t2):9.2f} {ta / tb if tb > 0 else -1:8.2f}"
+        td = _t(t3)
+        cells += f" {td:9.2f} {ta / td if td > 0 else -1:8.2f}" if t3 is not None else f" {'-':>9s} {'-':>8s}"
     print(cells + f" {wrong:7d}", flush=True)
 
 
@@ -170,6 +181,11 @@ def summarize(rows, args, world):
                 worst, at = max(tr)
                 print(f"# verdict {form}: symmem AUTO / best torch worst {worst:.2f} at {at} B, "
                       f"{sum(1 for q, _ in tr if q > 1.0)} of {len(tr)} sizes over 1.00", flush=True)
+            td = [(_t(r[2]) / _t(r[7]), r[0]) for r in fr if r[7] is not None and _t(r[7]) > 0 and _t(r[2]) > 0]
+            if td:
+                worst, at = max(td)
+                print(f"# verdict {form}: symmem AUTO / torch as the drop-ins call it worst {worst:.2f} at {at} B, "
+                      f"{sum(1 for q, _ in td if q > 1.0)} of {len(td)} sizes over 1.00", flush=True)
     wrong = sum(r[6] for r in rows)
     print(f"# out of bounds values: {wrong} {'OK' if wrong == 0 else 'FAILED'}", flush=True)
     if args.csv:
@@ -177,12 +193,12 @@ def summarize(rows, args, world):
             w = csv.writer(f)
             algos = sorted({a for r in rows for a in r[3]})
             w.writerow(["ranks", "placement", "bytes", "form", "auto_us"] + [f"{a}_us" for a in algos]
-                       + ["torch_one_shot_us", "torch_two_shot_us", "wrong"])
-            for size, form, ta, forced, t1, t2, wr in rows:
+                       + ["torch_one_shot_us", "torch_two_shot_us", "wrong", "torch_dropin_us"])
+            for size, form, ta, forced, t1, t2, wr, t3 in rows:
                 w.writerow([world, os.environ.get("SYMMEM_PLACEMENT", "default"), size, form, f"{_t(ta):.3f}"]
                            + [f"{_t(forced.get(a)):.3f}" for a in algos]
-                           + [f"{_t(t1):.3f}" if t1 is not None else "", f"{_t(t2):.3f}" if t2 is not None else "",
-                              wr])
+                           + [f"{_t(t):.3f}" if t is not None else "" for t in (t1, t2)] + [wr]
+                           + [f"{_t(t3):.3f}" if t3 is not None else ""])
 
 
 def main():
@@ -210,7 +226,7 @@ def main():
         return refused[0]
     hdr = f"#{'bytes':>8s} {'form':>7s} {'auto us':>9s} {'best forced':>16s} {'us':>9s} {'auto/b':>7s}"
     if args.torch:
-        hdr += f" {'t1shot us':>9s} {'t2shot us':>9s} {'sm/torch':>8s}"
+        hdr += f" {'t1shot us':>9s} {'t2shot us':>9s} {'sm/torch':>8s} {'t-dropin':>9s} {'sm/tdrop':>8s}"
     print(hdr + f" {'#wrong':>7s}", flush=True)
     return tsu.run_ranks(worker, args.nranks, args)
 

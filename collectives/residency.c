@@ -38,7 +38,9 @@ int symmem_coll_grid_rule_room(int blocks_per_sm, int sm_count, int ranks_here, 
 
 int64_t symmem_coll_room_pool(int sm_count, int room, int gpcs)
 {
-    const int64_t rest = (int64_t)(sm_count > 0 ? sm_count : 1) - (int64_t)room * gpcs;
+    /* Pigeonholes: with (room - 1) x gpcs + 1 SMs idle, the GPCs cannot all have fewer than room of them. */
+    const int64_t idle = room > 0 ? (int64_t)(room - 1) * gpcs + 1 : 0;
+    const int64_t rest = (int64_t)(sm_count > 0 ? sm_count : 1) - idle;
     return rest > 0 ? rest : 0;
 }
 
@@ -105,11 +107,11 @@ void symmem_coll_residency_log(symmem_comm_t comm, const symmem_coll_residency_t
     }
     const int64_t pool = symmem_coll_room_pool(me->sm_count, r->room, r->gpcs);
     SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
-                "SYMMEM_CLUSTER_ROOM=%d: co-located ranks leave %d idle SMs per GPC of GPU %s (%d GPCs): %" PRId64
-                " blocks (%d%% of the other %" PRId64 " SMs) for this communicator's %d ranks there, %d per rank's "
-                "kernel, %d in all",
-                r->room, r->room, me->pci_bus_id, r->gpcs, pool * r->share / 100, r->share, pool, r->ranks_here, grid,
-                grid * r->ranks_here);
+                "SYMMEM_CLUSTER_ROOM=%d: co-located ranks leave %" PRId64 " SMs of GPU %s idle, so that one of its %d "
+                "GPCs has %d idle: %" PRId64 " blocks (%d%% of the other %" PRId64 " SMs) for this communicator's %d "
+                "ranks there, %d per rank's kernel, %d in all",
+                r->room, (int64_t)me->sm_count - pool, me->pci_bus_id, r->gpcs, r->room, pool * r->share / 100,
+                r->share, pool, r->ranks_here, grid, grid * r->ranks_here);
 }
 
 /* ---- the ranks of this process on this GPU -------------------------------------------------------------------- */

@@ -33,17 +33,18 @@ int symmem_coll_grid_rule(int blocks_per_sm, int sm_count, int ranks_here, int s
 /* The same rule with room for kernels in clusters (SYMMEM_CLUSTER_ROOM). Such a kernel (a cuBLAS GEMM whose
  * blocks each take a whole SM, in clusters of 8) starts a cluster only where one GPC has that many idle SMs,
  * which the co-located ranks' waiting blocks may hold. Where ranks_here > 1, room > 0 and gpcs > 0 (the GPC
- * count known), the ranks on the GPU hold at most sm_count - room * gpcs blocks together (0 where negative),
- * counting each block as an SM of its own: room * gpcs SMs stay idle, so some GPC keeps room of them and a
- * cluster of room blocks can start there. The communicator takes share_pct percent of those blocks, divided
- * among its ranks_here ranks; then max_blocks and SYMMEM_COLL_MAX_GRID as above, and at least 1 per rank even
- * where the room leaves less. Otherwise (one rank on the GPU, room 0, GPCs unknown) symmem_coll_grid_rule's
- * result. H200 (132 SMs, 8 GPCs), room 8, share 75: 68 blocks, 51 for the communicator, 25 per rank at 2
- * ranks, 3 at 16. */
+ * count known), the ranks on the GPU hold at most symmem_coll_room_pool blocks together, counting each block
+ * as an SM of its own: (room - 1) * gpcs + 1 SMs stay idle, and since the GPCs cannot all have fewer than room
+ * of them idle, a cluster of room blocks can start in one of them. The communicator takes share_pct percent of
+ * those blocks, divided among its ranks_here ranks; then max_blocks and SYMMEM_COLL_MAX_GRID as above, and at
+ * least 1 per rank even where the room leaves less. Otherwise (one rank on the GPU, room 0, GPCs unknown)
+ * symmem_coll_grid_rule's result. H200 (132 SMs, 8 GPCs), room 8, share 75: 75 blocks, 56 for the
+ * communicator, 28 per rank at 2 ranks, 3 at 16. */
 int symmem_coll_grid_rule_room(int blocks_per_sm, int sm_count, int ranks_here, int share_pct, int max_blocks, int room,
                                int gpcs);
-/* The blocks that co-located ranks hold together under the room, before the share: sm_count - room * gpcs, at
- * least 0 (what symmem_coll_grid_rule_room divides, and what init's INFO line reports). */
+/* The blocks that co-located ranks hold together under the room, before the share: sm_count less
+ * (room - 1) * gpcs + 1 idle SMs (room > 0), at least 0 (what symmem_coll_grid_rule_room divides, and what
+ * init's INFO line reports). */
 int64_t symmem_coll_room_pool(int sm_count, int room, int gpcs);
 /* The GPU's GPC count, which CUDA does not report, from how many clusters of 8 and of 16 whole-SM blocks it
  * keeps resident at once (symmem_coll_cluster_counts; negative: that size refused or its query failed).

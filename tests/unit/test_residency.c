@@ -71,14 +71,15 @@ static void grid_is_the_share_of_the_gpu_divided_among_its_ranks(void)
     CHECK(symmem_coll_grid_rule(4, 200, 1, 100, 0) == SYMMEM_COLL_MAX_GRID);
 }
 
-/* The room for cluster kernels (SYMMEM_CLUSTER_ROOM): co-located ranks hold at most SMs - room x GPCs blocks
- * together, of which the communicator takes its share. */
+/* The room for cluster kernels (SYMMEM_CLUSTER_ROOM): co-located ranks hold at most SMs - (room - 1) x GPCs - 1
+ * blocks together, of which the communicator takes its share. */
 static void ranks_sharing_a_gpu_leave_the_room_idle_per_gpc(void)
 {
-    /* H200, room 8: 132 - 8 x 8 = 68 blocks, 75% of them 51 for the communicator, divided among its ranks */
-    static const int ranks[] = {2, 4, 8, 12, 16}, per_rank[] = {25, 12, 6, 4, 3};
+    /* H200, room 8: 132 - 7 x 8 - 1 = 75 blocks, 75% of them 56 for the communicator, divided among its ranks */
+    static const int ranks[] = {2, 4, 8, 12, 16}, per_rank[] = {28, 14, 7, 4, 3};
     for (int i = 0; i < 5; i++) CHECK(symmem_coll_grid_rule_room(1, 132, ranks[i], 75, 0, 8, 8) == per_rank[i]);
-    CHECK(symmem_coll_grid_rule_room(1, 132, 16, 50, 0, 8, 8) == 2); /* 34 of 68 */
+    CHECK(symmem_coll_grid_rule_room(1, 132, 16, 50, 0, 8, 8) == 2); /* 37 of 75 */
+    CHECK(symmem_coll_room_pool(132, 8, 8) == 75 && symmem_coll_room_pool(132, 1, 8) == 131);
     for (int bps = 1; bps <= 4; bps++)
         for (int sms = 1; sms <= 200; sms += 13)
             for (int n = 1; n <= 16; n++)
@@ -104,8 +105,11 @@ static void ranks_sharing_a_gpu_leave_the_room_idle_per_gpc(void)
                             /* never more than the plain rule, and fewer blocks as the room grows */
                             CHECK(g <= prev);
                             prev = g;
-                            /* the ranks' blocks leave room x gpcs SMs idle, unless one block each is already more */
-                            const int64_t pool = sms - room * gpcs > 0 ? sms - room * gpcs : 0;
+                            /* the ranks' blocks leave (room - 1) x gpcs + 1 SMs idle, unless one block each is
+                             * already more */
+                            const int64_t idle = (int64_t)(room - 1) * gpcs + 1;
+                            const int64_t pool = sms - idle > 0 ? sms - idle : 0;
+                            CHECK(symmem_coll_room_pool(sms, room, gpcs) == pool);
                             CHECK((int64_t)g * n * 100 <= pool * share || g == 1);
                             CHECK((int64_t)(g + 1) * n * 100 > pool * share || g == SYMMEM_COLL_MAX_GRID);
                             CHECK(symmem_coll_grid_rule_room(bps, sms, n, share, 3, room, gpcs) == (g < 3 ? g : 3));
@@ -115,6 +119,61 @@ static void ranks_sharing_a_gpu_leave_the_room_idle_per_gpc(void)
     /* a room larger than the GPU: one block per rank */
     CHECK(symmem_coll_grid_rule_room(1, 132, 4, 75, 0, 20, 8) == 1);
     CHECK(symmem_coll_grid_rule_room(1, 132, 4, 75, 0, INT32_MAX, INT32_MAX) == 1);
+}
+
+/* What the room promises, on GPUs of any GPC layout the GPC count is measured for (8..23 SMs per GPC): however
+ * the co-located ranks' blocks (one SM each, the pool's worth) are placed, some GPC keeps room idle SMs, so a
+ * cluster of room whole-SM blocks can start; and one block more could be placed so that none does. */
+static void the_room_leaves_a_cluster_room_wherever_the_blocks_land(void)
+{
+    uint32_t seed = 777;
+    for (int trial = 0; trial < 3000; trial++) {
+        int gpc_sms[16], idle[16], sms = 0;
+        seed = seed * 1103515245u + 12345u;
+        const int gpcs = 1 + (int)(seed >> 16) % 16;
+        for (int g = 0; g < gpcs; g++) {
+            seed = seed * 1103515245u + 12345u;
+            gpc_sms[g] = 8 + (int)(seed >> 16) % 16;
+            sms += gpc_sms[g];
+        }
+        for (int room = 1; room <= 8; room++) { /* a cluster fits in a GPC of 8 SMs */
+            const int64_t pool = symmem_coll_room_pool(sms, room, gpcs);
+            /* the worst placement: fill the GPC with the most idle SMs first, down to room - 1 idle */
+            for (int g = 0; g < gpcs; g++) idle[g] = gpc_sms[g];
+            for (int64_t b = 0; b < pool; b++) {
+                int most = 0;
+                for (int g = 1; g < gpcs; g++) most = idle[g] > idle[most] ? g : most;
+                CHECK(idle[most] > 0);
+                idle[most]--;
+            }
+            int most = 0;
+            for (int g = 1; g < gpcs; g++) most = idle[g] > idle[most] ? g : most;
+            CHECK(idle[most] >= room);
+            /* a random placement as well */
+            for (int g = 0; g < gpcs; g++) idle[g] = gpc_sms[g];
+            for (int64_t b = 0; b < pool; b++) {
+                int g;
+                do {
+                    seed = seed * 1103515245u + 12345u;
+                    g = (int)(seed >> 16) % gpcs;
+                } while (idle[g] == 0);
+                idle[g]--;
+            }
+            int ok = 0;
+            for (int g = 0; g < gpcs; g++) ok |= idle[g] >= room;
+            CHECK(ok);
+            /* the largest such pool: one block more, placed the worst way, leaves every GPC short */
+            for (int g = 0; g < gpcs; g++) idle[g] = gpc_sms[g];
+            for (int64_t b = 0; b <= pool; b++) {
+                int most2 = 0;
+                for (int g = 1; g < gpcs; g++) most2 = idle[g] > idle[most2] ? g : most2;
+                idle[most2]--;
+            }
+            int any = 0;
+            for (int g = 0; g < gpcs; g++) any |= idle[g] >= room;
+            CHECK(!any);
+        }
+    }
 }
 
 /* The GPC count from the clusters of 8 and of 16 whole-SM blocks resident at once. */
@@ -331,6 +390,8 @@ int main(void)
         {"grid_is_the_share_of_the_gpu_divided_among_its_ranks", grid_is_the_share_of_the_gpu_divided_among_its_ranks,
          10},
         {"ranks_sharing_a_gpu_leave_the_room_idle_per_gpc", ranks_sharing_a_gpu_leave_the_room_idle_per_gpc, 30},
+        {"the_room_leaves_a_cluster_room_wherever_the_blocks_land", the_room_leaves_a_cluster_room_wherever_the_blocks_land,
+         30},
         {"gpc_count_is_clusters_of_8_less_clusters_of_16", gpc_count_is_clusters_of_8_less_clusters_of_16, 10},
         {"colocated_ranks_counted_once", colocated_ranks_counted_once, 30},
         {"private_streams_need_a_queue_per_rank", private_streams_need_a_queue_per_rank, 30},

@@ -121,6 +121,20 @@ static void ranks_sharing_a_gpu_leave_the_room_idle_per_gpc(void)
     CHECK(symmem_coll_grid_rule_room(1, 132, 4, 75, 0, INT32_MAX, INT32_MAX) == 1);
 }
 
+/* The most idle SMs any one GPC keeps once `blocks` blocks (an SM each) are placed in GPCs of gpc_sms[g] SMs the
+ * worst way for a cluster: each into the GPC that has the most idle SMs then. */
+static int most_idle_after_worst_placement(const int *gpc_sms, int gpcs, int64_t blocks)
+{
+    int idle[16], most = 0;
+    for (int g = 0; g < gpcs; g++) idle[g] = gpc_sms[g];
+    for (int64_t b = 0; b <= blocks; b++) {
+        most = 0;
+        for (int g = 1; g < gpcs; g++) most = idle[g] > idle[most] ? g : most;
+        if (b < blocks) idle[most]--;
+    }
+    return idle[most];
+}
+
 /* What the room promises, on GPUs of any GPC layout the GPC count is measured for (8..23 SMs per GPC): however
  * the co-located ranks' blocks (one SM each, the pool's worth) are placed, some GPC keeps room idle SMs, so a
  * cluster of room whole-SM blocks can start; and one block more could be placed so that none does. */
@@ -138,17 +152,10 @@ static void the_room_leaves_a_cluster_room_wherever_the_blocks_land(void)
         }
         for (int room = 1; room <= 8; room++) { /* a cluster fits in a GPC of 8 SMs */
             const int64_t pool = symmem_coll_room_pool(sms, room, gpcs);
-            /* the worst placement: fill the GPC with the most idle SMs first, down to room - 1 idle */
-            for (int g = 0; g < gpcs; g++) idle[g] = gpc_sms[g];
-            for (int64_t b = 0; b < pool; b++) {
-                int most = 0;
-                for (int g = 1; g < gpcs; g++) most = idle[g] > idle[most] ? g : most;
-                CHECK(idle[most] > 0);
-                idle[most]--;
-            }
-            int most = 0;
-            for (int g = 1; g < gpcs; g++) most = idle[g] > idle[most] ? g : most;
-            CHECK(idle[most] >= room);
+            CHECK(pool >= 0 && pool < sms);
+            CHECK(most_idle_after_worst_placement(gpc_sms, gpcs, pool) >= room);
+            /* the largest such pool: one block more, placed the worst way, leaves every GPC short */
+            CHECK(most_idle_after_worst_placement(gpc_sms, gpcs, pool + 1) < room);
             /* a random placement as well */
             for (int g = 0; g < gpcs; g++) idle[g] = gpc_sms[g];
             for (int64_t b = 0; b < pool; b++) {
@@ -162,16 +169,6 @@ static void the_room_leaves_a_cluster_room_wherever_the_blocks_land(void)
             int ok = 0;
             for (int g = 0; g < gpcs; g++) ok |= idle[g] >= room;
             CHECK(ok);
-            /* the largest such pool: one block more, placed the worst way, leaves every GPC short */
-            for (int g = 0; g < gpcs; g++) idle[g] = gpc_sms[g];
-            for (int64_t b = 0; b <= pool; b++) {
-                int most2 = 0;
-                for (int g = 1; g < gpcs; g++) most2 = idle[g] > idle[most2] ? g : most2;
-                idle[most2]--;
-            }
-            int any = 0;
-            for (int g = 0; g < gpcs; g++) any |= idle[g] >= room;
-            CHECK(!any);
         }
     }
 }

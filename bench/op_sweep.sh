@@ -7,7 +7,8 @@
 # Usage: bench/op_sweep.sh OUTDIR [RANKS...]            RANKS default: 2 4 8
 # Knobs (environment): SWEEP_PLACEMENTS ("host_numa device"), SWEEP_ARGS (extra op_sweep.py arguments, e.g.
 #   "-n 50 -R 5 --declare"), SWEEP_STEP_S (240 s per run), SWEEP_BUDGET_S (540 s: runs that would start later
-#   are skipped and listed), SWEEP_TAG (a suffix of the log names, for repeats).
+#   are skipped and listed), SWEEP_TAG (a suffix of the log names, for repeats), SWEEP_TORCH=0 (no torch columns:
+#   at 8 co-located device ranks they take most of a run, which then ends at SWEEP_STEP_S before 4 MiB).
 # Files in OUTDIR: sweep<TAG>.log (every run's table and verdicts, the autotune's INFO line), sweep<TAG>.csv
 # (every number of every run), tune<TAG>.txt (the tables the runs measured).
 # Without a GPU it says so and exits 77.
@@ -51,7 +52,7 @@ for placement in ${SWEEP_PLACEMENTS:-host_numa device}; do
       started=1
     fi
     extra=()
-    [ "$placement" = device ] && extra+=(--torch)
+    [ "$placement" = device ] && [ "${SWEEP_TORCH:-1}" != 0 ] && extra+=(--torch)
     echo "## $n ranks, placement $placement" | tee -a "$LOG"
     s0=$SECONDS
     SYMMEM_PLACEMENT=$placement timeout --kill-after=10 "${SWEEP_STEP_S:-240}" \

@@ -959,6 +959,28 @@ def test_processes_sixteen_ranks():
     run_processes(SIXTEEN, body_sixteen)
 
 
+# The cluster room's bound itself: five co-located ranks at SYMMEM_GRID_SHARE=100 hold the whole pool the room
+# leaves them (on a GPU of 132 SMs in 8 GPCs: 75 blocks, 15 a rank), so exactly (8 - 1) x 8 + 1 = 57 SMs stay
+# idle, the fewest with which some GPC still has the 8 that the forward's GEMM clusters need wherever the
+# collective blocks land. A room rule that left fewer would time out here; the default share (75) never
+# reaches the bound.
+ROOM_BOUND_RANKS = 5
+
+
+def body_room_bound(rank, comm, ctx):
+    """The tensor-parallel forward (a GEMM, then the all-reduce of its output, per layer), eager and in a
+    replayed graph, with the collectives holding the whole pool."""
+    _tp_forward(rank, comm, ctx, layers=4, tokens=16, hidden=1024)
+    ctx.barrier()
+
+
+def test_processes_tp_forward_at_the_cluster_room_bound(monkeypatch):
+    if not multiprocess_ok(ROOM_BOUND_RANKS):
+        pytest.skip(f"{ROOM_BOUND_RANKS} processes need {ROOM_BOUND_RANKS} GPUs or MPS (SYMMEM_TEST_MPS=1)")
+    monkeypatch.setenv("SYMMEM_GRID_SHARE", "100")
+    run_processes(ROOM_BOUND_RANKS, body_room_bound)
+
+
 def test_example_under_torchrun(tmp_path):
     """examples/torch_allreduce.py as a user runs it: torchrun, two ranks (a GPU each, or one GPU under MPS),
     an all-reduce and the fused all-reduce + add + RMSNorm, checked by the example itself."""

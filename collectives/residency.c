@@ -107,9 +107,9 @@ void symmem_coll_residency_log(symmem_comm_t comm, const symmem_coll_residency_t
     }
     const int64_t pool = symmem_coll_room_pool(me->sm_count, r->room, r->gpcs);
     SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
-                "SYMMEM_CLUSTER_ROOM=%d: co-located ranks leave %" PRId64 " SMs of GPU %s idle, so that one of its %d "
-                "GPCs has %d idle: %" PRId64 " blocks (%d%% of the other %" PRId64 " SMs) for this communicator's %d "
-                "ranks there, %d per rank's kernel, %d in all",
+                "SYMMEM_CLUSTER_ROOM=%d: co-located ranks leave at least %" PRId64 " SMs of GPU %s idle, so that "
+                "one of its %d GPCs has %d idle: %" PRId64 " blocks (%d%% of the other %" PRId64 " SMs) for this "
+                "communicator's %d ranks there, %d per rank's kernel, %d in all",
                 r->room, (int64_t)me->sm_count - pool, me->pci_bus_id, r->gpcs, r->room, pool * r->share / 100,
                 r->share, pool, r->ranks_here, grid, grid * r->ranks_here);
 }

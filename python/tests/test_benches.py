@@ -11,7 +11,8 @@ import pytest
 pytest.importorskip("torch")
 
 BENCH = Path(__file__).resolve().parent.parent.parent / "bench"
-SCRIPTS = ["torch_ops_bench.py", "torch_fused_bench.py", "torch_allreduce_bench.py", "torch_wire_bench.py"]
+SCRIPTS = ["torch_ops_bench.py", "torch_fused_bench.py", "torch_allreduce_bench.py", "torch_wire_bench.py",
+           "op_sweep.py"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -55,3 +56,34 @@ def test_wire_bench_raises_the_workspace_to_take_its_largest_size():
     assert twb.workspace_for(64 << 20, 8) == 256 << 20   # a half of 79.8 MiB: 70.9 MiB at 8 ranks
     assert twb.workspace_for(64 << 20, 2) == 512 << 20   # 2 ranks: two thirds of the half
     assert twb.workspace_for(56 << 20, 8) == 256 << 20   # 4096 x 7168 bf16
+
+
+def test_op_sweep_reference_catches_what_is_wrong_and_only_that():
+    """op_sweep.py's check of AUTO: every rank regenerates the same float64 sum of every rank's input, a
+    result summed in fp32 from the bf16 inputs and rounded to bf16 passes, and each element pushed one unit
+    off is counted, at 2, 5 and 16 ranks."""
+    if not (BENCH / "op_sweep.py").exists():
+        pytest.skip(f"{BENCH / 'op_sweep.py'} is not here (the package is tested outside its source tree)")
+    sys.path.insert(0, str(BENCH))
+    try:
+        import torch
+        import op_sweep
+    finally:
+        sys.path.remove(str(BENCH))
+    dt = torch.bfloat16
+    for world in (2, 5, 16):
+        for size in (1024, 12288, 6150):
+            n = size // 2
+            per_rank = [op_sweep.inputs_and_sum(size, n, world, r, dt, "cpu") for r in range(world)]
+            ref = per_rank[0][1]
+            assert all(torch.equal(s, ref) for _, s in per_rank), "ranks disagree on the reference"
+            assert not torch.equal(per_rank[0][0], per_rank[1][0]), "two ranks got the same input"
+            fp32 = torch.zeros(n)
+            for x, _ in per_rank:
+                assert x.dtype == dt and x.numel() == n
+                fp32 += x.float()
+            good = fp32.to(dt)
+            assert op_sweep.wrong_count(good, ref, world) == 0, (world, size)
+            bad = good.clone()
+            bad[::97] += 1
+            assert op_sweep.wrong_count(bad, ref, world) == len(range(0, n, 97)), (world, size)

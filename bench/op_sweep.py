@@ -179,31 +179,27 @@ def report(row, args):
     print(cells + f" {wrong:7d}", flush=True)
 
 
+def _verdict(form, what, rows, bound):
+    """One verdict line: over rows of (symmem's time, the other's, bytes) where both were timed, the worst ratio,
+    where, and how many sizes are over `bound`."""
+    ratios = [(a / b, size) for a, b, size in rows if a > 0 and b > 0]
+    if ratios:
+        worst, at = max(ratios)
+        print(f"# verdict {form}: {what} worst {worst:.2f} at {at} B, "
+              f"{sum(1 for q, _ in ratios if q > bound)} of {len(ratios)} sizes over {bound:.2f}", flush=True)
+
+
 def summarize(rows, args, world):
     print(f"# {world} ranks, placement {os.environ.get('SYMMEM_PLACEMENT', 'default')}, graphs of {args.n}, "
           f"median of {args.R} replays, slowest rank", flush=True)
     for form in args.forms:
         fr = [r for r in rows if r[1] == form]
-        ratios = [(_t(r[2]) / _best(r[3])[1], r[0]) for r in fr if _best(r[3])[1] > 0 and _t(r[2]) > 0]
-        if ratios:
-            worst, at = max(ratios)
-            print(f"# verdict {form}: AUTO/best forced worst {worst:.2f} at {at} B, "
-                  f"{sum(1 for q, _ in ratios if q > 1.10)} of {len(ratios)} sizes over 1.10", flush=True)
+        _verdict(form, "AUTO/best forced", [(_t(r[2]), _best(r[3])[1], r[0]) for r in fr], 1.10)
         if args.torch:
-            tr = []
-            for r in fr:
-                tb = min([v for v in (_t(r[4]), _t(r[5])) if v > 0] or [-1.0])
-                if tb > 0 and _t(r[2]) > 0:
-                    tr.append((_t(r[2]) / tb, r[0]))
-            if tr:
-                worst, at = max(tr)
-                print(f"# verdict {form}: symmem AUTO / best torch worst {worst:.2f} at {at} B, "
-                      f"{sum(1 for q, _ in tr if q > 1.0)} of {len(tr)} sizes over 1.00", flush=True)
-            td = [(_t(r[2]) / _t(r[7]), r[0]) for r in fr if r[7] is not None and _t(r[7]) > 0 and _t(r[2]) > 0]
-            if td:
-                worst, at = max(td)
-                print(f"# verdict {form}: symmem AUTO / torch as the drop-ins call it worst {worst:.2f} at {at} B, "
-                      f"{sum(1 for q, _ in td if q > 1.0)} of {len(td)} sizes over 1.00", flush=True)
+            _verdict(form, "symmem AUTO / best torch",
+                     [(_t(r[2]), min([v for v in (_t(r[4]), _t(r[5])) if v > 0] or [-1.0]), r[0]) for r in fr], 1.0)
+            _verdict(form, "symmem AUTO / torch as the drop-ins call it",
+                     [(_t(r[2]), _t(r[7]), r[0]) for r in fr if r[7] is not None], 1.0)
     wrong = sum(r[6] for r in rows)
     print(f"# out of bounds values: {wrong} {'OK' if wrong == 0 else 'FAILED'}", flush=True)
     if args.csv:

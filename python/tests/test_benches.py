@@ -1,6 +1,7 @@
 """The PyTorch benchmarks in bench/ import, parse their arguments and stop with the skip code (77) and a
 message where no GPU is visible: CI runs nothing else of them, so a broken import or a helper they lost
 shows here rather than in the next GPU session."""
+import importlib
 import os
 import subprocess
 import sys
@@ -15,6 +16,17 @@ SCRIPTS = ["torch_ops_bench.py", "torch_fused_bench.py", "torch_allreduce_bench.
            "op_sweep.py"]
 
 
+def _bench_module(name):
+    """bench/<name>.py imported as a module (bench/ is no package); skips where the source tree is not here."""
+    if not (BENCH / f"{name}.py").exists():
+        pytest.skip(f"{BENCH / (name + '.py')} is not here (the package is tested outside its source tree)")
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCH))
+
+
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_no_gpu_is_a_skip_with_a_message(script, tmp_path):
     if not (BENCH / script).exists():
@@ -27,12 +39,8 @@ def test_no_gpu_is_a_skip_with_a_message(script, tmp_path):
 
 
 def test_gpus_refuse_asks_for_mps_when_ranks_share_a_gpu(monkeypatch):
-    sys.path.insert(0, str(BENCH))
-    try:
-        import torch
-        import torch_symm_util as tsu
-    finally:
-        sys.path.remove(str(BENCH))
+    import torch
+    tsu = _bench_module("torch_symm_util")
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)
     code, message = tsu.gpus_refuse(2)
@@ -47,11 +55,7 @@ def test_gpus_refuse_asks_for_mps_when_ranks_share_a_gpu(monkeypatch):
 def test_wire_bench_raises_the_workspace_to_take_its_largest_size():
     """torch_wire_bench.py's workspace: the smallest power of two whose two-shot message limit (plan.c's layout:
     a data half over n + 1 slots) takes the largest size; the default 64 MiB where that suffices."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        import torch_wire_bench as twb
-    finally:
-        sys.path.remove(str(BENCH))
+    twb = _bench_module("torch_wire_bench")
     assert twb.workspace_for(4 << 20, 8) == 64 << 20
     assert twb.workspace_for(64 << 20, 8) == 256 << 20   # a half of 79.8 MiB: 70.9 MiB at 8 ranks
     assert twb.workspace_for(64 << 20, 2) == 512 << 20   # 2 ranks: two thirds of the half
@@ -62,14 +66,8 @@ def test_op_sweep_reference_catches_what_is_wrong_and_only_that():
     """op_sweep.py's check of AUTO: every rank regenerates the same float64 sum of every rank's input, a
     result summed in fp32 from the bf16 inputs and rounded to bf16 passes, and each element pushed one unit
     off is counted, at 2, 5 and 16 ranks."""
-    if not (BENCH / "op_sweep.py").exists():
-        pytest.skip(f"{BENCH / 'op_sweep.py'} is not here (the package is tested outside its source tree)")
-    sys.path.insert(0, str(BENCH))
-    try:
-        import torch
-        import op_sweep
-    finally:
-        sys.path.remove(str(BENCH))
+    import torch
+    op_sweep = _bench_module("op_sweep")
     dt = torch.bfloat16
     for world in (2, 5, 16):
         for size in (1024, 12288, 6150):

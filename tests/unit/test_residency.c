@@ -121,6 +121,13 @@ static void ranks_sharing_a_gpu_leave_the_room_idle_per_gpc(void)
     CHECK(symmem_coll_grid_rule_room(1, 132, 4, 75, 0, INT32_MAX, INT32_MAX) == 1);
 }
 
+/* A draw in 0..n-1 from the tests' linear congruential sequence (reproducible, no libc state). */
+static int draw_below(uint32_t *seed, int n)
+{
+    *seed = *seed * 1103515245u + 12345u;
+    return (int)(*seed >> 16) % n;
+}
+
 /* The most idle SMs any one GPC keeps once `blocks` blocks (an SM each) are placed in GPCs of gpc_sms[g] SMs the
  * worst way for a cluster: each into the GPC that has the most idle SMs then. */
 static int most_idle_after_worst_placement(const int *gpc_sms, int gpcs, int64_t blocks)
@@ -143,11 +150,9 @@ static void the_room_leaves_a_cluster_room_wherever_the_blocks_land(void)
     uint32_t seed = 777;
     for (int trial = 0; trial < 3000; trial++) {
         int gpc_sms[16], idle[16], sms = 0;
-        seed = seed * 1103515245u + 12345u;
-        const int gpcs = 1 + (int)(seed >> 16) % 16;
+        const int gpcs = 1 + draw_below(&seed, 16);
         for (int g = 0; g < gpcs; g++) {
-            seed = seed * 1103515245u + 12345u;
-            gpc_sms[g] = 8 + (int)(seed >> 16) % 16;
+            gpc_sms[g] = 8 + draw_below(&seed, 16);
             sms += gpc_sms[g];
         }
         for (int room = 1; room <= 8; room++) { /* a cluster fits in a GPC of 8 SMs */
@@ -161,8 +166,7 @@ static void the_room_leaves_a_cluster_room_wherever_the_blocks_land(void)
             for (int64_t b = 0; b < pool; b++) {
                 int g;
                 do {
-                    seed = seed * 1103515245u + 12345u;
-                    g = (int)(seed >> 16) % gpcs;
+                    g = draw_below(&seed, gpcs);
                 } while (idle[g] == 0);
                 idle[g]--;
             }
@@ -182,8 +186,7 @@ static void gpc_count_is_clusters_of_8_less_clusters_of_16(void)
         const int gpcs = 1 + trial % 12;
         int sms = 0, c8 = 0, c16 = 0;
         for (int k = 0; k < gpcs; k++) {
-            seed = seed * 1103515245u + 12345u;
-            const int s = 8 + (int)(seed >> 16) % 16;
+            const int s = 8 + draw_below(&seed, 16);
             sms += s, c8 += s / 8, c16 += s / 16;
         }
         CHECK(symmem_coll_gpcs_from_clusters(c8, c16, sms) == gpcs);

@@ -137,8 +137,9 @@ extern "C" {
       "the ctypes ops; symmem.torch.op_library() says which) or python (the ctypes ops, never the op "     \
       "library)")                                                                                          \
     X(TORCH_FAST_CALL, ONE_OF, "on", "on|off", PY,                                                         \
-      "whether a SymmemCommunicator's plain eager all_reduce calls the library through the compiled entry " \
-      "symmem._fast (on, where it is built and loads; symmem.torch.fast_entry() says) or through "          \
+      "whether a SymmemCommunicator's plain eager all_reduce calls the library through a compiled entry "  \
+      "(on, where one is built and loads: symmem._fast_torch where a source install built it for this "   \
+      "torch and Python, else symmem._fast; symmem.torch.fast_entry() says which) or through "             \
       "torch.ops.symmem like every other call (off); read when the communicator is created")               \
     X(TORCH_ERROR_HANDLING, ONE_OF, "abort", "abort|raise", PY,                                            \
       "what symmem.torch's watchdog does when a communicator fails: abort (log and abort the process, as " \

@@ -22,8 +22,10 @@ communicator and on SGLang's drop-in (symmem.integrations.sglang, with its own c
 "torch.empty_like" and "torch.ops.symmem.barrier" split the out-of-place op's cost into the allocation and
 the op machinery without a tensor (host column only), and "empty_like + all_reduce_out" is the out-of-place
 op with the allocation made by torch from Python. The communicator's plain eager all_reduce calls the library
-through the compiled entry symmem._fast where it is built (the header says); "communicator via the op" is the
-same communicator with every call through torch.ops.symmem, as SYMMEM_TORCH_FAST_CALL=off has it.
+through a compiled entry where one is built (the header says which): symmem._fast_torch where it was built for
+this torch, else symmem._fast; "communicator via symmem._fast" is the same communicator through the portable
+entry where the other is in use, and "communicator via the op" the same with every call through
+torch.ops.symmem, as SYMMEM_TORCH_FAST_CALL=off has it.
 
 Ranks are processes (gloo for setup and timings). More ranks than GPUs need MPS (spinning kernels of
 several processes must run at once):
@@ -60,9 +62,18 @@ def worker(rank, world, port, args):
     # the same communicator with every call through the op (what SYMMEM_TORCH_FAST_CALL=off gives), so the
     # compiled entry and the op are compared in one run
     comm_op = copy.copy(comm)
-    comm_op._fast = None
+    comm_op._fast, comm_op._entry = False, None
+    # and, where the communicator takes symmem._fast_torch (built for this torch), the same communicator through
+    # the portable symmem._fast, so that the two entries are compared in one run too
+    from symmem.torch import _comm as comm_mod
+
+    comm_portable = None
+    if comm._entry is not None and comm_mod.fast_entry() != comm_mod._fast_path:
+        comm_portable = copy.copy(comm)
+        comm_portable._entry, comm_portable._checked = comm_mod._new_entry(
+            comm._handle, comm._dev_index, comm.max_size, None, "portable", portable=True)
     if rank == 0:
-        print(f"# compiled entry: {st.fast_entry() if comm._fast is not None else 'not in use (calls go to the op)'}",
+        print(f"# compiled entry: {st.fast_entry() if comm._entry is not None else 'not in use (calls go to the op)'}",
               flush=True)
     # SGLang's drop-in as `--enable-torch-symm-mem` builds it (its own communicator and workspace), so the
     # rows below show what SGLang's GroupCoordinator pays per call on top of the op
@@ -96,9 +107,9 @@ def worker(rank, world, port, args):
     def entry_alone(x, y):
         """The library call alone through the compiled entry, its integers computed once but the current stream's:
         what the communicator's Python adds is the difference to its out= row. No row without the entry."""
-        if comm._fast is None:
+        if comm._entry is None:
             return []
-        fast, raw, d = comm._fast, torch._C._cuda_getCurrentRawStream, dev.index
+        fast, raw, d = comm_mod._fast_module.all_reduce, torch._C._cuda_getCurrentRawStream, dev.index
         h, xp, yp, n = comm._handle, x.data_ptr(), y.data_ptr(), x.numel()
         return [("compiled entry alone (out=y)", lambda: fast(h, xp, yp, n, symmem.BFLOAT16, symmem.OP_SUM, raw(d)),
                  "out")]
@@ -121,6 +132,9 @@ def worker(rank, world, port, args):
             ("communicator via the op", lambda: comm_op.all_reduce(x), "new"),
             *entry_alone(x, y),
             ("communicator via the op (out=y)", lambda: comm_op.all_reduce(x, out=y), "out"),
+            *([("communicator via symmem._fast", lambda: comm_portable.all_reduce(x), "new"),
+               ("communicator via symmem._fast (out=y)", lambda: comm_portable.all_reduce(x, out=y), "out")]
+              if comm_portable is not None else []),
             ("eligibility check (Python)", lambda: comm.should_torch_symm_mem_allreduce(x), "none"),
             # what SGLang's GroupCoordinator runs per all-reduce: the check, then the call
             ("communicator: check + all_reduce", lambda: comm.should_torch_symm_mem_allreduce(x) and comm.all_reduce(x),

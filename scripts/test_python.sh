@@ -234,6 +234,11 @@ step "pip install . (build isolation, torch $torch_version): the op library is b
 SYMMEM_WERROR=ON SYMMEM_BUILD_TOOLS=OFF "$venv/bin/python" -m pip install -q --disable-pip-version-check \
   --no-deps -C build-dir="$work/wheel-torch" "${launcher[@]}" "$repo"
 expect 0 "op library: .*libsymmem_torch.so \(the fast path" "$venv/bin/python" -m symmem.integrations status
+expect 0 "compiled entry: .*_fast_torch" "$venv/bin/python" -m symmem.integrations status
+# symmem._fast_torch (built against this torch) goes when the wheel replaces this install: its tests run now
+step "pytest test_fast_entry.py (the source build's symmem._fast_torch)"
+(cd "$empty" && SYMMEM_EXPECT_TORCH_ENTRY=1 "$venv/bin/python" -m pytest -p no:cacheprovider -q -rs \
+  "$repo/python/tests/test_fast_entry.py")
 echo "source build: $((SECONDS - t_torch)) s"
 step "the wheel over it (torch $torch_version; its op library was built against 2.10)"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheel"

@@ -102,7 +102,11 @@ def _torch_lines(imported):
                      "toolkit); docs/install.md")
     fast = st.fast_entry()
     if fast and _settings.value("SYMMEM_TORCH_FAST_CALL").lower() == "on":
-        lines.append(f"compiled entry: {fast} (SymmemCommunicator's plain eager all_reduce skips the dispatcher)")
+        how = ("checks in torch's C++ API, built for this torch" if "_fast_torch" in fast else
+               "checks through the tensors' Python methods; a source install (pip install .) where torch is "
+               "builds symmem._fast_torch, about 1.5 microseconds less per call")
+        lines.append(f"compiled entry: {fast} (SymmemCommunicator's plain eager all_reduce skips the dispatcher; "
+                     f"{how})")
     elif fast:
         lines.append("compiled entry: off (SYMMEM_TORCH_FAST_CALL=off): every all_reduce goes through torch.ops.symmem")
     else:

@@ -17,8 +17,9 @@
   is what its should_* methods take); reduce-scatter and all-gather split dim 0.
 - SymmemCommunicator(group, device, max_size=None): SGLang's / vLLM's communicator interface; it registers
   its communicator under `group_name`, the string the ops take. Its plain eager all_reduce calls the library
-  through the compiled entry symmem._fast where that is built (fast_entry() says; SYMMEM_TORCH_FAST_CALL=off
-  sends every call through the op).
+  through a compiled entry where one is built (fast_entry() says which; SYMMEM_TORCH_FAST_CALL=off sends every
+  call through the op): symmem._fast_torch, built by a source install for that torch and Python, else
+  symmem._fast.
 - empty(*size, dtype=..., group=...), get_mem_pool(group): symmetric tensors (zero copy in the collectives);
   register_with_nccl(tensor, nccl_group): the same memory registered with a ProcessGroupNCCL's NCCL.
 - A watchdog (symmem.torch._watchdog) that logs an asynchronous error and by default aborts the process

@@ -50,14 +50,20 @@ _grad_enabled = torch.is_grad_enabled
 
 # ---- the compiled entry (symmem._fast, python/csrc/fast.c) ------------------------------------------------
 # A plain eager all-reduce (the conditions of _plain, below, plus no TorchDispatchMode or TorchFunctionMode and
-# not compiling: nothing that must see the op) calls the library through it, skipping the dispatcher's boxed
-# call; everything else (tracing, FakeTensor, functionalization, autograd, a compressed wire, a tensor the
-# checks below do not pass) calls the op, which raises the op's errors. A graph capture is fine either way: the
-# library call is the same. What the dispatcher would also do is done here: out's autograd version counter is
-# bumped, as for any in-place op.
-_fast_path, _fast_ar = _ops.compiled_entry()
+# no Dynamo trace: nothing that must see the op) is checked and sent to the library by the entry's
+# checked_all_reduce, skipping the dispatcher's boxed call and the checks' bytecode; everything else (tracing,
+# FakeTensor, functionalization, autograd, a compressed wire, a size AUTO has yet to measure, a tensor the checks
+# do not pass) calls the op, which raises the op's errors. A graph capture is fine either way: the library call
+# is the same. What the dispatcher would also do is done there: out's autograd version counter is bumped, as for
+# any in-place op. Dynamo evaluates is_dynamo_compiling to True while it traces, so a traced call never reaches
+# the entry (which Dynamo could not trace); export's and AOTAutograd's tracing run on tensor subclasses or under
+# a dispatch mode, which the entry sends to the op.
+# Where symmem._fast_torch loaded (built for exactly this torch and Python), its entry reads the tensors in C++;
+# elsewhere symmem._fast's reads them through their Python methods. Both check the same things.
+_fast_path, _fast_module = _ops.compiled_entry()
+_torch_entry_path, _torch_entry_module = _ops.torch_entry()
 _raw_stream = torch._C._cuda_getCurrentRawStream if hasattr(torch._C, "_cuda_getCurrentRawStream") else None
-_empty_like = torch.empty_like
+_dynamo_compiling = getattr(torch.compiler, "is_dynamo_compiling", _is_compiling)
 _DTYPE_INFO = {dt: (torch.empty((), dtype=dt).element_size(), code) for dt, code in _ops.DTYPES.items()}
 _OP_CODES = _ops.REDUCE_OPS
 
@@ -81,9 +87,31 @@ _bump = _version_bump()
 
 
 def fast_entry():
-    """The path of the compiled entry (symmem._fast) that communicators call eager all-reduces through, or None
-    when they call the op (not built, not loadable, another libsymmem, or this torch lacks what it needs)."""
-    return _fast_path if _fast_ar is not None and _raw_stream is not None and _bump is not None else None
+    """The path of the compiled entry that communicators call eager all-reduces through (symmem._fast_torch where
+    it was built for this torch and Python, else symmem._fast), or None when they call the op (not built, not
+    loadable, another libsymmem, or this torch lacks what it needs)."""
+    if _fast_module is None or _raw_stream is None or _bump is None:
+        return None
+    return _torch_entry_path or _fast_path
+
+
+def _new_entry(handle, device, max_bytes, learning, label, portable=False):
+    """An Entry of the module fast_entry() names, or of symmem._fast when portable: (the Entry, its module's
+    checked_all_reduce)."""
+    if _torch_entry_module is not None and not portable:
+        mod = _torch_entry_module
+        return mod.Entry(handle, device, max_bytes, learning, label), mod.checked_all_reduce
+    dtypes = tuple((dt, size, code) for dt, (size, code) in _DTYPE_INFO.items())
+    mod = _fast_module
+    return mod.Entry(handle, device, max_bytes, learning, label, (_Tensor, torch.nn.Parameter), dtypes,
+                     _entry_hooks()), \
+        mod.checked_all_reduce
+
+
+def _entry_hooks():
+    """The torch callables the entry calls: the checks' state, the current stream, the version bump, the result's
+    allocation (symmem._fast.Entry's hooks, in its order)."""
+    return (_dispatch_modes, _function_modes, _grad_enabled, _raw_stream, _bump, torch.empty_like)
 
 
 def _plain(t):
@@ -128,7 +156,19 @@ class SymmemCommunicator:
     format: "none", exact, the default; "int8", compressed and lossy, for sum of bf16/fp16 from
     SYMMEM_WIRE_MIN_BYTES on: docs/collectives.md, "Compressed wire"; every rank must pass the same)."""
 
-    wire = "none"  # the class's default, for instances made without __init__ too
+    _wire = "none"  # the class's default, for instances made without __init__ too
+    _fast = False    # whether plain eager all-reduces may take the compiled entry
+    _entry = None    # its Entry while they do (_refresh_entry), else None
+    _checked = None  # the checked_all_reduce of the Entry's module
+
+    @property
+    def wire(self):
+        return self._wire
+
+    @wire.setter
+    def wire(self, value):
+        self._wire = _wire_setting(value)
+        self._refresh_entry()
 
     def __init__(self, group, device, max_size=None, wire=None):
         self.wire = _wire_setting(wire)
@@ -162,7 +202,8 @@ class SymmemCommunicator:
         self._pool = None
         self._pool_slot = -1
         self._pending_free = []
-        self._fast = None         # the compiled entry's all_reduce while enabled (fast_entry), else None
+        self._fast = False        # whether plain eager all-reduces take the compiled entry (fast_entry)
+        self._entry = None        # its Entry while they do (_refresh_entry)
         # ranks of this communicator that are threads of this process on this GPU (communicators_in_process)
         self._colocated = ()
 
@@ -226,11 +267,12 @@ class SymmemCommunicator:
         self._handle = getattr(comm, "handle", 0) or 0  # 0: a stand-in without a library handle
         self._dev_index = self.device.index
         self._learn_left = _learn_budget()
-        self._fast = _fast_ar if self._handle and fast_entry() is not None and _fast_call_setting() else None
+        self._fast = bool(self._handle and fast_entry() is not None and _fast_call_setting())
         self.preferred_max_size = min(self.max_size, comm.preferred_max_bytes)
         self.link_class = comm.link_class
         self.disabled = False
         self.disabled_reason = None
+        self._refresh_entry()
         _live.add(self)
         watchdog().add(self)
 
@@ -252,6 +294,19 @@ class SymmemCommunicator:
     def _raise_if_failed(self):
         if self._error is not None:
             raise SymmemError(self._error.status, f"communicator '{self.group_name}' failed earlier: {self._error}")
+
+    def _refresh_entry(self):
+        """Makes the compiled entry's state for what the communicator is now, or drops it: plain eager all-reduces
+        take the entry only while it is enabled, live, not failed and on the exact wire; the sizes AUTO has
+        measured are its to check while the communicator still learns."""
+        if not (self._fast and not self.disabled and self._error is None and self._wire == "none"):
+            self._entry = None
+            return
+        entry, checked = _new_entry(
+            self._handle, self._dev_index, self.max_size, self._learned if self._learn_left > 0 else None,
+            f"symmem::all_reduce (group '{self.group_name}', rank {self.rank} of {self.world_size})")
+        self._checked = checked  # before the entry: a thread that sees the entry finds its function
+        self._entry = entry
 
     # -- the sizes AUTO measures -----------------------------------------------------------------------
     def tune(self, sizes, symmetric_input=False):
@@ -277,6 +332,8 @@ class SymmemCommunicator:
             return
         self._learn_left -= 1
         self._learned.add(nbytes)
+        if self._learn_left == 0:
+            self._refresh_entry()  # every size is the entry's now
         forms = (symmem.FORM_ORDINARY,)
         if symmem.lib().symmem_buffer_lookup(self._handle, inp.data_ptr()):
             forms = (symmem.FORM_ORDINARY, symmem.FORM_SYMMETRIC_INPUT)  # a symmetric tensor: its own form too
@@ -287,6 +344,7 @@ class SymmemCommunicator:
             # ranks out of step, or a failure while measuring: stop learning, keep serving
             self._learn_left = 0
             self._learn_error = e
+            self._refresh_entry()
             log.warning("symmem: group '%s': learning the all-reduce size %d for AUTO failed, no more sizes are "
                         "measured: %s", self.group_name, nbytes, e)
 
@@ -296,37 +354,23 @@ class SymmemCommunicator:
         for in place. wire: None for the communicator's `wire`, "none" (exact) or "int8" (compressed, lossy:
         sum of bf16/fp16 only, else RuntimeError). Returns the result, or None when `inp` is not eligible
         (vLLM's convention; SGLang checks should_torch_symm_mem_allreduce first)."""
+        entry = self._entry
+        if entry is not None and wire is None and not _dynamo_compiling():
+            res = self._checked(entry, inp, out, _OP_CODES.get(op, -1))
+            if res is not NotImplemented:
+                return res
         dt = inp.dtype
         if self.disabled or dt not in _DTYPES or inp.get_device() != self._dev_index or not inp.is_contiguous():
             return None
         # numel * element size, not Tensor.nbytes: Dynamo traces this with symbolic sizes
-        n = inp.numel()
-        size, code = _DTYPE_INFO[dt]
-        nbytes = n * size
+        nbytes = inp.numel() * _DTYPE_INFO[dt][0]
         if nbytes > self.max_size:
             return None
         if self._error is not None:
             self._raise_if_failed()
-        compiling = _is_compiling()
-        if self._learn_left > 0 and nbytes not in self._learned and not compiling:
+        if self._learn_left > 0 and nbytes not in self._learned and not _is_compiling():
             self._learn(nbytes, inp)
         w = self.wire if wire is None else wire
-        fast = self._fast
-        if (fast is not None and w == "none" and not compiling and type(inp) is _Tensor and not _dispatch_modes()
-                and not _function_modes() and (opc := _OP_CODES.get(op)) is not None
-                and not (_grad_enabled() and (inp.requires_grad or (out is not None and out.requires_grad)))
-                and (out is None or out is inp or (
-                    type(out) is _Tensor and out.dtype is dt and out.get_device() == self._dev_index
-                    and out.is_contiguous() and out.shape == inp.shape))):
-            if out is None:
-                out = _empty_like(inp)
-            try:
-                fast(self._handle, inp.data_ptr(), out.data_ptr(), n, code, opc, _raw_stream(self._dev_index))
-            except RuntimeError as e:
-                raise RuntimeError(f"symmem::all_reduce (group '{self.group_name}', rank {self.rank} of "
-                                   f"{self.world_size}): {e}") from None
-            _bump((out,))
-            return out
         if w != "none":
             if out is None:
                 return _AR(inp, op, self.group_name, w)
@@ -415,6 +459,7 @@ class SymmemCommunicator:
     def _set_async_error(self, err):
         if self._error is None:
             self._error = err
+            self._entry = None
 
     # -- teardown ----------------------------------------------------------------------------------------
     def _release_buffer(self, buf):
@@ -429,7 +474,8 @@ class SymmemCommunicator:
         buf.free()
 
     def _teardown(self):
-        self._fast = None
+        self._fast = False
+        self._entry = None
         wd = watchdog()
         with wd.lock:
             wd.remove(self)

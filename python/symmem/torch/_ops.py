@@ -100,37 +100,71 @@ def op_library():
 # dispatcher's boxed call. Found where the op library is (_native); used only when it calls the libsymmem
 # the ctypes binding loaded, so that a communicator handle never reaches another copy of the library.
 # ---------------------------------------------------------------------------------------------------------
-def _load_fast():
+def _load_module(name, path):
     import importlib.machinery
     import importlib.util
 
+    loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+    spec = importlib.util.spec_from_file_location(name, str(path), loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def _load_entry(name, filename, mismatch, instead):
+    """(path, module) of the first `filename` in the native places that loads as `name`, calls the libsymmem the
+    ctypes binding loaded and for which mismatch(module) gives nothing, else (None, None); `instead` says in the
+    log what communicators do then."""
     want = ctypes.cast(_lib.lib().symmem_all_reduce, ctypes.c_void_p).value
-    for path in _native("_fast.abi3.so"):
+    for path in _native(filename):
         if not path.is_file():
             continue
         try:
-            loader = importlib.machinery.ExtensionFileLoader("symmem._fast", str(path))
-            spec = importlib.util.spec_from_file_location("symmem._fast", str(path), loader=loader)
-            mod = importlib.util.module_from_spec(spec)
-            loader.exec_module(mod)
+            mod = _load_module(name, path)
         except (ImportError, OSError) as e:
-            log.info("symmem: could not load the compiled entry %s (%s); communicators call the op", path, e)
+            log.info("symmem: could not load %s (%s); %s", path, e, instead)
             continue
-        if mod.library_entry() != want:
-            log.info("symmem: the compiled entry %s calls another libsymmem than %s; communicators call the op",
-                     path, _lib.library_path())
+        why = ("calls another libsymmem than " + str(_lib.library_path()) if mod.library_entry() != want else
+               mismatch(mod))
+        if why:
+            log.info("symmem: %s %s; %s", path, why, instead)
             continue
-        return str(path), mod.all_reduce
+        return str(path), mod
     return None, None
 
 
-_fast_path, _fast_all_reduce = _load_fast()
+_fast_path, _fast_module = _load_entry("symmem._fast", "_fast.abi3.so", lambda mod: None, "communicators call the op")
+
+
+def _load_fast_torch():
+    """symmem._fast_torch (python/csrc/fast_torch.cpp), the checked entry in torch's C++ API, where it was built for
+    this Python (its file's suffix), this torch (built_against: the version and the commit) and calls this
+    libsymmem; else None and communicators take symmem._fast. Loading a copy built for another torch calls none of
+    torch's code; only a copy that matches is ever called."""
+    import importlib.machinery
+
+    if _fast_module is None:
+        return None, None
+    here = (torch.__version__, getattr(torch.version, "git_version", None) or "")
+    return _load_entry(
+        "symmem._fast_torch", "_fast_torch" + importlib.machinery.EXTENSION_SUFFIXES[0],
+        lambda mod: None if tuple(mod.built_against) == here else
+        f"was built for torch {tuple(mod.built_against)}, not this torch {here}", "communicators take symmem._fast")
+
+
+_fast_torch_path, _fast_torch_module = _load_fast_torch()
 
 
 def compiled_entry():
-    """(path, all_reduce) of the compiled entry symmem._fast when it loaded and calls the loaded libsymmem, else
+    """(path, module) of the compiled entry symmem._fast when it loaded and calls the loaded libsymmem, else
     (None, None); a SymmemCommunicator uses it for eager all-reduces unless SYMMEM_TORCH_FAST_CALL=off."""
-    return _fast_path, _fast_all_reduce
+    return _fast_path, _fast_module
+
+
+def torch_entry():
+    """(path, module) of symmem._fast_torch when it loaded for this torch, this Python and this libsymmem, else
+    (None, None); where it did, a SymmemCommunicator's eager all-reduces take it instead of symmem._fast."""
+    return _fast_torch_path, _fast_torch_module
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -85,3 +85,19 @@ def test_op_sweep_reference_catches_what_is_wrong_and_only_that():
             bad = good.clone()
             bad[::97] += 1
             assert op_sweep.wrong_count(bad, ref, world) == len(range(0, n, 97)), (world, size)
+
+
+def test_comm_checks_cpu_times_every_entry_there_is(capsys):
+    """bench/comm_checks_cpu.py runs without a GPU: a row per entry and call form, or 77 where none is built."""
+    bench = _bench_module("comm_checks_cpu")
+    from symmem.torch import _ops
+
+    rc = bench.main(["-n", "50", "-r", "1"])
+    out = capsys.readouterr().out
+    if _ops.compiled_entry()[1] is None:
+        assert rc == 77
+        return
+    assert rc == 0
+    for form in ("(x, out=y)", "(x)", "(x, out=x)"):
+        assert f"fast.all_reduce{form}" in out
+        assert (f"fast_torch.all_reduce{form}" in out) == (_ops.torch_entry()[1] is not None)

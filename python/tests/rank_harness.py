@@ -16,6 +16,7 @@ import faulthandler
 import os
 import queue
 import signal
+import sys
 import tempfile
 import time
 
@@ -31,6 +32,11 @@ def child_setup(stack_dir, rank):
     """In a rank process, before anything that could hang: its stacks on a crash (stderr) and on SIGUSR1 (a file
     the parent reads). The file object stays open for the life of the process, as faulthandler requires."""
     faulthandler.enable(all_threads=True)
+    # A forked rank cannot use the OpenMP thread pool its parent started (libgomp is not fork-safe): torch's first
+    # parallel op there (a fill or randn of a large tensor) waits forever. One thread runs torch's ops inline.
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
     if stack_dir:
         f = open(os.path.join(stack_dir, f"rank{rank}.txt"), "w")  # noqa: SIM115 - kept open on purpose
         faulthandler.register(signal.SIGUSR1, file=f, all_threads=True, chain=False)

@@ -92,7 +92,7 @@ def test_comm_checks_cpu_times_every_entry_there_is(capsys):
     bench = _bench_module("comm_checks_cpu")
     from symmem.torch import _ops
 
-    rc = bench.main(["-n", "50", "-r", "1"])
+    rc = bench.main(["-n", "50", "-r", "1", "--count", "64"])  # small: no thread pool here (see test_fast_entry)
     out = capsys.readouterr().out
     if _ops.compiled_entry()[1] is None:
         assert rc == 77

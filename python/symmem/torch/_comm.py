@@ -171,7 +171,7 @@ class SymmemCommunicator:
         self._refresh_entry()
 
     def __init__(self, group, device, max_size=None, wire=None):
-        self.wire = _wire_setting(wire)
+        self.wire = wire  # the setter checks it
         self.disabled = True
         self.disabled_reason = "not initialised"
         self.group = group
@@ -240,7 +240,7 @@ class SymmemCommunicator:
     def _from_comm(cls, comm, name, max_size=None, wire=None):
         """A communicator over an existing symmem.Comm (e.g. one rank of Comm.init_all), without a torch group."""
         self = cls.__new__(cls)
-        self.wire = _wire_setting(wire)
+        self.wire = wire  # the setter checks it
         self.disabled = True
         self.disabled_reason = "not initialised"
         self.group = None

@@ -146,9 +146,9 @@ static symmem_status_t load_kernels(int *blocks_per_sm)
         return symmem_cudart_error(SYMMEM_CUDA_ERROR, e, NULL, "collectives: loading the collective kernels");
     if (pre.min_blocks_per_sm < 1)
         return symmem_set_error(SYMMEM_CUDA_ERROR,
-                                "collectives: a block of %d threads of the collective kernels does not fit on one SM "
-                                "of this GPU (%d registers per thread)",
-                                SYMMEM_COLL_THREADS, pre.max_regs);
+                                "collectives: a block of the collective kernels (%d threads, %d for the wide ones) "
+                                "does not fit on one SM of this GPU (%d registers per thread)",
+                                SYMMEM_COLL_THREADS, SYMMEM_COLL_WIDE_THREADS, pre.max_regs);
     SYMMEM_DEBUG(SYMMEM_SUBSYS_COLL, "loaded %d collective kernels: at most %d registers per thread, %d block(s) of %d "
                                      "threads per SM",
                  pre.kernels, pre.max_regs, pre.min_blocks_per_sm, SYMMEM_COLL_THREADS);

@@ -24,6 +24,10 @@ extern "C" {
  * over max_grid blocks need fewer, but never fewer than the communicator's min_threads (plan.c,
  * symmem_coll_block_threads). */
 #define SYMMEM_COLL_THREADS 512
+/* Threads per block of the kernels compiled for wider blocks: the two-shot pull that reads symmetric inputs in
+ * place into an ordinary output (pull.cu, pull_wide_kernel), whose two loops a round alone fit the registers of
+ * 768 threads (78-80 on sm_90); still one block per SM, so the grid rule's count of blocks is unchanged. */
+#define SYMMEM_COLL_WIDE_THREADS 768
 /* Flag slots exist for this many blocks; grids never exceed it. */
 #define SYMMEM_COLL_MAX_GRID 256
 
@@ -136,6 +140,12 @@ SYMMEM_COLL_FAMILY_LIST(SYMMEM_COLL_FAMILY_DECL_)
  * Only when no other rank shares the GPU: an early-launched kernel holds SM resources while it waits,
  * which a co-located rank's spinning kernel could need. */
 int symmem_coll_launch(const symmem_coll_params_t *p, int family, int grid, int threads, void *stream, int pdl);
+/* The two-shot pull with zero copy in and an ordinary output, in blocks of up to SYMMEM_COLL_WIDE_THREADS
+ * (pull.cu), per dtype x op (NULL outside the lists), loading all of them now, and launching one (the
+ * cudaError_t; threads a multiple of 32 up to SYMMEM_COLL_WIDE_THREADS). */
+const void *symmem_coll_pull_wide_kernel(int dtype, int op);
+int symmem_coll_pull_wide_preload(symmem_coll_preload_info_t *info);
+int symmem_coll_launch_wide(const symmem_coll_params_t *p, int grid, int threads, void *stream, int pdl);
 /* Launch kernel `fn` whose one argument is the struct at `params` (a family's parameters: the kernels take
  * them as a __grid_constant__ struct), with programmatic stream serialization when pdl; the cudaError_t. */
 int symmem_coll_launch_fn(const void *fn, void *params, int grid, int threads, void *stream, int pdl);
@@ -148,7 +158,8 @@ int symmem_coll_launch_fill_empty(void *ptr, size_t bytes, void *stream);
 struct symmem_coll_preload_info {
     int kernels;           /* kernels loaded */
     int max_regs;          /* most registers per thread of any kernel */
-    int min_blocks_per_sm; /* fewest blocks of SYMMEM_COLL_THREADS of any data kernel that fit on one SM */
+    int min_blocks_per_sm; /* fewest blocks of any data kernel (SYMMEM_COLL_THREADS threads; the wide ones
+                              SYMMEM_COLL_WIDE_THREADS) that fit on one SM */
 };
 /* Note one loaded kernel (its registers, how many blocks of `threads` fit on one SM); the cudaError_t. */
 int symmem_coll_preload_one(const void *fn, int threads, symmem_coll_preload_info_t *info);

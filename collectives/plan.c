@@ -48,15 +48,20 @@ int symmem_coll_min_block_threads(void)
     return (int)t;
 }
 
-int symmem_coll_block_threads(const symmem_coll_grid_t *grid, uint64_t positions)
+int symmem_coll_block_threads_up_to(const symmem_coll_grid_t *grid, uint64_t positions, int most)
 {
     const uint64_t g = grid->max_grid > 0 ? (uint64_t)grid->max_grid : 1;
     uint64_t t = positions / g + (positions % g != 0);
-    if (t > SYMMEM_COLL_THREADS) t = SYMMEM_COLL_THREADS; /* before rounding: no overflow for any count */
+    if (t > (uint64_t)most) t = (uint64_t)most; /* before rounding: no overflow for any count */
     t = (t + 31) / 32 * 32;
     if (t < (uint64_t)grid->min_threads) t = (uint64_t)grid->min_threads;
-    if (t > SYMMEM_COLL_THREADS) t = SYMMEM_COLL_THREADS;
+    if (t > (uint64_t)most) t = (uint64_t)most;
     return (int)t;
+}
+
+int symmem_coll_block_threads(const symmem_coll_grid_t *grid, uint64_t positions)
+{
+    return symmem_coll_block_threads_up_to(grid, positions, SYMMEM_COLL_THREADS);
 }
 
 /* Workspace packs per shard position (one data half, or one Lamport buffer for the Lamport family). */
@@ -100,7 +105,11 @@ int symmem_coll_geometry(const symmem_coll_layout_t *ws, const symmem_coll_grid_
     /* Grid: a deterministic function of (algorithm, size, ranks, max_grid, min_threads), so every rank
      * launches the same. */
     g->positions = d->every_shard ? (uint64_t)n * g->segp : g->segp;
-    g->threads = symmem_coll_block_threads(grid, g->positions);
+    /* the two-shot pull that reads symmetric inputs in place into an ordinary output has a kernel of its own
+     * with wider blocks (kernel_abi.h): more loads in flight on the same blocks */
+    g->wide = kind == SYMMEM_COLL_ALL_REDUCE && algo == SYMMEM_ALGO_TWOSHOT_PULL && zero_copy_in && !zero_copy_out;
+    g->threads = symmem_coll_block_threads_up_to(grid, g->positions,
+                                                 g->wide ? SYMMEM_COLL_WIDE_THREADS : SYMMEM_COLL_THREADS);
     uint64_t blocks = (g->positions + (uint64_t)g->threads - 1) / (uint64_t)g->threads;
     if (blocks > (uint64_t)grid->max_grid) blocks = (uint64_t)grid->max_grid;
     g->grid = blocks < 1 ? 1 : (int)blocks;

@@ -50,6 +50,8 @@ int symmem_coll_min_block_threads(void);
  * messages so use many small blocks (each SM injects and polls only a little of the message) rather than a
  * few full ones. */
 int symmem_coll_block_threads(const symmem_coll_grid_t *grid, uint64_t positions);
+/* The same with another bound than SYMMEM_COLL_THREADS (a multiple of 32, at least grid->min_threads). */
+int symmem_coll_block_threads_up_to(const symmem_coll_grid_t *grid, uint64_t positions, int most);
 
 /* ---- the geometry of one call ------------------------------------------------------------------------------ */
 typedef struct symmem_coll_geom {
@@ -62,6 +64,8 @@ typedef struct symmem_coll_geom {
     uint64_t positions; /* 16-byte positions the grid covers per round */
     uint64_t epochs;    /* flag sync epochs the kernel uses (what it publishes in the state protocol) */
     int threads, grid;  /* threads per block, blocks */
+    int wide;           /* the two-shot pull with zero copy in and an ordinary output: its own kernel, up to
+                         * SYMMEM_COLL_WIDE_THREADS threads a block (symmem_coll_launch_wide) */
 } symmem_coll_geom_t;
 /* 0 and *g filled; 1: the workspace holds not even one pack per shard; 2: too many rounds (their epochs
  * would not fit the kernel's count). zero_copy_out: the results go straight into the peers' receive buffers;

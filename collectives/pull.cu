@@ -5,6 +5,62 @@
 
 namespace symmem_k {
 
+/* Two-shot all-reduce reading every rank's input in place (zero copy in) into an output that is not
+ * symmetric: per round, reduce my shard straight from every rank's input into my output and into my result
+ * slot of the workspace (the half layout of run_pull: the result after the n staging slots, which stay
+ * unused, so that the geometry and the tag are the family's), sync, then gather the other shards from the
+ * peers' result slots. Two syncs a round, as run_pull: the first (every input ready; the peers are done with
+ * this half two rounds ago), the second (every result of the round stored; every peer done reading my input
+ * of the round, so my kernel may end after the last). Only in its own kernel (pull_wide_kernel): run_pull keeps
+ * the same steps inline in its round loop, because called from there this function made the family's 16-bit
+ * kernels spill (220 bytes at their 128-register bound), and inline they compile as before, byte for byte. */
+template <typename T, int OP> __device__ __forceinline__ bool run_pull_two_zero_copy_in(const P &p, Ctx &c)
+{
+    constexpr int V = Pack<T>::V, B = 4;
+    const Geo g(p);
+    const int n = g.n, r = g.r;
+    const bool aligned = g.aligned;
+    const uint64_t segp = g.segp, tid = g.tid, nthreads = g.nthreads;
+    char *recv = g.recv;
+    uint64_t e = c.epoch;
+    for (uint32_t rd = 0; rd < p.rounds; rd++, e += 2) {
+        const uint64_t off = (uint64_t)rd * segp * V;
+        const uint64_t result = half_off(p, e) + n * segp * 16; /* my result slot's start, in every workspace */
+        if (!sync_peers(p, c, e + 1)) return false;
+        for (uint64_t pk = tid; pk < segp; pk += nthreads) {
+            const uint64_t i = off + pk * V;
+            const int nv = shard_valid<V>(p, r, i);
+            if (nv <= 0) continue;
+            const uint64_t user_elem = r * p.stride + i;
+            const uint4 out = reduce_ranks<T, OP>(
+                n, [&](int src) { return load_user<T>(p.peer_send[src], user_elem, nv, aligned, src != r); });
+            store_user<T>(recv, user_elem, out, nv, aligned);
+            st16(p.ws[r] + result + pk * 16, out);
+        }
+        if (!sync_peers(p, c, e + 2)) return false;
+        for (uint64_t pk = tid; pk < segp; pk += nthreads) {
+            const uint64_t i = off + pk * V;
+            /* batched: up to B peers' reduced packs in flight, then their stores (as run_pull) */
+            for (int k0 = 1; k0 < n; k0 += B) {
+                uint4 v[B];
+                int nvs[B];
+#pragma unroll
+                for (int j = 0; j < B; j++) {
+                    const int s = (r + k0 + j) % n;
+                    nvs[j] = k0 + j < n ? shard_valid<V>(p, s, i) : 0;
+                    if (nvs[j] > 0) v[j] = ld_cg16(p.ws[s] + result + pk * 16);
+                }
+#pragma unroll
+                for (int j = 0; j < B; j++) {
+                    const int s = (r + k0 + j) % n;
+                    if (nvs[j] > 0) store_user<T>(recv, s * p.stride + i, v[j], nvs[j], aligned);
+                }
+            }
+        }
+    }
+    return true;
+}
+
 /* ---- pull: one-shot (every rank reduces every shard) and two-shot (reduce own shard, gather) ---------- */
 /* Half layout: staging[s][segp] packs (my input, shard-major; all-gather: my shard only), then for
  * two-shot all-reduce result[segp] (my reduced shard). */
@@ -137,6 +193,58 @@ template <> struct Family<SYMMEM_COLL_FAM_PULL> {
     }
 };
 
+/* The two-shot pull that reads symmetric inputs in place into an ordinary output, as kernels of their own
+ * (plan.c picks them: geometry's `wide`), compiled for SYMMEM_COLL_WIDE_THREADS, as many threads as its two loops'
+ * registers allow, so a block still fills one SM and holds 1.5x the loads in flight of the family's kernel. (With
+ * zero copy out too the family's kernel stays: a wider one was slower there, bench/NOTES.md.) */
+template <typename T, int OP>
+__global__ void __launch_bounds__(SYMMEM_COLL_WIDE_THREADS, 1) pull_wide_kernel(const __grid_constant__ symmem_coll_params_t p)
+{
+    Ctx c;
+    if (!prologue(p, c, p.epochs, 0)) {
+        poison_output<T>(p);
+        return;
+    }
+    if (!run_pull_two_zero_copy_in<T, OP>(p, c)) poison_output<T>(p);
+    block_end(p, c);
+}
+
+template <typename T> const void *pull_wide_for_op(int op)
+{
+    switch (op) {
+#define SYMMEM_K_OP_(name, value)                                                                          \
+    case value: return reinterpret_cast<const void *>(&pull_wide_kernel<T, value>);
+        SYMMEM_REDOP_LIST(SYMMEM_K_OP_)
+#undef SYMMEM_K_OP_
+    default: return nullptr;
+    }
+}
+
+const void *pull_wide_for(int dtype, int op)
+{
+    switch (dtype) {
+#define SYMMEM_K_DTYPE_(name, value, ctype, bytes)                                                         \
+    case value: return pull_wide_for_op<ctype>(op);
+        SYMMEM_DTYPE_LIST(SYMMEM_K_DTYPE_)
+#undef SYMMEM_K_DTYPE_
+    default: return nullptr;
+    }
+}
+
 } // namespace symmem_k
 
 SYMMEM_COLL_FAMILY_KERNELS(pull, SYMMEM_COLL_FAM_PULL, SYMMEM_COLL_FAM_PULL)
+
+extern "C" const void *symmem_coll_pull_wide_kernel(int dtype, int op)
+{
+    return symmem_k::pull_wide_for(dtype, op);
+}
+
+extern "C" int symmem_coll_pull_wide_preload(symmem_coll_preload_info_t *info)
+{
+    int e = 0;
+    for (int dtype = 0; dtype < SYMMEM_DTYPE_COUNT && e == 0; dtype++)
+        for (int op = 0; op < SYMMEM_REDOP_COUNT && e == 0; op++)
+            e = symmem_coll_preload_one(symmem_coll_pull_wide_kernel(dtype, op), SYMMEM_COLL_WIDE_THREADS, info);
+    return e;
+}

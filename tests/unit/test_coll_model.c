@@ -293,7 +293,13 @@ static void geometry_invariants(void)
                                 CHECK((g.rounds - 1) * g.segp < needp);            /* no empty round */
                                 CHECK(g.segp == needp || (g.units * (g.segp + 1) * 16 > cap)); /* fewest rounds */
                                 CHECK(kind != SYMMEM_COLL_ALL_REDUCE || (g.stride % V == 0 && g.stride * (uint64_t)n >= counts[c]));
-                                CHECK(g.threads % 32 == 0 && g.threads >= 256 && g.threads <= SYMMEM_COLL_THREADS);
+                                /* the two-shot pull that reads its inputs in place into an ordinary output runs
+                                 * its wide kernel */
+                                const int wide = kind == SYMMEM_COLL_ALL_REDUCE && algo == SYMMEM_ALGO_TWOSHOT_PULL && zc &&
+                                                 !(zo & 1);
+                                CHECK(g.wide == wide);
+                                CHECK(g.threads % 32 == 0 && g.threads >= 256 &&
+                                      g.threads <= (wide ? SYMMEM_COLL_WIDE_THREADS : SYMMEM_COLL_THREADS));
                                 CHECK(g.grid >= 1 && g.grid <= grid.max_grid);
                                 CHECK((uint64_t)g.grid * (uint64_t)g.threads >= g.positions ||
                                       g.grid == grid.max_grid);
@@ -304,6 +310,14 @@ static void geometry_invariants(void)
         CHECK(symmem_coll_geometry(&co, &grid, 8, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PULL, 33554433, 2, 1, 1, 1, 0,
                                    &g) == 0);
         CHECK(g.units == 0 && g.rounds == 1 && g.epochs == 2);
+        /* ... in the family's kernel, at most SYMMEM_COLL_THREADS a block */
+        CHECK(!g.wide && g.threads == SYMMEM_COLL_THREADS);
+        /* zero copy in only (an ordinary output): the wide kernel, through the workspace (staging and result:
+         * 9 units at 8 ranks), in blocks of SYMMEM_COLL_WIDE_THREADS where a round fills them */
+        CHECK(symmem_coll_geometry(&co, &grid, 8, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PULL, 33554433, 2, 1, 0, 0, 0,
+                                   &g) == 0);
+        CHECK(g.wide && g.units == 9 && g.rounds >= 1);
+        CHECK(g.threads == SYMMEM_COLL_WIDE_THREADS || (wss[w] < 64 * MIB_ && (uint64_t)g.grid * (uint64_t)g.threads >= g.positions));
     }
     /* default workspace: bf16 all-reduce of 4 MiB in one Lamport two-shot round at any rank count, 8 MiB
      * in two; one-shot Lamport at 2 ranks also one round at 4 MiB */

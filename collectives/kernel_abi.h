@@ -24,10 +24,20 @@ extern "C" {
  * over max_grid blocks need fewer, but never fewer than the communicator's min_threads (plan.c,
  * symmem_coll_block_threads). */
 #define SYMMEM_COLL_THREADS 512
-/* Threads per block of the kernels compiled for wider blocks: the two-shot pull that reads symmetric inputs in
- * place into an ordinary output (pull.cu, pull_wide_kernel), whose two loops a round alone fit the registers of
- * 768 threads (78-80 on sm_90); still one block per SM, so the grid rule's count of blocks is unchanged. */
-#define SYMMEM_COLL_WIDE_THREADS 768
+/* Threads per block of the kernels compiled for wider blocks: the two-shot pull all-reduce into an ordinary
+ * output (pull.cu, pull_wide_kernel), whose loops fit the registers of 640 threads (sm_90: 89-96, no spills in
+ * the 16-bit kernels, 10 bytes in the float one that copies its input in); still one block per SM, so the grid
+ * rule's count of blocks is unchanged. 512 threads measured slower for both of its inputs at 0.5-4 MiB and
+ * 768 spilled (bench/NOTES.md). */
+#define SYMMEM_COLL_WIDE_THREADS 640
+/* The two-shot pull all-reduce with zero copy both ways (pull.cu, pull_zc_kernel) is compiled for rank counts up
+ * to 2, 4, 8 and 16 (symmem_coll_zc_ranks), and each thread reduces symmem_coll_zc_packs(n) packs a pass, the
+ * loads of every rank for all of them issued before the first is used: two packs up to 8 ranks (16 loads of 16
+ * bytes in flight a thread at 8), one at 16, its loads in two groups of 8 (more would not fit the registers).
+ * On 4 co-located ranks two packs took 4 MiB from 19.6 to 17.9 us against one, and cost 0.4 us at 64-256 KiB;
+ * four were slower than two (bench/NOTES.md). */
+static inline int symmem_coll_zc_ranks(int n) { return n <= 2 ? 2 : n <= 4 ? 4 : n <= 8 ? 8 : 16; }
+static inline int symmem_coll_zc_packs(int n) { return n <= 8 ? 2 : 1; }
 /* Flag slots exist for this many blocks; grids never exceed it. */
 #define SYMMEM_COLL_MAX_GRID 256
 
@@ -140,12 +150,19 @@ SYMMEM_COLL_FAMILY_LIST(SYMMEM_COLL_FAMILY_DECL_)
  * Only when no other rank shares the GPU: an early-launched kernel holds SM resources while it waits,
  * which a co-located rank's spinning kernel could need. */
 int symmem_coll_launch(const symmem_coll_params_t *p, int family, int grid, int threads, void *stream, int pdl);
-/* The two-shot pull with zero copy in and an ordinary output, in blocks of up to SYMMEM_COLL_WIDE_THREADS
- * (pull.cu), per dtype x op (NULL outside the lists), loading all of them now, and launching one (the
- * cudaError_t; threads a multiple of 32 up to SYMMEM_COLL_WIDE_THREADS). */
-const void *symmem_coll_pull_wide_kernel(int dtype, int op);
+/* The two-shot pull all-reduce into an ordinary output, in blocks of up to SYMMEM_COLL_WIDE_THREADS (pull.cu),
+ * per dtype x op x whether it reads its inputs in place (NULL outside the lists), loading all of them now, and
+ * launching the one for p->zero_copy_in (the cudaError_t; threads a multiple of 32 up to
+ * SYMMEM_COLL_WIDE_THREADS). */
+const void *symmem_coll_pull_wide_kernel(int dtype, int op, int zero_copy_in);
 int symmem_coll_pull_wide_preload(symmem_coll_preload_info_t *info);
 int symmem_coll_launch_wide(const symmem_coll_params_t *p, int grid, int threads, void *stream, int pdl);
+/* The two-shot pull all-reduce with zero copy both ways, compiled per bound on the rank count (pull.cu), per
+ * dtype x op x bound (NULL outside the lists or above SYMMEM_MAX_RANKS), loading all of them now, and launching
+ * the one for p->nranks (the cudaError_t; threads a multiple of 32 up to SYMMEM_COLL_THREADS). */
+const void *symmem_coll_pull_zc_kernel(int dtype, int op, int nranks);
+int symmem_coll_pull_zc_preload(symmem_coll_preload_info_t *info);
+int symmem_coll_launch_zc(const symmem_coll_params_t *p, int grid, int threads, void *stream, int pdl);
 /* Launch kernel `fn` whose one argument is the struct at `params` (a family's parameters: the kernels take
  * them as a __grid_constant__ struct), with programmatic stream serialization when pdl; the cudaError_t. */
 int symmem_coll_launch_fn(const void *fn, void *params, int grid, int threads, void *stream, int pdl);

@@ -62,9 +62,10 @@ extern "C" int symmem_coll_preload(symmem_coll_preload_info_t *info)
     if (e == 0) e = symmem_coll_##file##_preload(info);
     SYMMEM_COLL_FAMILY_LIST(SYMMEM_K_PRELOAD_FAMILY_)
 #undef SYMMEM_K_PRELOAD_FAMILY_
-    /* the wide kernels count like the families': the grid rule's blocks per SM is the fewest of any kernel a
-     * call may launch (one of SYMMEM_COLL_WIDE_THREADS, by their launch bound) */
+    /* the two-shot pull's own kernels count like the families': the grid rule's blocks per SM is the fewest of
+     * any kernel a call may launch (one, by their launch bounds: SYMMEM_COLL_WIDE_THREADS, SYMMEM_COLL_THREADS) */
     if (e == 0) e = symmem_coll_pull_wide_preload(info);
+    if (e == 0) e = symmem_coll_pull_zc_preload(info);
     /* the barrier, the fill and the probe's copy do not count for min_blocks_per_sm (small or optional) */
     symmem_coll_preload_info_t small = {0, 0, -1};
     if (e == 0)
@@ -126,10 +127,19 @@ extern "C" int symmem_coll_launch(const symmem_coll_params_t *p, int family, int
 extern "C" int symmem_coll_launch_wide(const symmem_coll_params_t *p, int grid, int threads, void *stream, int pdl)
 {
     const void *fn = p->kind == SYMMEM_COLL_ALL_REDUCE && !p->zero_copy_out
-                         ? symmem_coll_pull_wide_kernel(p->dtype, p->op)
+                         ? symmem_coll_pull_wide_kernel(p->dtype, p->op, p->zero_copy_in)
                          : nullptr;
     if (!fn || threads < 32 || threads > SYMMEM_COLL_WIDE_THREADS || threads % 32)
         return (int)cudaErrorInvalidValue;
+    return (int)launch(fn, p, grid, threads, stream, pdl);
+}
+
+extern "C" int symmem_coll_launch_zc(const symmem_coll_params_t *p, int grid, int threads, void *stream, int pdl)
+{
+    const void *fn = p->kind == SYMMEM_COLL_ALL_REDUCE && p->zero_copy_in && p->zero_copy_out
+                         ? symmem_coll_pull_zc_kernel(p->dtype, p->op, p->nranks)
+                         : nullptr;
+    if (!fn || threads < 32 || threads > SYMMEM_COLL_THREADS || threads % 32) return (int)cudaErrorInvalidValue;
     return (int)launch(fn, p, grid, threads, stream, pdl);
 }
 

@@ -64,8 +64,11 @@ typedef struct symmem_coll_geom {
     uint64_t positions; /* 16-byte positions the grid covers per round */
     uint64_t epochs;    /* flag sync epochs the kernel uses (what it publishes in the state protocol) */
     int threads, grid;  /* threads per block, blocks */
-    int wide;           /* the two-shot pull with zero copy in and an ordinary output: its own kernel, up to
+    int wide;           /* the two-shot pull all-reduce into an ordinary output: its own kernel, up to
                          * SYMMEM_COLL_WIDE_THREADS threads a block (symmem_coll_launch_wide) */
+    int zc_packs;       /* the two-shot pull all-reduce with zero copy both ways: its own kernel, whose threads
+                         * reduce this many packs a pass (symmem_coll_zc_packs; positions count passes:
+                         * symmem_coll_launch_zc); 0 for every other call */
 } symmem_coll_geom_t;
 /* 0 and *g filled; 1: the workspace holds not even one pack per shard; 2: too many rounds (their epochs
  * would not fit the kernel's count). zero_copy_out: the results go straight into the peers' receive buffers;

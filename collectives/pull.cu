@@ -5,68 +5,127 @@
 
 namespace symmem_k {
 
-/* Two-shot all-reduce reading every rank's input in place (zero copy in) into an output that is not
- * symmetric: per round, reduce my shard straight from every rank's input into my output and into my result
- * slot of the workspace (the half layout of run_pull: the result after the n staging slots, which stay
- * unused, so that the geometry and the tag are the family's), sync, then gather the other shards from the
- * peers' result slots. Two syncs a round, as run_pull: the first (every input ready; the peers are done with
- * this half two rounds ago), the second (every result of the round stored; every peer done reading my input
- * of the round, so my kernel may end after the last). Only in its own kernel (pull_wide_kernel): run_pull keeps
- * the same steps inline in its round loop, because called from there this function made the family's 16-bit
- * kernels spill (220 bytes at their 128-register bound), and inline they compile as before, byte for byte. */
-template <typename T, int OP> __device__ __forceinline__ bool run_pull_two_zero_copy_in(const P &p, Ctx &c)
+/* Packs of shard s, from element `off` of the shard on, whose V elements are all valid and that 16-byte accesses
+ * may take (none unless the call's buffers are aligned), at most `most`. */
+template <int V> __device__ __forceinline__ uint64_t whole_packs(const P &p, int s, uint64_t off, uint64_t most)
+{
+    const uint64_t start = (uint64_t)s * p.stride;
+    if (!p.aligned || start >= p.total) return 0;
+    const uint64_t len = min(p.stride, p.total - start);
+    return len <= off ? 0 : min((len - off) / V, most);
+}
+
+/* The first position from `from` on that thread `tid` takes in a grid-stride loop over `nthreads` threads: the
+ * loops that finish what a loop over the whole packs left keep its thread (and so its block) for every position.
+ * They must: a sync orders only the same-numbered blocks of the ranks, so the block that stages or reduces a
+ * position on one rank is the block that reads it on every rank (kernel.cuh, "reuse argument"). */
+__device__ __forceinline__ uint64_t first_at(uint64_t tid, uint64_t from, uint64_t nthreads)
+{
+    return tid >= from ? tid : tid + (from - tid + nthreads - 1) / nthreads * nthreads;
+}
+
+/* Two-shot all-reduce into an output that is not symmetric, per round: my input's n shards into my staging
+ * slots (unless ZC: the inputs are symmetric and read in place, zero copy in), sync, reduce my shard from every
+ * rank's staging slot (ZC: input) into my output and into my result slot of the workspace, sync, then gather the
+ * other shards from the peers' result slots. The half layout of run_pull (n staging slots, then the result;
+ * with ZC the staging slots stay unused, so that the geometry and the tag are the family's). Two syncs a
+ * round, as run_pull: the first (every staged input ready; the peers are done with this half two rounds ago),
+ * the second (every result of the round stored; with ZC every peer done reading my input of the round, so my
+ * kernel may end after the last). Only in its own kernel (pull_wide_kernel). Each loop takes the whole packs
+ * first with nothing but 16-byte accesses (as run_pull_zc, below, and for its reason), then the rest (a
+ * shard's partial last pack, or every pack of unaligned buffers) one at a time. */
+template <typename T, int OP, bool ZC> __device__ __forceinline__ bool run_pull_two(const P &p, Ctx &c)
 {
     constexpr int V = Pack<T>::V, B = 4;
     const Geo g(p);
     const int n = g.n, r = g.r;
     const bool aligned = g.aligned;
     const uint64_t segp = g.segp, tid = g.tid, nthreads = g.nthreads;
+    const char *send = g.send;
     char *recv = g.recv;
     uint64_t e = c.epoch;
     for (uint32_t rd = 0; rd < p.rounds; rd++, e += 2) {
         const uint64_t off = (uint64_t)rd * segp * V;
-        const uint64_t result = half_off(p, e) + n * segp * 16; /* my result slot's start, in every workspace */
+        const uint64_t half = half_off(p, e), result = half + n * segp * 16; /* in every workspace */
+        /* whole packs of my shard, and of every shard (the last shard is the shortest) */
+        const uint64_t mine_whole = whole_packs<V>(p, r, off, segp), all_whole = whole_packs<V>(p, n - 1, off, segp);
+        if (!ZC) { /* copy-in: shard s of my input into my staging slot s; B shards' loads in flight, then stores */
+            char *staging = p.ws[r] + half;
+            for (uint64_t pk = tid; pk < all_whole; pk += nthreads) {
+                for (int s0 = 0; s0 < n; s0 += B) {
+                    uint4 v[B];
+#pragma unroll
+                    for (int j = 0; j < B; j++)
+                        if (s0 + j < n)
+                            v[j] = *reinterpret_cast<const uint4 *>(send + ((s0 + j) * p.stride + off + pk * V) * sizeof(T));
+#pragma unroll
+                    for (int j = 0; j < B; j++)
+                        if (s0 + j < n) st16(staging + ((s0 + j) * segp + pk) * 16, v[j]);
+                }
+            }
+            for (uint64_t pk = first_at(tid, all_whole, nthreads); pk < segp; pk += nthreads) {
+                for (int s = 0; s < n; s++) {
+                    const int nv = shard_valid<V>(p, s, off + pk * V);
+                    if (nv > 0) st16(staging + (s * segp + pk) * 16, load_user<T>(send, s * p.stride + off + pk * V, nv, aligned, false));
+                }
+            }
+        }
         if (!sync_peers(p, c, e + 1)) return false;
-        for (uint64_t pk = tid; pk < segp; pk += nthreads) {
+        /* my shard from every rank: its input (ZC) or its staging slot r, always whole 16-byte packs */
+        const auto load_src = [&](int src, uint64_t pk, uint64_t at) {
+            if (!ZC) return ld_cg16(p.ws[src] + half + (r * segp + pk) * 16);
+            return src == r ? *reinterpret_cast<const uint4 *>(p.peer_send[src] + at) : ld_cg16(p.peer_send[src] + at);
+        };
+        for (uint64_t pk = tid; pk < mine_whole; pk += nthreads) {
+            const uint64_t at = (r * p.stride + off + pk * V) * sizeof(T);
+            const uint4 out = reduce_ranks<T, OP>(n, [&](int src) { return load_src(src, pk, at); });
+            st16(recv + at, out);
+            st16(p.ws[r] + result + pk * 16, out);
+        }
+        for (uint64_t pk = first_at(tid, mine_whole, nthreads); pk < segp; pk += nthreads) {
             const uint64_t i = off + pk * V;
             const int nv = shard_valid<V>(p, r, i);
             if (nv <= 0) continue;
             const uint64_t user_elem = r * p.stride + i;
-            const uint4 out = reduce_ranks<T, OP>(
-                n, [&](int src) { return load_user<T>(p.peer_send[src], user_elem, nv, aligned, src != r); });
+            const uint4 out = reduce_ranks<T, OP>(n, [&](int src) {
+                return ZC ? load_user<T>(p.peer_send[src], user_elem, nv, aligned, src != r) : load_src(src, pk, 0);
+            });
             store_user<T>(recv, user_elem, out, nv, aligned);
             st16(p.ws[r] + result + pk * 16, out);
         }
         if (!sync_peers(p, c, e + 2)) return false;
-        for (uint64_t pk = tid; pk < segp; pk += nthreads) {
-            const uint64_t i = off + pk * V;
-            /* batched: up to B peers' reduced packs in flight, then their stores (as run_pull) */
+        /* batched: up to B peers' reduced packs in flight, then their stores */
+        for (uint64_t pk = tid; pk < all_whole; pk += nthreads) {
             for (int k0 = 1; k0 < n; k0 += B) {
                 uint4 v[B];
-                int nvs[B];
+#pragma unroll
+                for (int j = 0; j < B; j++)
+                    if (k0 + j < n) v[j] = ld_cg16(p.ws[(r + k0 + j) % n] + result + pk * 16);
 #pragma unroll
                 for (int j = 0; j < B; j++) {
                     const int s = (r + k0 + j) % n;
-                    nvs[j] = k0 + j < n ? shard_valid<V>(p, s, i) : 0;
-                    if (nvs[j] > 0) v[j] = ld_cg16(p.ws[s] + result + pk * 16);
+                    if (k0 + j < n) st16(recv + (s * p.stride + off + pk * V) * sizeof(T), v[j]);
                 }
-#pragma unroll
-                for (int j = 0; j < B; j++) {
-                    const int s = (r + k0 + j) % n;
-                    if (nvs[j] > 0) store_user<T>(recv, s * p.stride + i, v[j], nvs[j], aligned);
-                }
+            }
+        }
+        for (uint64_t pk = first_at(tid, all_whole, nthreads); pk < segp; pk += nthreads) {
+            const uint64_t i = off + pk * V;
+            for (int k = 1; k < n; k++) {
+                const int s = (r + k) % n, nv = shard_valid<V>(p, s, i);
+                if (nv > 0) store_user<T>(recv, s * p.stride + i, ld_cg16(p.ws[s] + result + pk * 16), nv, aligned);
             }
         }
     }
     return true;
 }
 
-/* ---- pull: one-shot (every rank reduces every shard) and two-shot (reduce own shard, gather) ---------- */
-/* Half layout: staging[s][segp] packs (my input, shard-major; all-gather: my shard only), then for
- * two-shot all-reduce result[segp] (my reduced shard). */
+/* ---- pull: one-shot all-reduce (every rank reduces every shard), reduce-scatter, all-gather ------------ */
+/* Half layout: staging[s][segp] packs (my input, shard-major; all-gather: my shard only), then for the
+ * two-shot all-reduce (run_pull_two) result[segp] (my reduced shard). */
 /* One function on purpose (past ~80 lines): the round loop's syncs and the halves' reuse argument read top
  * to bottom, and split into phases the float kernels took more registers (ptxas -v: the 16-bit ones are at
  * the 128-register launch bound already). */
+/* The two-shot all-reduce never runs here: it has kernels of its own (pull_wide_kernel, pull_zc_kernel). */
 template <typename T, int OP> __device__ __forceinline__ bool run_pull(const P &p, Ctx &c)
 {
     constexpr int V = Pack<T>::V;
@@ -76,28 +135,8 @@ template <typename T, int OP> __device__ __forceinline__ bool run_pull(const P &
     const uint64_t segp = g.segp, tid = g.tid, nthreads = g.nthreads;
     const char *send = g.send;
     char *recv = g.recv;
-    const bool two = p.kind == SYMMEM_COLL_ALL_REDUCE && p.algo == SYMMEM_ALGO_TWOSHOT_PULL;
     const bool zero_copy_in = p.zero_copy_in != 0;
     uint64_t e = c.epoch;
-    if (two && p.zero_copy_out) {
-        /* Zero copy both ways (plan.c: zero copy in and out): reduce my shard straight from every rank's
-         * input and store the result straight into every rank's output. No workspace, one round, two syncs:
-         * A (every input ready, every output free: each peer's kernel has started) and B (every peer's
-         * stores into my output have landed). In place is safe: position i of shard s is read and written,
-         * on every rank, only by rank s's thread that owns it, which loads before it stores. */
-        if (!sync_peers(p, c, e + 1)) return false;
-        for (uint64_t pk = tid; pk < segp; pk += nthreads) {
-            const uint64_t i = pk * V;
-            const int nv = shard_valid<V>(p, r, i);
-            if (nv <= 0) continue;
-            const uint64_t user_elem = r * p.stride + i;
-            const uint4 out = reduce_ranks<T, OP>(
-                n, [&](int src) { return load_user<T>(p.peer_send[src], user_elem, nv, aligned, src != r); });
-            store_user<T>(recv, user_elem, out, nv, aligned);
-            for (int k = 1; k < n; k++) store_user<T>(p.peer_recv[(r + k) % n], user_elem, out, nv, aligned);
-        }
-        return sync_peers(p, c, e + 2);
-    }
     for (uint32_t rd = 0; rd < p.rounds; rd++, e += 2) {
         const uint64_t off = (uint64_t)rd * segp * V;
         const uint64_t half_start = half_off(p, e);
@@ -143,7 +182,7 @@ template <typename T, int OP> __device__ __forceinline__ bool run_pull(const P &
             }
             continue;
         }
-        const int first_shard = (two || reduce_scatter) ? r : 0, end_shard = (two || reduce_scatter) ? r + 1 : n;
+        const int first_shard = reduce_scatter ? r : 0, end_shard = reduce_scatter ? r + 1 : n;
         for (uint64_t pk = tid; pk < segp; pk += nthreads) {
             const uint64_t i = off + pk * V;
             for (int s = first_shard; s < end_shard; s++) {
@@ -155,33 +194,11 @@ template <typename T, int OP> __device__ __forceinline__ bool run_pull(const P &
                                         : ld_cg16(p.ws[src] + half_start + slot_start);
                 });
                 store_user<T>(recv, reduce_scatter ? i : user_elem, out, nv, aligned);
-                if (two) st16(mine + (n * segp + pk) * 16, out);
-            }
-        }
-        if (!two) continue;
-        if (!sync_peers(p, c, e + 2)) return false;
-        for (uint64_t pk = tid; pk < segp; pk += nthreads) {
-            const uint64_t i = off + pk * V;
-            /* batched: up to four peers' reduced packs in flight, then their stores (as push_shards) */
-            for (int k0 = 1; k0 < n; k0 += 4) {
-                uint4 v[4];
-                int nvs[4];
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const int s = (r + k0 + j) % n;
-                    nvs[j] = k0 + j < n ? shard_valid<V>(p, s, i) : 0;
-                    if (nvs[j] > 0) v[j] = ld_cg16(p.ws[s] + half_start + (n * segp + pk) * 16);
-                }
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const int s = (r + k0 + j) % n;
-                    if (nvs[j] > 0) store_user<T>(recv, s * p.stride + i, v[j], nvs[j], aligned);
-                }
             }
         }
     }
     /* peers read my send buffer: they must be done before my kernel ends (the descriptor's end sync) */
-    if (zero_copy_in && !two && !sync_peers(p, c, e + 1)) return false;
+    if (zero_copy_in && !sync_peers(p, c, e + 1)) return false;
     return true;
 }
 
@@ -193,11 +210,10 @@ template <> struct Family<SYMMEM_COLL_FAM_PULL> {
     }
 };
 
-/* The two-shot pull that reads symmetric inputs in place into an ordinary output, as kernels of their own
- * (plan.c picks them: geometry's `wide`), compiled for SYMMEM_COLL_WIDE_THREADS, as many threads as its two loops'
- * registers allow, so a block still fills one SM and holds 1.5x the loads in flight of the family's kernel. (With
- * zero copy out too the family's kernel stays: a wider one was slower there, bench/NOTES.md.) */
-template <typename T, int OP>
+/* The two-shot pull all-reduce into an ordinary output (run_pull_two), as kernels of their own (plan.c picks them:
+ * geometry's `wide`), compiled for SYMMEM_COLL_WIDE_THREADS, as many threads as its loops' registers allow, so a
+ * block still fills one SM and holds more loads in flight than the family's kernel. */
+template <typename T, int OP, bool ZC>
 __global__ void __launch_bounds__(SYMMEM_COLL_WIDE_THREADS, 1) pull_wide_kernel(const __grid_constant__ symmem_coll_params_t p)
 {
     Ctx c;
@@ -205,26 +221,152 @@ __global__ void __launch_bounds__(SYMMEM_COLL_WIDE_THREADS, 1) pull_wide_kernel(
         poison_output<T>(p);
         return;
     }
-    if (!run_pull_two_zero_copy_in<T, OP>(p, c)) poison_output<T>(p);
+    if (!run_pull_two<T, OP, ZC>(p, c)) poison_output<T>(p);
     block_end(p, c);
 }
 
-template <typename T> const void *pull_wide_for_op(int op)
+template <typename T> const void *pull_wide_for_op(int op, int zc)
 {
     switch (op) {
 #define SYMMEM_K_OP_(name, value)                                                                          \
-    case value: return reinterpret_cast<const void *>(&pull_wide_kernel<T, value>);
+    case value: return zc ? reinterpret_cast<const void *>(&pull_wide_kernel<T, value, true>)                  \
+                          : reinterpret_cast<const void *>(&pull_wide_kernel<T, value, false>);
         SYMMEM_REDOP_LIST(SYMMEM_K_OP_)
 #undef SYMMEM_K_OP_
     default: return nullptr;
     }
 }
 
-const void *pull_wide_for(int dtype, int op)
+const void *pull_wide_for(int dtype, int op, int zc)
 {
     switch (dtype) {
 #define SYMMEM_K_DTYPE_(name, value, ctype, bytes)                                                         \
-    case value: return pull_wide_for_op<ctype>(op);
+    case value: return pull_wide_for_op<ctype>(op, zc);
+        SYMMEM_DTYPE_LIST(SYMMEM_K_DTYPE_)
+#undef SYMMEM_K_DTYPE_
+    default: return nullptr;
+    }
+}
+
+/* The two-shot pull all-reduce with zero copy both ways (plan.c: zero copy in and out), as kernels of their own,
+ * one per bound R on the rank count (2, 4, 8, 16): reduce my shard straight from every rank's input and store
+ * the result straight into every rank's output. No workspace, one round, two syncs: A (every input ready, every
+ * output free: each peer's kernel has started) and B (every peer's stores into my output have landed). A
+ * thread takes U packs a pass (kernel_abi.h, symmem_coll_zc_packs) and issues the loads of all of them from
+ * every rank before it unpacks the first (the rank loop unrolled to R, so none waits for another), then reduces
+ * each in rank order (the operations and order of reduce_ranks: the same bits) and stores it to every rank.
+ * That loop takes only whole packs of 16-byte aligned buffers, with nothing but 16-byte accesses in it: with
+ * the element-by-element fallback of load_user and store_user inline, the same loop ran 19% slower at 4 MiB
+ * and U = 4 slower than one pack (bench/NOTES.md); the rest (a partial last pack, unaligned buffers) follows
+ * one pack at a time. In place is safe: position i of shard s is read and written, on every rank, only by rank
+ * s's thread that owns it, which loads before it stores. */
+template <typename T, int OP, int R> __device__ __forceinline__ bool run_pull_zc(const P &p, Ctx &c)
+{
+    /* G ranks' loads in flight together: all of them up to 8 ranks; at 16, two groups of 8 (16 packs' loads
+     * and their 64-bit addresses spill at the 128-register bound) */
+    constexpr int V = Pack<T>::V, U = R <= 8 ? 2 : 1, G = R < 8 ? R : 8; /* U: symmem_coll_zc_packs */
+    static_assert(R % G == 0 && (G == R || U == 1), "whole groups; one pack a pass where loads come in groups");
+    const int n = p.nranks, r = p.rank;
+    const bool aligned = p.aligned != 0;
+    const uint64_t segp = p.segp, tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x,
+                   nthreads = (uint64_t)gridDim.x * blockDim.x;
+    char *recv = static_cast<char *>(p.recv);
+    const uint64_t mine = (uint64_t)r * p.stride; /* my shard's first element */
+    const uint64_t whole = whole_packs<V>(p, r, 0, segp); /* the rest: below */
+    if (!sync_peers(p, c, c.epoch + 1)) return false;
+    for (uint64_t pk0 = tid; pk0 < whole; pk0 += nthreads * U) {
+        float acc[U][V];
+#pragma unroll
+        for (int s0 = 0; s0 < R; s0 += G) {
+            if (s0 >= n) break;
+            uint4 v[U][G];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const uint64_t at = (mine + (pk0 + (uint64_t)u * nthreads) * V) * sizeof(T);
+#pragma unroll
+                for (int j = 0; j < G; j++) {
+                    const int s = s0 + j;
+                    if (s < n && pk0 + (uint64_t)u * nthreads < whole)
+                        v[u][j] = s == r ? *reinterpret_cast<const uint4 *>(p.peer_send[s] + at) : ld_cg16(p.peer_send[s] + at);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+#pragma unroll
+                for (int j = 0; j < G; j++) {
+                    const int s = s0 + j;
+                    if (s >= n) continue;
+                    float f[V];
+                    Conv<T>::unpack(v[u][j], f);
+#pragma unroll
+                    for (int k = 0; k < V; k++) acc[u][k] = s == 0 ? f[k] : redop<OP>(acc[u][k], f[k]);
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (pk0 + (uint64_t)u * nthreads >= whole) continue;
+            const uint64_t at = (mine + (pk0 + (uint64_t)u * nthreads) * V) * sizeof(T);
+            const uint4 out = Conv<T>::pack(acc[u]);
+            st16(recv + at, out);
+            for (int k = 1; k < n; k++) st16(p.peer_recv[(r + k) % n] + at, out);
+        }
+    }
+    /* the shard's last pack where it is partial, or every pack of a call whose buffers 16-byte accesses cannot
+     * take: one at a time, element by element where they must */
+    for (uint64_t pk = first_at(tid, whole, nthreads); pk < segp; pk += nthreads) {
+        const int nv = shard_valid<V>(p, r, pk * V);
+        if (nv <= 0) continue;
+        const uint64_t elem = mine + pk * V;
+        const uint4 out = reduce_ranks<T, OP>(
+            n, [&](int src) { return load_user<T>(p.peer_send[src], elem, nv, aligned, src != r); });
+        store_user<T>(recv, elem, out, nv, aligned);
+        for (int k = 1; k < n; k++) store_user<T>(p.peer_recv[(r + k) % n], elem, out, nv, aligned);
+    }
+    return sync_peers(p, c, c.epoch + 2);
+}
+
+template <typename T, int OP, int R>
+__global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) pull_zc_kernel(const __grid_constant__ symmem_coll_params_t p)
+{
+    Ctx c;
+    if (!prologue(p, c, p.epochs, 0)) {
+        poison_output<T>(p);
+        return;
+    }
+    if (!run_pull_zc<T, OP, R>(p, c)) poison_output<T>(p);
+    block_end(p, c);
+}
+
+template <typename T, int OP> const void *pull_zc_for_ranks(int nranks)
+{
+    if (nranks < 2 || nranks > SYMMEM_MAX_RANKS) return nullptr;
+    switch (symmem_coll_zc_ranks(nranks)) {
+    case 2: return reinterpret_cast<const void *>(&pull_zc_kernel<T, OP, 2>);
+    case 4: return reinterpret_cast<const void *>(&pull_zc_kernel<T, OP, 4>);
+    case 8: return reinterpret_cast<const void *>(&pull_zc_kernel<T, OP, 8>);
+    case 16: return reinterpret_cast<const void *>(&pull_zc_kernel<T, OP, 16>);
+    default: return nullptr;
+    }
+}
+static_assert(SYMMEM_MAX_RANKS <= 16, "pull_zc_for_ranks has bounds up to 16 ranks");
+
+template <typename T> const void *pull_zc_for_op(int op, int nranks)
+{
+    switch (op) {
+#define SYMMEM_K_OP_(name, value)                                                                          \
+    case value: return pull_zc_for_ranks<T, value>(nranks);
+        SYMMEM_REDOP_LIST(SYMMEM_K_OP_)
+#undef SYMMEM_K_OP_
+    default: return nullptr;
+    }
+}
+
+const void *pull_zc_for(int dtype, int op, int nranks)
+{
+    switch (dtype) {
+#define SYMMEM_K_DTYPE_(name, value, ctype, bytes)                                                         \
+    case value: return pull_zc_for_op<ctype>(op, nranks);
         SYMMEM_DTYPE_LIST(SYMMEM_K_DTYPE_)
 #undef SYMMEM_K_DTYPE_
     default: return nullptr;
@@ -235,9 +377,9 @@ const void *pull_wide_for(int dtype, int op)
 
 SYMMEM_COLL_FAMILY_KERNELS(pull, SYMMEM_COLL_FAM_PULL, SYMMEM_COLL_FAM_PULL)
 
-extern "C" const void *symmem_coll_pull_wide_kernel(int dtype, int op)
+extern "C" const void *symmem_coll_pull_wide_kernel(int dtype, int op, int zero_copy_in)
 {
-    return symmem_k::pull_wide_for(dtype, op);
+    return symmem_k::pull_wide_for(dtype, op, zero_copy_in);
 }
 
 extern "C" int symmem_coll_pull_wide_preload(symmem_coll_preload_info_t *info)
@@ -245,6 +387,22 @@ extern "C" int symmem_coll_pull_wide_preload(symmem_coll_preload_info_t *info)
     int e = 0;
     for (int dtype = 0; dtype < SYMMEM_DTYPE_COUNT && e == 0; dtype++)
         for (int op = 0; op < SYMMEM_REDOP_COUNT && e == 0; op++)
-            e = symmem_coll_preload_one(symmem_coll_pull_wide_kernel(dtype, op), SYMMEM_COLL_WIDE_THREADS, info);
+            for (int zc = 0; zc < 2 && e == 0; zc++)
+                e = symmem_coll_preload_one(symmem_coll_pull_wide_kernel(dtype, op, zc), SYMMEM_COLL_WIDE_THREADS, info);
+    return e;
+}
+
+extern "C" const void *symmem_coll_pull_zc_kernel(int dtype, int op, int nranks)
+{
+    return symmem_k::pull_zc_for(dtype, op, nranks);
+}
+
+extern "C" int symmem_coll_pull_zc_preload(symmem_coll_preload_info_t *info)
+{
+    int e = 0;
+    for (int dtype = 0; dtype < SYMMEM_DTYPE_COUNT && e == 0; dtype++)
+        for (int op = 0; op < SYMMEM_REDOP_COUNT && e == 0; op++)
+            for (int bound = 2; bound <= SYMMEM_MAX_RANKS && e == 0; bound *= 2)
+                e = symmem_coll_preload_one(symmem_coll_pull_zc_kernel(dtype, op, bound), SYMMEM_COLL_THREADS, info);
     return e;
 }

@@ -293,11 +293,14 @@ static void geometry_invariants(void)
                                 CHECK((g.rounds - 1) * g.segp < needp);            /* no empty round */
                                 CHECK(g.segp == needp || (g.units * (g.segp + 1) * 16 > cap)); /* fewest rounds */
                                 CHECK(kind != SYMMEM_COLL_ALL_REDUCE || (g.stride % V == 0 && g.stride * (uint64_t)n >= counts[c]));
-                                /* the two-shot pull that reads its inputs in place into an ordinary output runs
-                                 * its wide kernel */
-                                const int wide = kind == SYMMEM_COLL_ALL_REDUCE && algo == SYMMEM_ALGO_TWOSHOT_PULL && zc &&
-                                                 !(zo & 1);
+                                /* the two-shot pull all-reduce runs its own kernels: into an ordinary output the
+                                 * wide one, with zero copy both ways the one whose threads take several packs a
+                                 * pass (its positions count passes) */
+                                const int two = kind == SYMMEM_COLL_ALL_REDUCE && algo == SYMMEM_ALGO_TWOSHOT_PULL;
+                                const int wide = two && !(zo & 1), zc_both = two && zc && (zo & 1);
                                 CHECK(g.wide == wide);
+                                CHECK(g.zc_packs == (zc_both ? symmem_coll_zc_packs(n) : 0));
+                                CHECK(!zc_both || g.positions == (g.segp + (uint64_t)g.zc_packs - 1) / (uint64_t)g.zc_packs);
                                 CHECK(g.threads % 32 == 0 && g.threads >= 256 &&
                                       g.threads <= (wide ? SYMMEM_COLL_WIDE_THREADS : SYMMEM_COLL_THREADS));
                                 CHECK(g.grid >= 1 && g.grid <= grid.max_grid);
@@ -310,8 +313,16 @@ static void geometry_invariants(void)
         CHECK(symmem_coll_geometry(&co, &grid, 8, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PULL, 33554433, 2, 1, 1, 1, 0,
                                    &g) == 0);
         CHECK(g.units == 0 && g.rounds == 1 && g.epochs == 2);
-        /* ... in the family's kernel, at most SYMMEM_COLL_THREADS a block */
-        CHECK(!g.wide && g.threads == SYMMEM_COLL_THREADS);
+        /* ... in its own kernel, two packs a thread a pass at 8 ranks, at most SYMMEM_COLL_THREADS a block */
+        CHECK(!g.wide && g.zc_packs == 2 && g.threads == SYMMEM_COLL_THREADS && g.positions == (g.segp + 1) / 2);
+        /* ... one pack a pass above 8 ranks */
+        CHECK(symmem_coll_geometry(&co, &grid, 16, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PULL, 33554433, 2, 1, 1, 1, 0,
+                                   &g) == 0);
+        CHECK(g.zc_packs == 1 && g.positions == g.segp);
+        /* copy in (an ordinary input) into an ordinary output: the wide kernel too */
+        CHECK(symmem_coll_geometry(&co, &grid, 8, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PULL, 33554433, 2, 0, 0, 0, 0,
+                                   &g) == 0);
+        CHECK(g.wide && !g.zc_packs && g.units == 9);
         /* zero copy in only (an ordinary output): the wide kernel, through the workspace (staging and result:
          * 9 units at 8 ranks), in blocks of SYMMEM_COLL_WIDE_THREADS where a round fills them */
         CHECK(symmem_coll_geometry(&co, &grid, 8, SYMMEM_COLL_ALL_REDUCE, SYMMEM_ALGO_TWOSHOT_PULL, 33554433, 2, 1, 0, 0, 0,

@@ -38,6 +38,20 @@ extern "C" {
  * four were slower than two (bench/NOTES.md). */
 static inline int symmem_coll_zc_ranks(int n) { return n <= 2 ? 2 : n <= 4 ? 4 : n <= 8 ? 8 : 16; }
 static inline int symmem_coll_zc_packs(int n) { return n <= 8 ? 2 : 1; }
+#ifdef __CUDACC__
+#define SYMMEM_COLL_HD __host__ __device__
+#else
+#define SYMMEM_COLL_HD
+#endif
+/* The first position from `from` on that thread `tid` (< nthreads) takes in a grid-stride loop over `nthreads`
+ * threads. The two-shot pull's kernels split a loop in two (the whole packs, then the rest), and the second loop
+ * starts here so that every position keeps its thread, and so its block, in both: a sync orders only the
+ * same-numbered blocks of the ranks, so the block that stages or reduces a position on one rank must be the one
+ * that reads it on every rank (kernel.cuh, "reuse argument"). */
+static inline SYMMEM_COLL_HD uint64_t symmem_coll_first_at(uint64_t tid, uint64_t from, uint64_t nthreads)
+{
+    return tid >= from ? tid : tid + (from - tid + nthreads - 1) / nthreads * nthreads;
+}
 /* Flag slots exist for this many blocks; grids never exceed it. */
 #define SYMMEM_COLL_MAX_GRID 256
 

@@ -15,15 +15,6 @@ template <int V> __device__ __forceinline__ uint64_t whole_packs(const P &p, int
     return len <= off ? 0 : min((len - off) / V, most);
 }
 
-/* The first position from `from` on that thread `tid` takes in a grid-stride loop over `nthreads` threads: the
- * loops that finish what a loop over the whole packs left keep its thread (and so its block) for every position.
- * They must: a sync orders only the same-numbered blocks of the ranks, so the block that stages or reduces a
- * position on one rank is the block that reads it on every rank (kernel.cuh, "reuse argument"). */
-__device__ __forceinline__ uint64_t first_at(uint64_t tid, uint64_t from, uint64_t nthreads)
-{
-    return tid >= from ? tid : tid + (from - tid + nthreads - 1) / nthreads * nthreads;
-}
-
 /* Two-shot all-reduce into an output that is not symmetric, per round: my input's n shards into my staging
  * slots (unless ZC: the inputs are symmetric and read in place, zero copy in), sync, reduce my shard from every
  * rank's staging slot (ZC: input) into my output and into my result slot of the workspace, sync, then gather the
@@ -57,16 +48,19 @@ template <typename T, int OP, bool ZC> __device__ __forceinline__ bool run_pull_
 #pragma unroll
                     for (int j = 0; j < B; j++)
                         if (s0 + j < n)
-                            v[j] = *reinterpret_cast<const uint4 *>(send + ((s0 + j) * p.stride + off + pk * V) * sizeof(T));
+                            v[j] = *reinterpret_cast<const uint4 *>(send +
+                                                                    ((s0 + j) * p.stride + off + pk * V) * sizeof(T));
 #pragma unroll
                     for (int j = 0; j < B; j++)
                         if (s0 + j < n) st16(staging + ((s0 + j) * segp + pk) * 16, v[j]);
                 }
             }
-            for (uint64_t pk = first_at(tid, all_whole, nthreads); pk < segp; pk += nthreads) {
+            for (uint64_t pk = symmem_coll_first_at(tid, all_whole, nthreads); pk < segp; pk += nthreads) {
                 for (int s = 0; s < n; s++) {
                     const int nv = shard_valid<V>(p, s, off + pk * V);
-                    if (nv > 0) st16(staging + (s * segp + pk) * 16, load_user<T>(send, s * p.stride + off + pk * V, nv, aligned, false));
+                    if (nv > 0)
+                        st16(staging + (s * segp + pk) * 16,
+                             load_user<T>(send, s * p.stride + off + pk * V, nv, aligned, false));
                 }
             }
         }
@@ -82,7 +76,7 @@ template <typename T, int OP, bool ZC> __device__ __forceinline__ bool run_pull_
             st16(recv + at, out);
             st16(p.ws[r] + result + pk * 16, out);
         }
-        for (uint64_t pk = first_at(tid, mine_whole, nthreads); pk < segp; pk += nthreads) {
+        for (uint64_t pk = symmem_coll_first_at(tid, mine_whole, nthreads); pk < segp; pk += nthreads) {
             const uint64_t i = off + pk * V;
             const int nv = shard_valid<V>(p, r, i);
             if (nv <= 0) continue;
@@ -108,7 +102,7 @@ template <typename T, int OP, bool ZC> __device__ __forceinline__ bool run_pull_
                 }
             }
         }
-        for (uint64_t pk = first_at(tid, all_whole, nthreads); pk < segp; pk += nthreads) {
+        for (uint64_t pk = symmem_coll_first_at(tid, all_whole, nthreads); pk < segp; pk += nthreads) {
             const uint64_t i = off + pk * V;
             for (int k = 1; k < n; k++) {
                 const int s = (r + k) % n, nv = shard_valid<V>(p, s, i);
@@ -256,10 +250,10 @@ const void *pull_wide_for(int dtype, int op, int zc)
  * every rank before it unpacks the first (the rank loop unrolled to R, so none waits for another), then reduces
  * each in rank order (the operations and order of reduce_ranks: the same bits) and stores it to every rank.
  * That loop takes only whole packs of 16-byte aligned buffers, with nothing but 16-byte accesses in it: with
- * the element-by-element fallback of load_user and store_user inline, the same loop ran 19% slower at 4 MiB
- * and U = 4 slower than one pack (bench/NOTES.md); the rest (a partial last pack, unaligned buffers) follows
- * one pack at a time. In place is safe: position i of shard s is read and written, on every rank, only by rank
- * s's thread that owns it, which loads before it stores. */
+ * the element-by-element fallback of load_user and store_user inline, the same kernel at four packs a pass
+ * took 30.7 instead of 19.0 us at 4 MiB on 4 co-located ranks (bench/NOTES.md, "Whole-pack loops"); the rest (a
+ * partial last pack, unaligned buffers) follows one pack at a time. In place is safe: position i of shard s is
+ * read and written, on every rank, only by rank s's thread that owns it, which loads before it stores. */
 template <typename T, int OP, int R> __device__ __forceinline__ bool run_pull_zc(const P &p, Ctx &c)
 {
     /* G ranks' loads in flight together: all of them up to 8 ranks; at 16, two groups of 8 (16 packs' loads
@@ -287,7 +281,8 @@ template <typename T, int OP, int R> __device__ __forceinline__ bool run_pull_zc
                 for (int j = 0; j < G; j++) {
                     const int s = s0 + j;
                     if (s < n && pk0 + (uint64_t)u * nthreads < whole)
-                        v[u][j] = s == r ? *reinterpret_cast<const uint4 *>(p.peer_send[s] + at) : ld_cg16(p.peer_send[s] + at);
+                        v[u][j] = s == r ? *reinterpret_cast<const uint4 *>(p.peer_send[s] + at)
+                                         : ld_cg16(p.peer_send[s] + at);
                 }
             }
 #pragma unroll
@@ -314,7 +309,7 @@ template <typename T, int OP, int R> __device__ __forceinline__ bool run_pull_zc
     }
     /* the shard's last pack where it is partial, or every pack of a call whose buffers 16-byte accesses cannot
      * take: one at a time, element by element where they must */
-    for (uint64_t pk = first_at(tid, whole, nthreads); pk < segp; pk += nthreads) {
+    for (uint64_t pk = symmem_coll_first_at(tid, whole, nthreads); pk < segp; pk += nthreads) {
         const int nv = shard_valid<V>(p, r, pk * V);
         if (nv <= 0) continue;
         const uint64_t elem = mine + pk * V;
@@ -388,7 +383,8 @@ extern "C" int symmem_coll_pull_wide_preload(symmem_coll_preload_info_t *info)
     for (int dtype = 0; dtype < SYMMEM_DTYPE_COUNT && e == 0; dtype++)
         for (int op = 0; op < SYMMEM_REDOP_COUNT && e == 0; op++)
             for (int zc = 0; zc < 2 && e == 0; zc++)
-                e = symmem_coll_preload_one(symmem_coll_pull_wide_kernel(dtype, op, zc), SYMMEM_COLL_WIDE_THREADS, info);
+                e = symmem_coll_preload_one(symmem_coll_pull_wide_kernel(dtype, op, zc), SYMMEM_COLL_WIDE_THREADS,
+                                            info);
     return e;
 }
 

@@ -399,6 +399,28 @@ static void island_units(void)
     }
 }
 
+/* symmem_coll_first_at, where the two-shot pull's kernels start the loop that finishes what their whole-pack loop
+ * left: every position from `from` on is taken by the thread that a plain grid-stride loop from 0 gives it (so
+ * by the same block in both loops, which the per-block syncs need), once, and by no thread below `from`. */
+static void first_at_keeps_threads(void)
+{
+    static const uint64_t threads[] = {1, 2, 7, 32, 128, 7168};
+    for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+        const uint64_t nt = threads[t];
+        for (uint64_t from = 0; from <= 3 * nt + 5; from += nt > 64 ? 37 : 1) {
+            const uint64_t end = from + 2 * nt + 3;
+            uint64_t taken = 0;
+            for (uint64_t tid = 0; tid < nt; tid++) {
+                const uint64_t first = symmem_coll_first_at(tid, from, nt);
+                CHECK(first >= from && first % nt == tid); /* the plain loop's thread for that position */
+                CHECK(first < from + nt);                   /* the first such position: none skipped */
+                for (uint64_t pk = first; pk < end; pk += nt) taken++;
+            }
+            CHECK(taken == end - from); /* each position once */
+        }
+    }
+}
+
 int main(void)
 {
     static const test_case_t cases[] = {
@@ -410,6 +432,7 @@ int main(void)
         {"lamport_buffer_rule", lamport_buffer_rule, 10},
         {"geometry_invariants", geometry_invariants, 60},
         {"island_units", island_units, 10},
+        {"first_at_keeps_threads", first_at_keeps_threads, 10},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
 }

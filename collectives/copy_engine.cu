@@ -45,27 +45,14 @@ __global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) copy_engine_kernel(con
     block_end(p, c);
 }
 
-template <typename T> const void *ce_kernel_for_op(int op)
-{
-    switch (op) {
-#define SYMMEM_K_CR_OP_(name, value)                                                                       \
-    case value: return reinterpret_cast<const void *>(&copy_engine_kernel<T, value>);
-        SYMMEM_REDOP_LIST(SYMMEM_K_CR_OP_)
-#undef SYMMEM_K_CR_OP_
-    default: return nullptr;
+struct CopyEngineKernel {
+    template <typename T, int OP> const void *get() const
+    {
+        return reinterpret_cast<const void *>(&copy_engine_kernel<T, OP>);
     }
-}
+};
 
-const void *ce_kernel_for(int dtype, int op)
-{
-    switch (dtype) {
-#define SYMMEM_K_CR_DTYPE_(name, value, ctype, bytes)                                                      \
-    case value: return ce_kernel_for_op<ctype>(op);
-        SYMMEM_DTYPE_LIST(SYMMEM_K_CR_DTYPE_)
-#undef SYMMEM_K_CR_DTYPE_
-    default: return nullptr;
-    }
-}
+const void *ce_kernel_for(int dtype, int op) { return kernel_by_dtype_op(dtype, op, CopyEngineKernel{}); }
 
 } // namespace symmem_k
 

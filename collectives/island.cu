@@ -84,27 +84,14 @@ __global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) island_kernel(const __
     block_end(p, c);
 }
 
-template <typename T> const void *island_for_op(int op)
-{
-    switch (op) {
-#define SYMMEM_K_ISLAND_OP_(name, value)                                                                   \
-    case value: return reinterpret_cast<const void *>(&island_kernel<T, value>);
-        SYMMEM_REDOP_LIST(SYMMEM_K_ISLAND_OP_)
-#undef SYMMEM_K_ISLAND_OP_
-    default: return nullptr;
+struct IslandKernel {
+    template <typename T, int OP> const void *get() const
+    {
+        return reinterpret_cast<const void *>(&island_kernel<T, OP>);
     }
-}
+};
 
-const void *island_for(int dtype, int op)
-{
-    switch (dtype) {
-#define SYMMEM_K_ISLAND_DTYPE_(name, value, ctype, bytes)                                                  \
-    case value: return island_for_op<ctype>(op);
-        SYMMEM_DTYPE_LIST(SYMMEM_K_ISLAND_DTYPE_)
-#undef SYMMEM_K_ISLAND_DTYPE_
-    default: return nullptr;
-    }
-}
+const void *island_for(int dtype, int op) { return kernel_by_dtype_op(dtype, op, IslandKernel{}); }
 
 } // namespace symmem_k
 

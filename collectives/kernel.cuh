@@ -132,26 +132,42 @@ __global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) coll_kernel(const __gr
 SYMMEM_DTYPE_LIST(SYMMEM_K_DTYPE_CHECK_)
 #undef SYMMEM_K_DTYPE_CHECK_
 
-template <typename T, int FAM> const void *kernel_for_op(int op)
+/* The kernel a picker names for a call's dtype and op: pick.get<T, OP>() for the C type of `dtype` and the
+ * operator `op`, NULL outside the public lists. The one dtype x op dispatch of every kernel table (a family's,
+ * the two-shot pull's own kernels, the copy engine's, the island schedule's); a picker adds what else selects
+ * the kernel (a family, a bound on the rank count). */
+template <typename T, typename Pick> const void *kernel_by_op(int op, const Pick &pick)
 {
     switch (op) {
 #define SYMMEM_K_OP_(name, value)                                                                          \
-    case value: return reinterpret_cast<const void *>(&coll_kernel<T, value, FAM>);
+    case value: return pick.template get<T, value>();
         SYMMEM_REDOP_LIST(SYMMEM_K_OP_)
 #undef SYMMEM_K_OP_
     default: return nullptr;
     }
 }
 
-template <int FAM> const void *kernel_for(int dtype, int op)
+template <typename Pick> const void *kernel_by_dtype_op(int dtype, int op, const Pick &pick)
 {
     switch (dtype) {
 #define SYMMEM_K_DTYPE_(name, value, ctype, bytes)                                                         \
-    case value: return kernel_for_op<ctype, FAM>(op);
+    case value: return kernel_by_op<ctype>(op, pick);
         SYMMEM_DTYPE_LIST(SYMMEM_K_DTYPE_)
 #undef SYMMEM_K_DTYPE_
     default: return nullptr;
     }
+}
+
+template <int FAM> struct FamilyKernel {
+    template <typename T, int OP> const void *get() const
+    {
+        return reinterpret_cast<const void *>(&coll_kernel<T, OP, FAM>);
+    }
+};
+
+template <int FAM> const void *kernel_for(int dtype, int op)
+{
+    return kernel_by_dtype_op(dtype, op, FamilyKernel<FAM>{});
 }
 
 /* Load every dtype x op kernel of a family now (symmem_coll_preload). */

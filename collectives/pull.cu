@@ -219,28 +219,15 @@ __global__ void __launch_bounds__(SYMMEM_COLL_WIDE_THREADS, 1) pull_wide_kernel(
     block_end(p, c);
 }
 
-template <typename T> const void *pull_wide_for_op(int op, int zc)
-{
-    switch (op) {
-#define SYMMEM_K_OP_(name, value)                                                                          \
-    case value: return zc ? reinterpret_cast<const void *>(&pull_wide_kernel<T, value, true>)                  \
-                          : reinterpret_cast<const void *>(&pull_wide_kernel<T, value, false>);
-        SYMMEM_REDOP_LIST(SYMMEM_K_OP_)
-#undef SYMMEM_K_OP_
-    default: return nullptr;
+/* pull_wide_kernel for whether the call reads its inputs in place */
+struct WideKernel {
+    bool zc;
+    template <typename T, int OP> const void *get() const
+    {
+        return zc ? reinterpret_cast<const void *>(&pull_wide_kernel<T, OP, true>)
+                  : reinterpret_cast<const void *>(&pull_wide_kernel<T, OP, false>);
     }
-}
-
-const void *pull_wide_for(int dtype, int op, int zc)
-{
-    switch (dtype) {
-#define SYMMEM_K_DTYPE_(name, value, ctype, bytes)                                                         \
-    case value: return pull_wide_for_op<ctype>(op, zc);
-        SYMMEM_DTYPE_LIST(SYMMEM_K_DTYPE_)
-#undef SYMMEM_K_DTYPE_
-    default: return nullptr;
-    }
-}
+};
 
 /* The two-shot pull all-reduce with zero copy both ways (plan.c: zero copy in and out), as kernels of their own,
  * one per bound R on the rank count (2, 4, 8, 16): reduce my shard straight from every rank's input and store
@@ -260,11 +247,11 @@ template <typename T, int OP, int R> __device__ __forceinline__ bool run_pull_zc
      * and their 64-bit addresses spill at the 128-register bound) */
     constexpr int V = Pack<T>::V, U = R <= 8 ? 2 : 1, G = R < 8 ? R : 8; /* U: symmem_coll_zc_packs */
     static_assert(R % G == 0 && (G == R || U == 1), "whole groups; one pack a pass where loads come in groups");
-    const int n = p.nranks, r = p.rank;
-    const bool aligned = p.aligned != 0;
-    const uint64_t segp = p.segp, tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x,
-                   nthreads = (uint64_t)gridDim.x * blockDim.x;
-    char *recv = static_cast<char *>(p.recv);
+    const Geo g(p);
+    const int n = g.n, r = g.r;
+    const bool aligned = g.aligned;
+    const uint64_t segp = g.segp, tid = g.tid, nthreads = g.nthreads;
+    char *recv = g.recv;
     const uint64_t mine = (uint64_t)r * p.stride; /* my shard's first element */
     const uint64_t whole = whole_packs<V>(p, r, 0, segp); /* the rest: below */
     if (!sync_peers(p, c, c.epoch + 1)) return false;
@@ -346,27 +333,11 @@ template <typename T, int OP> const void *pull_zc_for_ranks(int nranks)
 }
 static_assert(SYMMEM_MAX_RANKS <= 16, "pull_zc_for_ranks has bounds up to 16 ranks");
 
-template <typename T> const void *pull_zc_for_op(int op, int nranks)
-{
-    switch (op) {
-#define SYMMEM_K_OP_(name, value)                                                                          \
-    case value: return pull_zc_for_ranks<T, value>(nranks);
-        SYMMEM_REDOP_LIST(SYMMEM_K_OP_)
-#undef SYMMEM_K_OP_
-    default: return nullptr;
-    }
-}
-
-const void *pull_zc_for(int dtype, int op, int nranks)
-{
-    switch (dtype) {
-#define SYMMEM_K_DTYPE_(name, value, ctype, bytes)                                                         \
-    case value: return pull_zc_for_op<ctype>(op, nranks);
-        SYMMEM_DTYPE_LIST(SYMMEM_K_DTYPE_)
-#undef SYMMEM_K_DTYPE_
-    default: return nullptr;
-    }
-}
+/* pull_zc_kernel for the call's rank count */
+struct ZcKernel {
+    int nranks;
+    template <typename T, int OP> const void *get() const { return pull_zc_for_ranks<T, OP>(nranks); }
+};
 
 } // namespace symmem_k
 
@@ -374,7 +345,7 @@ SYMMEM_COLL_FAMILY_KERNELS(pull, SYMMEM_COLL_FAM_PULL, SYMMEM_COLL_FAM_PULL)
 
 extern "C" const void *symmem_coll_pull_wide_kernel(int dtype, int op, int zero_copy_in)
 {
-    return symmem_k::pull_wide_for(dtype, op, zero_copy_in);
+    return symmem_k::kernel_by_dtype_op(dtype, op, symmem_k::WideKernel{zero_copy_in != 0});
 }
 
 extern "C" int symmem_coll_pull_wide_preload(symmem_coll_preload_info_t *info)
@@ -390,7 +361,7 @@ extern "C" int symmem_coll_pull_wide_preload(symmem_coll_preload_info_t *info)
 
 extern "C" const void *symmem_coll_pull_zc_kernel(int dtype, int op, int nranks)
 {
-    return symmem_k::pull_zc_for(dtype, op, nranks);
+    return symmem_k::kernel_by_dtype_op(dtype, op, symmem_k::ZcKernel{nranks});
 }
 
 extern "C" int symmem_coll_pull_zc_preload(symmem_coll_preload_info_t *info)

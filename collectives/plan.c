@@ -105,15 +105,15 @@ int symmem_coll_geometry(const symmem_coll_layout_t *ws, const symmem_coll_grid_
     /* Grid: a deterministic function of (algorithm, size, ranks, max_grid, min_threads), so every rank
      * launches the same. */
     g->positions = d->every_shard ? (uint64_t)n * g->segp : g->segp;
-    /* the two-shot pull all-reduce with zero copy both ways has a kernel of its own whose threads take several
-     * packs a pass (kernel_abi.h): the grid covers the passes */
-    if (kind == SYMMEM_COLL_ALL_REDUCE && algo == SYMMEM_ALGO_TWOSHOT_PULL && zero_copy_in && zero_copy_out) {
+    /* the two-shot pull all-reduce has kernels of its own (kernel_abi.h): with zero copy both ways one whose
+     * threads take several packs a pass (the grid covers the passes), into an ordinary output one with wider
+     * blocks (more loads in flight on the same blocks) */
+    const int two_pull = kind == SYMMEM_COLL_ALL_REDUCE && algo == SYMMEM_ALGO_TWOSHOT_PULL;
+    if (two_pull && zero_copy_in && zero_copy_out) {
         g->zc_packs = symmem_coll_zc_packs(n);
         g->positions = (g->positions + (uint64_t)g->zc_packs - 1) / (uint64_t)g->zc_packs;
     }
-    /* the two-shot pull all-reduce into an ordinary output has a kernel of its own with wider blocks
-     * (kernel_abi.h): more loads in flight on the same blocks */
-    g->wide = kind == SYMMEM_COLL_ALL_REDUCE && algo == SYMMEM_ALGO_TWOSHOT_PULL && !zero_copy_out;
+    g->wide = two_pull && !zero_copy_out;
     g->threads = symmem_coll_block_threads_up_to(grid, g->positions,
                                                  g->wide ? SYMMEM_COLL_WIDE_THREADS : SYMMEM_COLL_THREADS);
     uint64_t blocks = (g->positions + (uint64_t)g->threads - 1) / (uint64_t)g->threads;

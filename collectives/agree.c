@@ -84,6 +84,7 @@ typedef struct agree {
     uint64_t islands_hash; /* of the split it would run (symmem_island_hash) */
     uint64_t wire_min_bytes; /* the compressed wire's threshold and group (wire.h) */
     int32_t wire_group;
+    int32_t graph_reg; /* SYMMEM_GRAPH_REGISTER on this rank */
 } agree_t;
 
 /* Ranks that split into islands differently (SYMMEM_ISLANDS set on some ranks only, or to different lists;
@@ -107,7 +108,7 @@ static symmem_status_t agree_across_ranks(symmem_comm_t comm, struct symmem_coll
 {
     agree_t me = {co->grid.max_grid, co->grid.min_threads, (int32_t)co->tuning.env_algo,
                   topo_table_hash(&co->tuning.table), co->pdl, co->probe, co->lam_check, co->island_error[0] == '\0',
-                  co->islands_hash, co->wire.min_bytes, (int32_t)co->wire.group},
+                  co->islands_hash, co->wire.min_bytes, (int32_t)co->wire.group, co->graph_reg},
             all[SYMMEM_MAX_RANKS];
     SYMMEM_CHECK(symmem_comm_allgather(comm, &me, all, sizeof me));
     int table_differs = 0, probe_differs = 0, islands_differ = -1;
@@ -116,6 +117,8 @@ static symmem_status_t agree_across_ranks(symmem_comm_t comm, struct symmem_coll
         if (all[r].min_threads < co->grid.min_threads) co->grid.min_threads = all[r].min_threads; /* grids match */
         if (!all[r].pdl) co->pdl = 0; /* the same launch mode everywhere keeps timing symmetric */
         if (all[r].lam_check) co->lam_check = 1; /* a rank that checks waits for headers: all push them */
+        /* a captured call's exchange is collective: every rank registers or none does */
+        if (!all[r].graph_reg) co->graph_reg = 0;
         /* the probe is collective (barriers, an allgather): every rank runs it or none does */
         if (all[r].probe != me.probe) probe_differs = 1;
         if (!all[r].probe) co->probe = 0;
@@ -195,6 +198,19 @@ static void table_wishes(symmem_comm_t comm, struct symmem_coll *co)
     symmem_coll_tune_load_cached(&co->tuning);
 }
 
+/* Graph registration (graphreg.h) needs every rank to capture at the same time, which thread ranks sharing a
+ * GPU cannot: it is off wherever two ranks run in one process (from the facts every rank shares, so the same
+ * answer everywhere; a false "same process" across PID namespaces only turns it off). */
+static int graph_reg_possible(symmem_comm_t comm)
+{
+    if (comm->nranks < 2) return 0;
+    for (int a = 0; a < comm->nranks; a++)
+        for (int b = a + 1; b < comm->nranks; b++)
+            if (comm->peers[a].pid == comm->peers[b].pid && comm->peers[a].host_hash == comm->peers[b].host_hash)
+                return 0;
+    return 1;
+}
+
 symmem_status_t symmem_coll_agree(symmem_comm_t comm, struct symmem_coll *co, int blocks_per_sm)
 {
     symmem_coll_residency_t res;
@@ -208,6 +224,7 @@ symmem_status_t symmem_coll_agree(symmem_comm_t comm, struct symmem_coll *co, in
     co->pdl = symmem_param_int(SYMMEM_PARAM_PDL) != 0 && comm->ranks_per_device == 1 &&
               comm->peers[comm->rank].cc_major >= 9;
     co->lam_check = symmem_param_int(SYMMEM_PARAM_LAMPORT_CHECK) != 0;
+    co->graph_reg = symmem_param_int(SYMMEM_PARAM_GRAPH_REGISTER) != 0 && graph_reg_possible(comm);
     table_wishes(comm, co);
     co->probe = probe_wanted(comm);
     SYMMEM_CHECK(agree_across_ranks(comm, co));

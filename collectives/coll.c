@@ -154,6 +154,16 @@ static symmem_status_t entry(symmem_comm_t comm, const symmem_coll_call_t *c)
     symmem_entry_t e;
     SYMMEM_CHECK(symmem_entry_begin(comm, c->name, &e));
     symmem_status_t st = symmem_coll_check_usable(comm, c->name);
+    /* a captured call on ordinary memory: the ranks map each other's buffers first (graphreg.h); the
+     * library's own calls (symmem_coll_run: the autotune's graphs) keep the form they measure */
+    symmem_coll_reg_t reg;
+    symmem_coll_call_t mapped;
+    if (st == SYMMEM_OK && symmem_coll_reg_wanted(comm, c)) {
+        st = symmem_coll_reg_exchange(comm, c, &reg);
+        mapped = *c;
+        mapped.reg = &reg;
+        c = &mapped;
+    }
     if (st == SYMMEM_OK) st = run_collective(comm, c);
     symmem_entry_end(&e);
     return st;
@@ -163,7 +173,7 @@ symmem_status_t symmem_all_reduce(symmem_comm_t comm, const void *sendbuf, void 
                                   symmem_dtype_t dtype, symmem_redop_t op, symmem_algo_t algo, symmem_stream_t stream)
 {
     const symmem_coll_call_t c = {SYMMEM_COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, algo, stream,
-                                  "symmem_all_reduce"};
+                                  "symmem_all_reduce", NULL};
     return entry(comm, &c);
 }
 
@@ -172,7 +182,7 @@ symmem_status_t symmem_reduce_scatter(symmem_comm_t comm, const void *sendbuf, v
                                       symmem_stream_t stream)
 {
     const symmem_coll_call_t c = {SYMMEM_COLL_REDUCE_SCATTER, sendbuf, recvbuf, count, dtype, op, algo, stream,
-                           "symmem_reduce_scatter"};
+                           "symmem_reduce_scatter", NULL};
     return entry(comm, &c);
 }
 
@@ -180,7 +190,7 @@ symmem_status_t symmem_all_gather(symmem_comm_t comm, const void *sendbuf, void 
                                   symmem_dtype_t dtype, symmem_algo_t algo, symmem_stream_t stream)
 {
     const symmem_coll_call_t c = {SYMMEM_COLL_ALL_GATHER, sendbuf, recvbuf, count, dtype, SYMMEM_OP_SUM, algo, stream,
-                           "symmem_all_gather"};
+                           "symmem_all_gather", NULL};
     return entry(comm, &c);
 }
 
@@ -210,6 +220,16 @@ symmem_status_t symmem_barrier(symmem_comm_t comm, symmem_stream_t stream)
     if (st == SYMMEM_OK) st = symmem_coll_enqueue_barrier(comm, stream, "symmem_barrier");
     symmem_entry_end(&e);
     return st;
+}
+
+size_t symmem_comm_graph_mappings(symmem_comm_t comm)
+{
+    if (!symmem_comm_live(comm)) {
+        symmem_set_error(SYMMEM_INVALID_ARGUMENT, "symmem_comm_graph_mappings: %p is not a live communicator",
+                         (void *)comm);
+        return 0;
+    }
+    return symmem_coll_reg_mappings(comm->coll);
 }
 
 /* The largest all-reduce that runs in one round of two-shot pull, the layout with the most workspace per pack

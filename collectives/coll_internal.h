@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "collectives/coll.h"
+#include "collectives/graphreg.h"
 #include "collectives/island.h"
 #include "collectives/kernel_abi.h"
 #include "collectives/plan.h"
@@ -72,6 +73,14 @@ struct symmem_coll {
     symmem_island_sched_t island_sched[3];
     char island_error[384];
     symmem_wire_state_t wire; /* the compressed wire's settings and one-island schedule (wire.c) */
+    /* Ordinary buffers of captured all-reduces mapped into the peers (graphreg.h): on where every rank asks
+     * (SYMMEM_GRAPH_REGISTER) and no two ranks share a process; the exchanges so far; the peers' allocations
+     * this rank has mapped. */
+    int graph_reg;
+    uint64_t reg_seq;
+    struct symmem_reg_map *reg_maps;
+    size_t reg_nmaps, reg_cap;
+    int reg_full_warned;
 };
 
 /* ---- a call (coll.c, plan.c) --------------------------------------------------------------------------------- */
@@ -85,6 +94,7 @@ typedef struct symmem_coll_call {
     symmem_algo_t algo;
     symmem_stream_t stream;
     const char *name; /* the public call, for messages */
+    const struct symmem_coll_reg *reg; /* its ordinary buffers mapped into the peers (graphreg.h), or NULL */
 } symmem_coll_call_t;
 /* The call's form for AUTO's table (symmem_form_t): whether its input and its output lie in a symmetric buffer
  * of the communicator (the lookup the zero-copy rules below start from). */

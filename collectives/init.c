@@ -225,6 +225,7 @@ void symmem_coll_comm_fini(symmem_comm_t comm)
 {
     if (!comm || !comm->coll) return;
     symmem_coll_residency_remove(comm);
+    symmem_coll_reg_fini(comm);
     symmem_coll_workspace_fini(comm->coll);
     free(comm->coll);
     comm->coll = NULL;

@@ -149,6 +149,14 @@ static uint32_t hash_region(uint32_t h, symmem_buffer_t buf, size_t region)
     return symmem_fnv32_u64(h, buf->seq);
 }
 
+/* A side mapped by graph registration (graphreg.h), as the tag covers it: the exchange's number, which every
+ * rank of the same call has. */
+static uint32_t hash_mapped(uint32_t h, const symmem_coll_reg_t *reg, int side)
+{
+    h = symmem_fnv32_u64(h, 0x67726567u + (uint32_t)side); /* "greg" */
+    return symmem_fnv32_u64(h, reg->seq);
+}
+
 /* Pull algorithms may read the senders' inputs in place when they lie in a symmetric buffer of this
  * communicator ("zero copy"): p->peer_send[q] is where rank q's input is mapped here. Every rank computes every
  * peer_send[q] from ITS OWN view of the shared buffer, so the rule every rank must follow is stated for the buffer
@@ -170,13 +178,19 @@ int symmem_coll_zero_copy_in(symmem_comm_t comm, const symmem_coll_call_t *c, si
 {
     const int ag_in_place = c->kind == SYMMEM_COLL_ALL_GATHER && p->in_place;
     const size_t lead = ag_in_place ? (size_t)comm->rank * in_bytes : 0; /* send - start of the region */
-    symmem_buffer_t buf;
-    size_t region;
-    if (!sym_region(comm, c->send, lead, ag_in_place ? out_bytes : in_bytes, &buf, &region)) return 0;
+    symmem_buffer_t buf = NULL;
+    size_t region = 0;
+    const int mapped = c->reg && c->reg->send; /* graphreg.h: an all-reduce's, never an in-place all-gather's */
+    if (!mapped && !sym_region(comm, c->send, lead, ag_in_place ? out_bytes : in_bytes, &buf, &region)) return 0;
     if (!any_size) {
         if (in_bytes < SYMMEM_COLL_ZC_MIN_BYTES) return 0;
         /* one-shot all-reduce in place: peers would read my input while I overwrite it */
         if (c->kind == SYMMEM_COLL_ALL_REDUCE && ranges_overlap(c->send, in_bytes, c->recv, out_bytes)) return 0;
+    }
+    if (mapped) {
+        for (int q = 0; q < comm->nranks; q++) p->peer_send[q] = c->reg->peer_send[q];
+        *h = hash_mapped(*h, c->reg, 0);
+        return 1;
     }
     for (int q = 0; q < comm->nranks; q++)
         p->peer_send[q] = (const char *)buf->peers[q] + region + (ag_in_place ? (size_t)q * in_bytes : 0);
@@ -197,6 +211,11 @@ int symmem_coll_zero_copy_in(symmem_comm_t comm, const symmem_coll_call_t *c, si
 int symmem_coll_zero_copy_out(symmem_comm_t comm, const symmem_coll_call_t *c, size_t out_bytes,
                               symmem_coll_params_t *p, uint32_t *h)
 {
+    if (c->reg && c->reg->recv) {
+        for (int q = 0; q < comm->nranks; q++) p->peer_recv[q] = c->reg->peer_recv[q];
+        *h = hash_mapped(*h, c->reg, 1);
+        return 1;
+    }
     symmem_buffer_t buf;
     size_t region;
     if (!sym_region(comm, c->recv, 0, out_bytes, &buf, &region)) return 0;
@@ -263,6 +282,7 @@ void symmem_coll_call_params(symmem_comm_t comm, const symmem_coll_call_t *c, sy
 
 symmem_form_t symmem_coll_form(symmem_comm_t comm, const symmem_coll_call_t *c)
 {
-    const int in = symmem_alloc_find(comm, c->send) != NULL, out = symmem_alloc_find(comm, c->recv) != NULL;
+    const int in = (c->reg && c->reg->send) || symmem_alloc_find(comm, c->send) != NULL,
+              out = (c->reg && c->reg->recv) || symmem_alloc_find(comm, c->recv) != NULL;
     return (symmem_form_t)((in ? SYMMEM_FORM_SYMMETRIC_INPUT : 0) | (out ? SYMMEM_FORM_SYMMETRIC_OUTPUT : 0));
 }

@@ -521,6 +521,12 @@ SYMMEM_API symmem_status_t symmem_tune_sizes(symmem_comm_t comm, const size_t *b
  * call), which is never read: symmem_last_error() then says SYMMEM_INVALID_ARGUMENT's detail. */
 SYMMEM_API size_t symmem_comm_max_message_bytes(symmem_comm_t comm);
 
+/* Local. Peer allocations this rank has mapped so far for all-reduces captured into CUDA graphs on ordinary
+ * (cudaMalloc) memory (SYMMEM_GRAPH_REGISTER, docs/collectives.md "CUDA graphs"): each such call reads and
+ * stores the peers' buffers in place, as on symmetric memory. They stay mapped until the communicator is
+ * destroyed. 0 for the host backend and for a handle that is not a live communicator. */
+SYMMEM_API size_t symmem_comm_graph_mappings(symmem_comm_t comm);
+
 /* ------------------------------------------------------------------------------------------------------
  * For bindings and frameworks: what they would otherwise restate, asked of the library instead.
  * ---------------------------------------------------------------------------------------------------- */

@@ -219,6 +219,12 @@ class Comm:
         return _c.symmem_comm_max_message_bytes(self._h)
 
     @property
+    def graph_mappings(self):
+        """Peer allocations mapped for all-reduces captured into CUDA graphs on ordinary memory, which then run
+        in place as on symmetric memory (symmem_comm_graph_mappings; SYMMEM_GRAPH_REGISTER)."""
+        return _c.symmem_comm_graph_mappings(self._h)
+
+    @property
     def preferred_max_bytes(self):
         """The size cap a framework with another backend (NCCL) should give symmem on this communicator: its
         link class's bound within max_message_bytes, the same on every rank (symmem_comm_preferred_max_bytes)."""

@@ -49,10 +49,11 @@ def _errors_fail_tests_not_the_run():
 # Harness: run body(rank, comm, ctx) on every rank, as threads or as processes.
 # ---------------------------------------------------------------------------------------------------------
 def _in_turn(ctx, rank, fn):
-    """fn() on one rank after another, in rank order. For CUDA-graph captures: torch.cuda.graph synchronizes
-    the device on entry, and a device-wide synchronize from one thread invalidates the capture another
-    thread of the process has open on that device (cudaErrorStreamCaptureInvalidated), so ranks that are
-    threads sharing a GPU must not capture at the same time. Capturing a collective needs no peer."""
+    """fn() on one rank after another, in rank order. For CUDA-graph captures of thread ranks:
+    torch.cuda.graph synchronizes the device on entry, and a device-wide synchronize from one thread
+    invalidates the capture another thread of the process has open on that device
+    (cudaErrorStreamCaptureInvalidated), so ranks that are threads sharing a GPU must not capture at the same
+    time. Their captures need no peer: graph registration is off where ranks share a process."""
     out = None
     for r in range(ctx.n):
         if r == rank:
@@ -128,7 +129,11 @@ class ProcCtx:
         dist.barrier()
 
     def one_at_a_time(self, rank, fn):
-        return _in_turn(self, rank, fn)
+        """Processes capture together, as frameworks do: an all-reduce captured on ordinary memory maps the
+        peers' buffers at capture (graph registration), which every rank's capture must reach."""
+        out = fn()
+        self.barrier()
+        return out
 
     def gather(self, rank, obj):
         import torch.distributed as dist
@@ -340,6 +345,13 @@ def body_graph(rank, comm, ctx):
         with torch.cuda.graph(g, stream=s, capture_error_mode="thread_local"):
             return step()
     res, rs, ag = ctx.one_at_a_time(rank, capture)
+    # Processes map each other's ordinary buffers at capture (graph registration): the captured all-reduces
+    # read and store them in place; thread ranks never do (docs/collectives.md, "CUDA graphs").
+    mapped = comm.comm.graph_mappings
+    if isinstance(ctx, ProcCtx) and os.environ.get("SYMMEM_GRAPH_REGISTER", "1") != "0":
+        assert mapped > 0, "no peer buffer was mapped for the graph's all-reduces on ordinary tensors"
+    elif isinstance(ctx, ThreadCtx):
+        assert mapped == 0, f"thread ranks mapped {mapped} peer allocations"
     for it in range(5):
         parts = [parts_for((count,), dtype, n, 100 + 10 * it + i) for i in range(k)]
         rs_parts = parts_for((n * 64, 5), dtype, n, 900 + it)

@@ -421,6 +421,74 @@ static void first_at_keeps_threads(void)
     }
 }
 
+/* Graph registration (collectives/graphreg.h): the agreement on every rank's record, and the plan's zero copy
+ * from the mapped sides. */
+static void graph_registration_agreement(void)
+{
+    enum { N = 4 };
+    symmem_reg_rec_t all[N];
+    memset(all, 0, sizeof all);
+    for (int q = 0; q < N; q++) {
+        all[q].seq = 7;
+        all[q].count = 1000;
+        all[q].kind = SYMMEM_COLL_ALL_REDUCE;
+        all[q].dtype = SYMMEM_BFLOAT16;
+        all[q].op = SYMMEM_OP_SUM;
+        all[q].side[0].kind = all[q].side[1].kind = SYMMEM_REG_ORDINARY;
+    }
+    char err[512];
+    int send = -1, recv = -1;
+    CHECK(symmem_coll_reg_agree(all, N, 1, &send, &recv, err, sizeof err) == SYMMEM_OK && send == 1 && recv == 1);
+    all[2].side[0].kind = SYMMEM_REG_SYMMETRIC; /* one rank's input symmetric: the input is not mapped */
+    CHECK(symmem_coll_reg_agree(all, N, 0, &send, &recv, err, sizeof err) == SYMMEM_OK && send == 0 && recv == 1);
+    all[3].side[1].kind = SYMMEM_REG_NONE; /* one rank's output without a handle */
+    CHECK(symmem_coll_reg_agree(all, N, 3, &send, &recv, err, sizeof err) == SYMMEM_OK && send == 0 && recv == 0);
+    /* a rank at another captured call, or with another count: an error naming it, on every rank */
+    all[2].seq = 8;
+    CHECK(symmem_coll_reg_agree(all, N, 0, &send, &recv, err, sizeof err) == SYMMEM_INVALID_USAGE);
+    CHECK(strstr(err, "rank 2") != NULL);
+    all[2].seq = 7;
+    all[1].count = 999;
+    CHECK(symmem_coll_reg_agree(all, N, 3, &send, &recv, err, sizeof err) == SYMMEM_INVALID_USAGE);
+    CHECK(strstr(err, "rank 1") != NULL);
+
+    /* the plan reads the mapped sides: every peer's pointer, the tag covering the exchange's number */
+    struct symmem_comm comm;
+    memset(&comm, 0, sizeof comm);
+    comm.nranks = N;
+    comm.rank = 1;
+    static char mem[N][2][(size_t)1 << 19]; /* 512 KiB each: at the ZC_LARGE size rule */
+    symmem_coll_reg_t reg;
+    memset(&reg, 0, sizeof reg);
+    reg.send = reg.recv = 1;
+    reg.seq = 41;
+    for (int q = 0; q < N; q++) reg.peer_send[q] = mem[q][0], reg.peer_recv[q] = mem[q][1];
+    symmem_coll_call_t c;
+    memset(&c, 0, sizeof c);
+    c.kind = SYMMEM_COLL_ALL_REDUCE;
+    c.send = mem[1][0];
+    c.recv = mem[1][1];
+    c.count = (size_t)1 << 17;
+    c.dtype = SYMMEM_FLOAT32;
+    c.reg = &reg;
+    const size_t bytes = c.count * 4;
+    symmem_coll_params_t p;
+    memset(&p, 0, sizeof p);
+    uint32_t h1 = 0, h2 = 0;
+    CHECK(symmem_coll_zero_copy_in(&comm, &c, bytes, bytes, 1, &p, &h1) == 1);
+    CHECK(symmem_coll_zero_copy_out(&comm, &c, bytes, &p, &h1) == 1);
+    for (int q = 0; q < N; q++) CHECK(p.peer_send[q] == mem[q][0] && p.peer_recv[q] == mem[q][1]);
+    reg.seq = 42;
+    CHECK(symmem_coll_zero_copy_in(&comm, &c, bytes, bytes, 1, &p, &h2) == 1);
+    CHECK(symmem_coll_zero_copy_out(&comm, &c, bytes, &p, &h2) == 1);
+    CHECK(h1 != h2);
+    /* the size rule of SYMMEM_COLL_ZC_LARGE algorithms, and no one-shot in place, hold as for symmetric memory */
+    CHECK(symmem_coll_zero_copy_in(&comm, &c, SYMMEM_COLL_ZC_MIN_BYTES - 16, SYMMEM_COLL_ZC_MIN_BYTES - 16, 0, &p,
+                                   &h2) == 0);
+    c.recv = (void *)c.send;
+    CHECK(symmem_coll_zero_copy_in(&comm, &c, bytes, bytes, 0, &p, &h2) == 0);
+}
+
 int main(void)
 {
     static const test_case_t cases[] = {
@@ -433,6 +501,7 @@ int main(void)
         {"geometry_invariants", geometry_invariants, 60},
         {"island_units", island_units, 10},
         {"first_at_keeps_threads", first_at_keeps_threads, 10},
+        {"graph_registration_agreement", graph_registration_agreement, 10},
     };
     return test_run_all(cases, (int)(sizeof cases / sizeof cases[0]));
 }

@@ -200,10 +200,13 @@ static void table_wishes(symmem_comm_t comm, struct symmem_coll *co)
 
 /* Graph registration (graphreg.h) needs every rank to capture at the same time, which thread ranks sharing a
  * GPU cannot: it is off wherever two ranks run in one process (from the facts every rank shares, so the same
- * answer everywhere; a false "same process" across PID namespaces only turns it off). */
+ * answer everywhere; a false "same process" across PID namespaces only turns it off). Its kernels load and
+ * store the peers' device memory directly, as device placement does: it is off where the symmetric buffers
+ * live in host memory (GPUs that cannot map each other, the PCIe lab, whose point is that every peer access
+ * crosses the link). */
 static int graph_reg_possible(symmem_comm_t comm)
 {
-    if (comm->nranks < 2) return 0;
+    if (comm->nranks < 2 || comm->placement != SYMMEM_PLACEMENT_DEVICE || !comm->all_p2p) return 0;
     for (int a = 0; a < comm->nranks; a++)
         for (int b = a + 1; b < comm->nranks; b++)
             if (comm->peers[a].pid == comm->peers[b].pid && comm->peers[a].host_hash == comm->peers[b].host_hash)

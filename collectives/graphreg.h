@@ -14,7 +14,8 @@
  * and torch.compile's graphs do. Only memory of cudaMalloc (PyTorch's caching allocator by default) has an
  * IPC handle; other memory (expandable segments, cudaMallocAsync pools, host memory) takes the copy path.
  * Communicators with two ranks in one process never register: thread ranks sharing a GPU must capture one
- * after another (docs/collectives.md, "Streams"). SYMMEM_GRAPH_REGISTER=0 turns it off. */
+ * after another (docs/collectives.md, "Streams"). Nor do those whose buffers live in host memory (GPUs that
+ * cannot map each other, the PCIe lab). SYMMEM_GRAPH_REGISTER=0 turns it off. */
 #ifndef SYMMEM_COLLECTIVES_GRAPHREG_H
 #define SYMMEM_COLLECTIVES_GRAPHREG_H
 

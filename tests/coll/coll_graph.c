@@ -244,9 +244,11 @@ int main(int argc, char **argv)
     graph_run_t run = {S, replays, hhist};
     rc = cc_run_cases(&ctx, cases, ncases, &run);
     free(hhist);
-    /* graph registration: on for processes unless turned off; each peer's two allocations mapped once */
+    /* graph registration: on for processes with device buffers unless turned off; each peer's two
+     * allocations mapped once */
     const char *reg_env = getenv("SYMMEM_GRAPH_REGISTER");
-    const int reg_on = ctx.multiproc && ctx.nlocal == 1 && !(reg_env && !strcmp(reg_env, "0"));
+    const int reg_on = ctx.multiproc && ctx.nlocal == 1 && !(reg_env && !strcmp(reg_env, "0")) &&
+                       symmem_buffer_placement(S[0].sym) == SYMMEM_PLACEMENT_DEVICE;
     for (int i = 0; !ctx.fatal && i < ctx.nlocal; i++) {
         const size_t want = reg_on ? 2 * (size_t)(ctx.nranks - 1) : 0,
                      got = symmem_comm_graph_mappings(ctx.r[i].comm);

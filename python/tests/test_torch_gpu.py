@@ -348,7 +348,8 @@ def body_graph(rank, comm, ctx):
     # Processes map each other's ordinary buffers at capture (graph registration): the captured all-reduces
     # read and store them in place; thread ranks never do (docs/collectives.md, "CUDA graphs").
     mapped = comm.comm.graph_mappings
-    if isinstance(ctx, ProcCtx) and os.environ.get("SYMMEM_GRAPH_REGISTER", "1") != "0":
+    if (isinstance(ctx, ProcCtx) and os.environ.get("SYMMEM_GRAPH_REGISTER", "1") != "0"
+            and os.environ.get("SYMMEM_PLACEMENT", "auto") in ("auto", "device")):
         assert mapped > 0, "no peer buffer was mapped for the graph's all-reduces on ordinary tensors"
     elif isinstance(ctx, ThreadCtx):
         assert mapped == 0, f"thread ranks mapped {mapped} peer allocations"

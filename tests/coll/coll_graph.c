@@ -259,6 +259,14 @@ int main(int argc, char **argv)
             rc = 1;
         }
     }
+    if (!ctx.fatal) {
+        cc_barrier(&ctx);
+        cc_free(&ctx, sym);
+    }
+    /* the peers' mappings of din and dout close at their communicators' destroy: free them only after every
+     * process destroyed its own (CUDA leaves freeing an allocation an importer still maps undefined) */
+    cc_finish(&ctx);
+    if (!ctx.fatal) cc_barrier(&ctx);
     for (int i = 0; i < ctx.nlocal; i++) {
         cudaSetDevice(ctx.r[i].device);
         cudaFree(S[i].iter);
@@ -267,11 +275,6 @@ int main(int argc, char **argv)
         cudaFree(S[i].hist_a);
         cudaFree(S[i].hist_b);
     }
-    if (!ctx.fatal) {
-        cc_barrier(&ctx);
-        cc_free(&ctx, sym);
-    }
-    cc_finish(&ctx);
     if (cc_is_root(&ctx))
         cc_log(&ctx, "checked %d replays of a captured all-reduce (copy-in and zero-copy, inputs rewritten by a "
                "captured kernel) per algorithm: %s", replays, rc ? "FAILED" : "every algorithm passed");

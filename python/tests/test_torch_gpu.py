@@ -351,8 +351,8 @@ def body_graph(rank, comm, ctx):
     if (isinstance(ctx, ProcCtx) and os.environ.get("SYMMEM_GRAPH_REGISTER", "1") != "0"
             and os.environ.get("SYMMEM_PLACEMENT", "auto") in ("auto", "device")):
         assert mapped > 0, "no peer buffer was mapped for the graph's all-reduces on ordinary tensors"
-    elif isinstance(ctx, ThreadCtx):
-        assert mapped == 0, f"thread ranks mapped {mapped} peer allocations"
+    elif isinstance(ctx, ThreadCtx) or os.environ.get("SYMMEM_GRAPH_REGISTER") == "0":
+        assert mapped == 0, f"{mapped} peer allocations mapped where graph registration is off"
     for it in range(5):
         parts = [parts_for((count,), dtype, n, 100 + 10 * it + i) for i in range(k)]
         rs_parts = parts_for((n * 64, 5), dtype, n, 900 + it)
@@ -788,6 +788,16 @@ def test_processes(nranks, body):
     if not multiprocess_ok(nranks):
         pytest.skip(f"{nranks} processes need {nranks} GPUs or MPS (SYMMEM_TEST_MPS=1)")
     run_processes(nranks, body)
+
+
+@pytest.mark.parametrize("register", ["0", "1"], ids=["copy", "mapped"])
+def test_processes_graph_registration(register, monkeypatch):
+    """body_graph with graph registration set explicitly either way (the spawned ranks inherit it): the graph's
+    all-reduces on ordinary tensors copy through the workspace, or map the peers' tensors at capture."""
+    if not multiprocess_ok(2):
+        pytest.skip("2 processes need 2 GPUs or MPS (SYMMEM_TEST_MPS=1)")
+    monkeypatch.setenv("SYMMEM_GRAPH_REGISTER", register)
+    run_processes(2, body_graph)
 
 
 def test_processes_nccl_registration():

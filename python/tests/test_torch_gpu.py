@@ -129,8 +129,9 @@ class ProcCtx:
         dist.barrier()
 
     def one_at_a_time(self, rank, fn):
-        """Processes capture together, as frameworks do: an all-reduce captured on ordinary memory maps the
-        peers' buffers at capture (graph registration), which every rank's capture must reach."""
+        """Processes capture together, as frameworks do: with graph registration (SYMMEM_GRAPH_REGISTER=1) an
+        all-reduce captured on ordinary memory maps the peers' buffers at capture, which every rank's capture
+        must reach."""
         out = fn()
         self.barrier()
         return out
@@ -345,13 +346,14 @@ def body_graph(rank, comm, ctx):
         with torch.cuda.graph(g, stream=s, capture_error_mode="thread_local"):
             return step()
     res, rs, ag = ctx.one_at_a_time(rank, capture)
-    # Processes map each other's ordinary buffers at capture (graph registration): the captured all-reduces
-    # read and store them in place; thread ranks never do (docs/collectives.md, "CUDA graphs").
+    # With graph registration (SYMMEM_GRAPH_REGISTER=1) processes map each other's ordinary buffers at capture:
+    # the captured all-reduces read and store them in place; thread ranks never do (docs/collectives.md,
+    # "CUDA graphs").
     mapped = comm.comm.graph_mappings
-    if (isinstance(ctx, ProcCtx) and os.environ.get("SYMMEM_GRAPH_REGISTER", "1") != "0"
+    if (isinstance(ctx, ProcCtx) and os.environ.get("SYMMEM_GRAPH_REGISTER", "0") == "1"
             and os.environ.get("SYMMEM_PLACEMENT", "auto") in ("auto", "device")):
         assert mapped > 0, "no peer buffer was mapped for the graph's all-reduces on ordinary tensors"
-    elif isinstance(ctx, ThreadCtx) or os.environ.get("SYMMEM_GRAPH_REGISTER") == "0":
+    elif isinstance(ctx, ThreadCtx) or os.environ.get("SYMMEM_GRAPH_REGISTER", "0") != "1":
         assert mapped == 0, f"{mapped} peer allocations mapped where graph registration is off"
     for it in range(5):
         parts = [parts_for((count,), dtype, n, 100 + 10 * it + i) for i in range(k)]

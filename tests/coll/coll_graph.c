@@ -2,16 +2,17 @@
  * multi-process mode), for every algorithm. Each replay
  *   1. delays one rank (a spin kernel, rank = replay % nranks) so ranks arrive in every order,
  *   2. writes fresh inputs with a kernel whose values depend on a device-side replay counter,
- *   3. all-reduces them out of place from cudaMalloc memory: where the ranks are processes, every rank maps
- *      its peers' input and output at capture (graph registration) and the kernel works on them in place;
- *      ranks as threads, or SYMMEM_GRAPH_REGISTER=0, take the copy-in path,
+ *   3. all-reduces them out of place from cudaMalloc memory: the copy-in path, or, with graph registration
+ *      (SYMMEM_GRAPH_REGISTER=1) where the ranks are processes, every rank maps its peers' input and output at
+ *      capture and the kernel works on them in place,
  *   4. rewrites a symmetric buffer the same way and all-reduces it in place (zero copy, and the input is
  *      overwritten by the next replay while a slow peer may still be reading it),
  *   5. appends both outputs to a history indexed by the counter, then bumps the counter.
  * An epoch baked in at capture, a flag reused too early or a missing trailing barrier shows up as a wrong
  * history entry or a timeout. After the last replay every entry is checked against the float64 reference
  * of its own inputs, and the history must be bitwise equal across ranks. At the end each rank must have
- * mapped each peer's two cudaMalloc buffers exactly once over every algorithm's capture (none as threads).
+ * mapped each peer's two cudaMalloc buffers exactly once over every algorithm's capture with graph registration,
+ * none without it or as threads.
  * Usage: coll_graph [--mp N | --inproc N] [--replays R]
  */
 #include <stdio.h>
@@ -244,10 +245,10 @@ int main(int argc, char **argv)
     graph_run_t run = {S, replays, hhist};
     rc = cc_run_cases(&ctx, cases, ncases, &run);
     free(hhist);
-    /* graph registration: on for processes with device buffers unless turned off; each peer's two
+    /* graph registration (SYMMEM_GRAPH_REGISTER=1): on for processes with device buffers; each peer's two
      * allocations mapped once */
     const char *reg_env = getenv("SYMMEM_GRAPH_REGISTER");
-    const int reg_on = ctx.multiproc && ctx.nlocal == 1 && !(reg_env && !strcmp(reg_env, "0")) &&
+    const int reg_on = ctx.multiproc && ctx.nlocal == 1 && (reg_env && !strcmp(reg_env, "1")) &&
                        symmem_buffer_placement(S[0].sym) == SYMMEM_PLACEMENT_DEVICE;
     for (int i = 0; !ctx.fatal && i < ctx.nlocal; i++) {
         const size_t want = reg_on ? 2 * (size_t)(ctx.nranks - 1) : 0,

@@ -29,11 +29,7 @@ extern "C" {
     X(cuMemSetAccess, 10020)                                                                               \
     X(cuMemGetAllocationGranularity, 10020)                                                                \
     X(cuMemRetainAllocationHandle, 11000)                                                                 \
-    X(cuMemGetAddressRange, 3020)                                                                          \
-    X(cuPointerGetAttributes, 7000)                                                                        \
-    X(cuIpcGetMemHandle, 4010)                                                                             \
-    X(cuIpcOpenMemHandle, 11000)                                                                           \
-    X(cuIpcCloseMemHandle, 4010)
+    X(cuMemGetAddressRange, 3020)
 
 typedef struct symmem_cudrv {
 #define SYMMEM_CUDRV_FIELD_(name, ver) __typeof__(name) *name;

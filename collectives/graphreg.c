@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "alloc/alloc.h"
-#include "alloc/cudrv.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "base/status.h"
@@ -58,6 +57,49 @@ symmem_status_t symmem_coll_reg_agree(const symmem_reg_rec_t *all, int nranks, i
     return SYMMEM_OK;
 }
 
+/* ---- the driver entry points it needs ------------------------------------------------------------------------ */
+/* Resolved on first use, apart from alloc/cudrv.h's: a driver without them only loses graph registration. */
+typedef struct reg_drv {
+    __typeof__(cuPointerGetAttributes) *cuPointerGetAttributes;
+    __typeof__(cuIpcGetMemHandle) *cuIpcGetMemHandle;
+    __typeof__(cuIpcOpenMemHandle) *cuIpcOpenMemHandle;
+    __typeof__(cuIpcCloseMemHandle) *cuIpcCloseMemHandle;
+    __typeof__(cuGetErrorName) *cuGetErrorName;
+} reg_drv_t;
+
+static reg_drv_t g_drv;
+static int g_drv_ok;
+static pthread_once_t g_drv_once = PTHREAD_ONCE_INIT;
+
+static void *entry_point(const char *name)
+{
+    enum cudaDriverEntryPointQueryResult q;
+    void *fn = NULL;
+    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+        fn = NULL;
+    (void)cudaGetLastError();
+    return fn;
+}
+
+static void drv_init(void)
+{
+    g_drv.cuPointerGetAttributes = (__typeof__(g_drv.cuPointerGetAttributes))entry_point("cuPointerGetAttributes");
+    g_drv.cuIpcGetMemHandle = (__typeof__(g_drv.cuIpcGetMemHandle))entry_point("cuIpcGetMemHandle");
+    g_drv.cuIpcOpenMemHandle = (__typeof__(g_drv.cuIpcOpenMemHandle))entry_point("cuIpcOpenMemHandle");
+    g_drv.cuIpcCloseMemHandle = (__typeof__(g_drv.cuIpcCloseMemHandle))entry_point("cuIpcCloseMemHandle");
+    g_drv.cuGetErrorName = (__typeof__(g_drv.cuGetErrorName))entry_point("cuGetErrorName");
+    g_drv_ok = g_drv.cuPointerGetAttributes && g_drv.cuIpcGetMemHandle && g_drv.cuIpcOpenMemHandle &&
+               g_drv.cuIpcCloseMemHandle && g_drv.cuGetErrorName;
+}
+
+/* The entry points, or NULL where the driver lacks one (graph registration then maps nothing). */
+static const reg_drv_t *reg_drv(void)
+{
+    pthread_once(&g_drv_once, drv_init);
+    return g_drv_ok ? &g_drv : NULL;
+}
+
 /* ---- this rank's side -------------------------------------------------------------------------------------- */
 static uint64_t g_process;
 static pthread_once_t g_process_once = PTHREAD_ONCE_INIT;
@@ -80,8 +122,9 @@ static uint64_t process_token(void)
 }
 
 /* Where `bytes` at ptr lie: a symmetric buffer of the communicator, or cudaMalloc memory of this rank's GPU
- * that has an IPC handle (the whole allocation is exported; peers add the offset). */
-static void describe_side(symmem_comm_t comm, const symmem_cudrv_t *drv, const void *ptr, size_t bytes,
+ * that has an IPC handle (the whole allocation is exported; peers add the offset); drv NULL: the driver
+ * lacks the calls, and the side is not mapped (the exchange still runs: it is collective). */
+static void describe_side(symmem_comm_t comm, const reg_drv_t *drv, const void *ptr, size_t bytes,
                           symmem_reg_side_t *s)
 {
     memset(s, 0, sizeof *s);
@@ -89,6 +132,7 @@ static void describe_side(symmem_comm_t comm, const symmem_cudrv_t *drv, const v
         s->kind = SYMMEM_REG_SYMMETRIC;
         return;
     }
+    if (!drv) return; /* a driver without the entry points: the side is copied, on every rank */
     CUdeviceptr start = 0;
     size_t range = 0;
     unsigned long long id = 0;
@@ -124,7 +168,7 @@ static struct symmem_reg_map *map_find(struct symmem_coll *co, int peer, const s
 }
 
 /* Where peer's side lies here, mapping its allocation if this is the first time: NULL when it cannot be. */
-static char *peer_side(symmem_comm_t comm, const symmem_cudrv_t *drv, const symmem_reg_rec_t *all, int peer,
+static char *peer_side(symmem_comm_t comm, const reg_drv_t *drv, const symmem_reg_rec_t *all, int peer,
                        const symmem_reg_side_t *s)
 {
     struct symmem_coll *co = comm->coll;
@@ -166,7 +210,7 @@ static char *peer_side(symmem_comm_t comm, const symmem_cudrv_t *drv, const symm
 }
 
 /* ---- the exchange ------------------------------------------------------------------------------------------ */
-static symmem_status_t exchange(symmem_comm_t comm, const symmem_cudrv_t *drv, const symmem_coll_call_t *c,
+static symmem_status_t exchange(symmem_comm_t comm, const reg_drv_t *drv, const symmem_coll_call_t *c,
                                 symmem_coll_reg_t *reg)
 {
     struct symmem_coll *co = comm->coll;
@@ -218,8 +262,7 @@ static symmem_status_t exchange(symmem_comm_t comm, const symmem_cudrv_t *drv, c
 symmem_status_t symmem_coll_reg_exchange(symmem_comm_t comm, const symmem_coll_call_t *c, symmem_coll_reg_t *reg)
 {
     memset(reg, 0, sizeof *reg);
-    const symmem_cudrv_t *drv = NULL;
-    SYMMEM_CHECK(symmem_cudrv_get(&drv));
+    const reg_drv_t *drv = reg_drv();
     /* The driver calls below are not stream work, but a global-mode capture refuses "unsafe" calls from any
      * thread and is invalidated by them: this thread relaxes its mode for the exchange. The IPC calls act on
      * the current context: the communicator's device's. */
@@ -257,9 +300,9 @@ void symmem_coll_reg_fini(symmem_comm_t comm)
 {
     struct symmem_coll *co = comm->coll;
     if (!co || !co->reg_maps) return;
-    const symmem_cudrv_t *drv = NULL;
+    const reg_drv_t *drv = reg_drv();
     int prev = -1;
-    if (co->reg_nmaps && symmem_cudrv_get(&drv) == SYMMEM_OK && cudaGetDevice(&prev) == cudaSuccess) {
+    if (co->reg_nmaps && drv && cudaGetDevice(&prev) == cudaSuccess) {
         if (prev != comm->device) (void)cudaSetDevice(comm->device);
         for (size_t i = 0; i < co->reg_nmaps; i++) {
             const CUresult r = drv->cuIpcCloseMemHandle(co->reg_maps[i].mapped);

@@ -173,7 +173,7 @@ static void tune_key(symmem_comm_t comm, const struct symmem_coll *co, char *out
     size_t ws = symmem_param_size(SYMMEM_PARAM_WORKSPACE_BYTES);
     if (ws < SYMMEM_COLL_MIN_WORKSPACE) ws = SYMMEM_COLL_MIN_WORKSPACE; /* as the workspace plans it */
     symmem_coll_tune_key(out, len, comm->fingerprint, comm->placement == SYMMEM_PLACEMENT_HOST_NUMA, co->grid.max_grid,
-                         co->grid.min_threads, ws);
+                         co->grid.min_threads, ws, symmem_coll_kernels_hash());
 }
 
 /* SYMMEM_ALGO, then the table measured on this machine (symmem-bench --tune, or the autotune of an earlier

@@ -61,11 +61,16 @@ symmem_algo_t symmem_coll_choose(const symmem_coll_tuning_t *t, symmem_coll_kind
     return a == SYMMEM_ALGO_AUTO ? SYMMEM_ALGO_TWOSHOT_PUSH : a;
 }
 
+#ifndef SYMMEM_KERNELS_HASH
+#error "SYMMEM_KERNELS_HASH (collectives/CMakeLists.txt) is not defined"
+#endif
+const char *symmem_coll_kernels_hash(void) { return SYMMEM_KERNELS_HASH; }
+
 void symmem_coll_tune_key(char *out, size_t len, const char *fingerprint, int host_numa, int max_grid, int min_threads,
-                          size_t ws_bytes)
+                          size_t ws_bytes, const char *kernels)
 {
-    snprintf(out, len, "%s.%s.g%dt%d.w%zuK.v%d.%d.%d", fingerprint, host_numa ? "host_numa" : "device", max_grid,
-             min_threads, ws_bytes >> 10, SYMMEM_VERSION_MAJOR, SYMMEM_VERSION_MINOR, SYMMEM_VERSION_PATCH);
+    snprintf(out, len, "%s.%s.g%dt%d.w%zuK.v%d.%d.%d.k%s", fingerprint, host_numa ? "host_numa" : "device", max_grid,
+             min_threads, ws_bytes >> 10, SYMMEM_VERSION_MAJOR, SYMMEM_VERSION_MINOR, SYMMEM_VERSION_PATCH, kernels);
 }
 
 size_t symmem_coll_message_bytes(int nranks, symmem_coll_kind_t kind, size_t count, symmem_dtype_t dtype)

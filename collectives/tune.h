@@ -5,7 +5,7 @@
  *
  * Tuning file (text, one rule per line, '#' starts a comment):
  *     # symmem algorithm table v2
- *     [n2.rpd1.sm90x132.nvlink.5d1f0a33.device.g50.t64.w64M.v0.1.0]
+ *     [n2.rpd1.sm90x132.nvlink.5d1f0a33.device.g50t64.w65536K.v0.1.0.k3c9e01a7]
  *     all_reduce.ord      65536  oneshot_push
  *     all_reduce.ord      inf    twoshot_push
  *     all_reduce.sym      inf    twoshot_pull
@@ -55,11 +55,16 @@ symmem_algo_t symmem_coll_choose(const symmem_coll_tuning_t *t, symmem_coll_kind
 symmem_form_t symmem_coll_table_form(const symmem_coll_tuning_t *t, symmem_coll_kind_t kind, symmem_form_t form);
 /* The tuning key of a communicator: its topology fingerprint, the placement (host memory is another machine as
  * far as the table goes), the grid every call plans with (blocks per kernel, least threads per block: the
- * residency rules and SYMMEM_MAX_BLOCKS change it), the workspace bytes (which bound the rounds) and the
- * library version (another version may have other algorithms): everything that changes the ranking, so that
- * a table measured under other settings is never reused. */
+ * residency rules and SYMMEM_MAX_BLOCKS change it), the workspace bytes (which bound the rounds), the
+ * library version (another version may have other algorithms) and `kernels` (symmem_coll_kernels_hash: two
+ * builds of one version whose kernels differ rank them differently): everything that changes the ranking, so
+ * that a table measured under other settings is never reused. */
 void symmem_coll_tune_key(char *out, size_t len, const char *fingerprint, int host_numa, int max_grid, int min_threads,
-                          size_t ws_bytes);
+                          size_t ws_bytes, const char *kernels);
+/* This build's hash of the sources that decide how fast an algorithm runs: the kernels (collectives/ *.cu,
+ * *.cuh, kernel_abi.h) and the plan of a call (plan.c, algos.c); 8 hex digits, computed when CMake configures
+ * (collectives/CMakeLists.txt), which it does again whenever one of them changes. */
+const char *symmem_coll_kernels_hash(void);
 /* The size the table is keyed by: all-reduce count*esize; reduce-scatter and all-gather the size of the
  * larger buffer, nranks*count*esize (the "size" column of nccl-tests). */
 size_t symmem_coll_message_bytes(int nranks, symmem_coll_kind_t kind, size_t count, symmem_dtype_t dtype);

@@ -685,29 +685,39 @@ static void ordinary_call_never_takes_a_symmetric_rule(void)
 }
 
 /* The key holds what changes the ranking: a changed grid (the residency rules, SYMMEM_CLUSTER_ROOM,
- * SYMMEM_GRID_SHARE, SYMMEM_MAX_BLOCKS all act through it), block size, workspace or placement is another
- * section, so a table measured under other settings is never loaded and the next init measures. */
+ * SYMMEM_GRID_SHARE, SYMMEM_MAX_BLOCKS all act through it), block size, workspace, placement or kernels is
+ * another section, so a table measured under other settings is never loaded and the next init measures. */
 static void key_changes_with_what_changes_the_ranking(void)
 {
     char base[192], k[192];
-    symmem_coll_tune_key(base, sizeof base, "n4.rpd4.sm90x132.nvlink.0", 0, 25, 64, (size_t)64 << 20);
-    symmem_coll_tune_key(k, sizeof k, "n4.rpd4.sm90x132.nvlink.0", 0, 25, 64, (size_t)64 << 20);
+    symmem_coll_tune_key(base, sizeof base, "n4.rpd4.sm90x132.nvlink.0", 0, 25, 64, (size_t)64 << 20, "0123abcd");
+    symmem_coll_tune_key(k, sizeof k, "n4.rpd4.sm90x132.nvlink.0", 0, 25, 64, (size_t)64 << 20, "0123abcd");
     CHECK(strcmp(base, k) == 0 && strstr(base, "n4.rpd4.sm90x132.nvlink.0.") == base);
-    symmem_coll_tune_key(k, sizeof k, "n4.rpd4.sm90x132.nvlink.0", 0, 24, 64, (size_t)64 << 20);
+    symmem_coll_tune_key(k, sizeof k, "n4.rpd4.sm90x132.nvlink.0", 0, 24, 64, (size_t)64 << 20, "0123abcd");
     CHECK(strcmp(base, k) != 0);
-    symmem_coll_tune_key(k, sizeof k, "n4.rpd4.sm90x132.nvlink.0", 0, 25, 128, (size_t)64 << 20);
+    symmem_coll_tune_key(k, sizeof k, "n4.rpd4.sm90x132.nvlink.0", 0, 25, 128, (size_t)64 << 20, "0123abcd");
     CHECK(strcmp(base, k) != 0);
-    symmem_coll_tune_key(k, sizeof k, "n4.rpd4.sm90x132.nvlink.0", 0, 25, 64, (size_t)32 << 20);
+    symmem_coll_tune_key(k, sizeof k, "n4.rpd4.sm90x132.nvlink.0", 0, 25, 64, (size_t)32 << 20, "0123abcd");
     CHECK(strcmp(base, k) != 0);
-    symmem_coll_tune_key(k, sizeof k, "n4.rpd4.sm90x132.nvlink.0", 1, 25, 64, (size_t)64 << 20);
+    symmem_coll_tune_key(k, sizeof k, "n4.rpd4.sm90x132.nvlink.0", 1, 25, 64, (size_t)64 << 20, "0123abcd");
     CHECK(strcmp(base, k) != 0);
+    /* another build of the same version whose kernels or plan differ */
+    symmem_coll_tune_key(k, sizeof k, "n4.rpd4.sm90x132.nvlink.0", 0, 25, 64, (size_t)64 << 20, "0123abce");
+    CHECK(strcmp(base, k) != 0);
+    /* this build's hash: 8 hex digits, in the key the init uses */
+    const char *kh = symmem_coll_kernels_hash();
+    CHECK(strlen(kh) == 8 && strspn(kh, "0123456789abcdef") == 8);
+    symmem_coll_tune_key(k, sizeof k, "fp", 0, 25, 64, (size_t)64 << 20, kh);
+    char tail[16];
+    snprintf(tail, sizeof tail, ".k%s", kh);
+    CHECK(strlen(k) > strlen(tail) && strcmp(k + strlen(k) - strlen(tail), tail) == 0);
     /* the room changes the grid the key holds: 4 ranks on an H200 (132 SMs, 8 GPCs) at room 8 and at room 0 */
     const int room8 = symmem_coll_grid_rule_room(1, 132, 4, 75, 0, 8, 8);
     const int room0 = symmem_coll_grid_rule_room(1, 132, 4, 75, 0, 0, 8);
     CHECK(room8 != room0);
     char a[192], b[192];
-    symmem_coll_tune_key(a, sizeof a, "fp", 0, room8, 64, (size_t)64 << 20);
-    symmem_coll_tune_key(b, sizeof b, "fp", 0, room0, 64, (size_t)64 << 20);
+    symmem_coll_tune_key(a, sizeof a, "fp", 0, room8, 64, (size_t)64 << 20, "0123abcd");
+    symmem_coll_tune_key(b, sizeof b, "fp", 0, room0, 64, (size_t)64 << 20, "0123abcd");
     CHECK(strcmp(a, b) != 0);
     /* a table saved under one key is not loaded under the other: the next init finds no table and measures */
     char dir[] = "/tmp/symmem-key-XXXXXX", path[256];

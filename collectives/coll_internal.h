@@ -74,8 +74,8 @@ struct symmem_coll {
     char island_error[384];
     symmem_wire_state_t wire; /* the compressed wire's settings and one-island schedule (wire.c) */
     /* Ordinary buffers of captured all-reduces mapped into the peers (graphreg.h): on where every rank asks
-     * (SYMMEM_GRAPH_REGISTER) and no two ranks share a process; the exchanges so far; the peers' allocations
-     * this rank has mapped. */
+     * (SYMMEM_GRAPH_REGISTER), no two ranks share a process and the buffers are device memory every GPU maps
+     * (agree.c); the exchanges so far; the peers' allocations this rank has mapped. */
     int graph_reg;
     uint64_t reg_seq;
     struct symmem_reg_map *reg_maps;

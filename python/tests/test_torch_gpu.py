@@ -129,12 +129,14 @@ class ProcCtx:
         dist.barrier()
 
     def one_at_a_time(self, rank, fn):
-        """Processes capture together, as frameworks do: with graph registration (SYMMEM_GRAPH_REGISTER=1) an
-        all-reduce captured on ordinary memory maps the peers' buffers at capture, which every rank's capture
-        must reach."""
-        out = fn()
-        self.barrier()
-        return out
+        """In turn, as thread ranks capture; with graph registration (SYMMEM_GRAPH_REGISTER=1) together, as
+        frameworks capture: an all-reduce captured on ordinary memory then maps the peers' buffers at capture,
+        which every rank's capture must reach."""
+        if os.environ.get("SYMMEM_GRAPH_REGISTER", "0") == "1":
+            out = fn()
+            self.barrier()
+            return out
+        return _in_turn(self, rank, fn)
 
     def gather(self, rank, obj):
         import torch.distributed as dist

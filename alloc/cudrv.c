@@ -40,6 +40,16 @@ static void load(void)
     }
     SYMMEM_CUDRV_LIST(SYMMEM_CUDRV_LOAD_)
 #undef SYMMEM_CUDRV_LOAD_
+#define SYMMEM_CUDRV_LOAD_OPTIONAL_(name, ver)                                                             \
+    {                                                                                                      \
+        enum cudaDriverEntryPointQueryResult q;                                                            \
+        void *fn = NULL;                                                                                   \
+        e = cudaGetDriverEntryPointByVersion(#name, &fn, (ver) < 12000 ? 12000 : (ver), cudaEnableDefault, &q); \
+        drv.name = e == cudaSuccess && q == cudaDriverEntryPointSuccess ? (__typeof__(drv.name))fn : NULL; \
+        (void)cudaGetLastError();                                                                          \
+    }
+    SYMMEM_CUDRV_OPTIONAL_LIST(SYMMEM_CUDRV_LOAD_OPTIONAL_)
+#undef SYMMEM_CUDRV_LOAD_OPTIONAL_
     drv_status = SYMMEM_OK;
 }
 

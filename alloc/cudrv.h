@@ -30,10 +30,18 @@ extern "C" {
     X(cuMemGetAllocationGranularity, 10020)                                                                \
     X(cuMemRetainAllocationHandle, 11000)                                                                 \
     X(cuMemGetAddressRange, 3020)
+/* Entry points that one feature needs and the rest can do without: NULL where the driver lacks one, and only
+ * that feature is lost (graph registration, collectives/graphreg.c). */
+#define SYMMEM_CUDRV_OPTIONAL_LIST(X)                                                                      \
+    X(cuPointerGetAttributes, 7000)                                                                        \
+    X(cuIpcGetMemHandle, 4010)                                                                             \
+    X(cuIpcOpenMemHandle, 11000)                                                                           \
+    X(cuIpcCloseMemHandle, 4010)
 
 typedef struct symmem_cudrv {
 #define SYMMEM_CUDRV_FIELD_(name, ver) __typeof__(name) *name;
     SYMMEM_CUDRV_LIST(SYMMEM_CUDRV_FIELD_)
+    SYMMEM_CUDRV_OPTIONAL_LIST(SYMMEM_CUDRV_FIELD_)
 #undef SYMMEM_CUDRV_FIELD_
 } symmem_cudrv_t;
 

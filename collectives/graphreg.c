@@ -4,15 +4,12 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "alloc/alloc.h"
+#include "alloc/cudrv.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "base/status.h"
@@ -30,7 +27,7 @@ struct symmem_reg_map {
 };
 
 _Static_assert(sizeof(symmem_reg_side_t) == 104, "symmem_reg_side_t crosses processes: keep its layout fixed");
-_Static_assert(sizeof(symmem_reg_rec_t) == 256, "symmem_reg_rec_t crosses processes: keep its layout fixed");
+_Static_assert(sizeof(symmem_reg_rec_t) == 240, "symmem_reg_rec_t crosses processes: keep its layout fixed");
 _Static_assert(sizeof(CUipcMemHandle) == sizeof(((symmem_reg_side_t *)0)->handle), "CUipcMemHandle size");
 
 /* ---- the agreement (pure) ------------------------------------------------------------------------------------ */
@@ -57,74 +54,22 @@ symmem_status_t symmem_coll_reg_agree(const symmem_reg_rec_t *all, int nranks, i
     return SYMMEM_OK;
 }
 
-/* ---- the driver entry points it needs ------------------------------------------------------------------------ */
-/* Resolved on first use, apart from alloc/cudrv.h's: a driver without them only loses graph registration. */
-typedef struct reg_drv {
-    __typeof__(cuPointerGetAttributes) *cuPointerGetAttributes;
-    __typeof__(cuIpcGetMemHandle) *cuIpcGetMemHandle;
-    __typeof__(cuIpcOpenMemHandle) *cuIpcOpenMemHandle;
-    __typeof__(cuIpcCloseMemHandle) *cuIpcCloseMemHandle;
-    __typeof__(cuGetErrorName) *cuGetErrorName;
-} reg_drv_t;
-
-static reg_drv_t g_drv;
-static int g_drv_ok;
-static pthread_once_t g_drv_once = PTHREAD_ONCE_INIT;
-
-static void *entry_point(const char *name)
+/* The driver's entry points, or NULL where it lacks one of those graph registration needs (it then maps
+ * nothing; alloc/cudrv.h, SYMMEM_CUDRV_OPTIONAL_LIST). */
+static const symmem_cudrv_t *reg_drv(void)
 {
-    enum cudaDriverEntryPointQueryResult q;
-    void *fn = NULL;
-    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-        fn = NULL;
-    (void)cudaGetLastError();
-    return fn;
-}
-
-static void drv_init(void)
-{
-    g_drv.cuPointerGetAttributes = (__typeof__(g_drv.cuPointerGetAttributes))entry_point("cuPointerGetAttributes");
-    g_drv.cuIpcGetMemHandle = (__typeof__(g_drv.cuIpcGetMemHandle))entry_point("cuIpcGetMemHandle");
-    g_drv.cuIpcOpenMemHandle = (__typeof__(g_drv.cuIpcOpenMemHandle))entry_point("cuIpcOpenMemHandle");
-    g_drv.cuIpcCloseMemHandle = (__typeof__(g_drv.cuIpcCloseMemHandle))entry_point("cuIpcCloseMemHandle");
-    g_drv.cuGetErrorName = (__typeof__(g_drv.cuGetErrorName))entry_point("cuGetErrorName");
-    g_drv_ok = g_drv.cuPointerGetAttributes && g_drv.cuIpcGetMemHandle && g_drv.cuIpcOpenMemHandle &&
-               g_drv.cuIpcCloseMemHandle && g_drv.cuGetErrorName;
-}
-
-/* The entry points, or NULL where the driver lacks one (graph registration then maps nothing). */
-static const reg_drv_t *reg_drv(void)
-{
-    pthread_once(&g_drv_once, drv_init);
-    return g_drv_ok ? &g_drv : NULL;
+    const symmem_cudrv_t *drv = NULL;
+    if (symmem_cudrv_get(&drv) != SYMMEM_OK) return NULL;
+    return drv->cuPointerGetAttributes && drv->cuIpcGetMemHandle && drv->cuIpcOpenMemHandle && drv->cuIpcCloseMemHandle
+               ? drv
+               : NULL;
 }
 
 /* ---- this rank's side -------------------------------------------------------------------------------------- */
-static uint64_t g_process;
-static pthread_once_t g_process_once = PTHREAD_ONCE_INIT;
-
-static void process_init(void)
-{
-    uint64_t v = 0;
-    if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) { /* only "same process" must not be claimed falsely */
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        v = ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20);
-    }
-    g_process = v | 1; /* never 0 */
-}
-
-static uint64_t process_token(void)
-{
-    pthread_once(&g_process_once, process_init);
-    return g_process;
-}
-
 /* Where `bytes` at ptr lie: a symmetric buffer of the communicator, or cudaMalloc memory of this rank's GPU
  * that has an IPC handle (the whole allocation is exported; peers add the offset); drv NULL: the driver
  * lacks the calls, and the side is not mapped (the exchange still runs: it is collective). */
-static void describe_side(symmem_comm_t comm, const reg_drv_t *drv, const void *ptr, size_t bytes,
+static void describe_side(symmem_comm_t comm, const symmem_cudrv_t *drv, const void *ptr, size_t bytes,
                           symmem_reg_side_t *s)
 {
     memset(s, 0, sizeof *s);
@@ -167,13 +112,11 @@ static struct symmem_reg_map *map_find(struct symmem_coll *co, int peer, const s
     return NULL;
 }
 
-/* Where peer's side lies here, mapping its allocation if this is the first time: NULL when it cannot be. */
-static char *peer_side(symmem_comm_t comm, const reg_drv_t *drv, const symmem_reg_rec_t *all, int peer,
-                       const symmem_reg_side_t *s)
+/* Where peer's side lies here, mapping its allocation if this is the first time: NULL when it cannot be. The
+ * peer is another process (agree.c turns graph registration off wherever two ranks share one). */
+static char *peer_side(symmem_comm_t comm, const symmem_cudrv_t *drv, int peer, const symmem_reg_side_t *s)
 {
     struct symmem_coll *co = comm->coll;
-    if (all[peer].process == all[comm->rank].process) /* a thread rank: its pointer is ours, on its GPU */
-        return all[peer].device == comm->device ? (char *)(uintptr_t)(s->base + s->offset) : NULL;
     struct symmem_reg_map *m = map_find(co, peer, s);
     if (m) return (char *)(uintptr_t)(m->mapped + s->offset);
     if (co->reg_nmaps == SYMMEM_REG_MAX_MAPPINGS) {
@@ -210,7 +153,7 @@ static char *peer_side(symmem_comm_t comm, const reg_drv_t *drv, const symmem_re
 }
 
 /* ---- the exchange ------------------------------------------------------------------------------------------ */
-static symmem_status_t exchange(symmem_comm_t comm, const reg_drv_t *drv, const symmem_coll_call_t *c,
+static symmem_status_t exchange(symmem_comm_t comm, const symmem_cudrv_t *drv, const symmem_coll_call_t *c,
                                 symmem_coll_reg_t *reg)
 {
     struct symmem_coll *co = comm->coll;
@@ -223,8 +166,6 @@ static symmem_status_t exchange(symmem_comm_t comm, const reg_drv_t *drv, const 
     me.kind = (int32_t)c->kind;
     me.dtype = (int32_t)c->dtype;
     me.op = (int32_t)c->op;
-    me.process = process_token();
-    me.device = comm->device;
     describe_side(comm, drv, c->send, bytes, &me.side[0]);
     describe_side(comm, drv, c->recv, bytes, &me.side[1]);
     symmem_status_t st = symmem_comm_allgather(comm, &me, all, sizeof me);
@@ -239,7 +180,7 @@ static symmem_status_t exchange(symmem_comm_t comm, const reg_drv_t *drv, const 
         for (int side = 0; side < 2; side++) {
             if (!ok[side]) continue;
             char *at = q == comm->rank ? (char *)(side ? c->recv : (void *)(uintptr_t)c->send)
-                                       : peer_side(comm, drv, all, q, &all[q].side[side]);
+                                       : peer_side(comm, drv, q, &all[q].side[side]);
             if (!at) ok[side] = 0;
             else if (side) reg->peer_recv[q] = at;
             else reg->peer_send[q] = at;
@@ -262,7 +203,7 @@ static symmem_status_t exchange(symmem_comm_t comm, const reg_drv_t *drv, const 
 symmem_status_t symmem_coll_reg_exchange(symmem_comm_t comm, const symmem_coll_call_t *c, symmem_coll_reg_t *reg)
 {
     memset(reg, 0, sizeof *reg);
-    const reg_drv_t *drv = reg_drv();
+    const symmem_cudrv_t *drv = reg_drv();
     /* The driver calls below are not stream work, but a global-mode capture refuses "unsafe" calls from any
      * thread and is invalidated by them: this thread relaxes its mode for the exchange. The IPC calls act on
      * the current context: the communicator's device's. */
@@ -300,7 +241,7 @@ void symmem_coll_reg_fini(symmem_comm_t comm)
 {
     struct symmem_coll *co = comm->coll;
     if (!co || !co->reg_maps) return;
-    const reg_drv_t *drv = reg_drv();
+    const symmem_cudrv_t *drv = reg_drv();
     int prev = -1;
     if (co->reg_nmaps && drv && cudaGetDevice(&prev) == cudaSuccess) {
         if (prev != comm->device) (void)cudaSetDevice(comm->device);

@@ -57,9 +57,6 @@ typedef struct symmem_reg_rec {
     uint64_t seq;   /* exchanges of this communicator so far */
     uint64_t count; /* the call: kind, count, dtype, op */
     int32_t kind, dtype, op, reserved;
-    uint64_t process; /* random, one per process: peers in this process use the pointer itself */
-    int32_t device;   /* CUDA ordinal in that process */
-    int32_t reserved2;
     symmem_reg_side_t side[2]; /* input, output */
 } symmem_reg_rec_t;
 

@@ -143,10 +143,22 @@ typedef struct symmem_coll_params {
     int32_t lam_check;     /* Lamport kernels exchange and compare round headers (protocol.cuh) */
     uint32_t epochs;       /* flag sync epochs the kernel consumes: the descriptor's count (algos.h) for its rounds;
                               every path of its run_* uses exactly these */
+    uint32_t flags;        /* SYMMEM_COLL_PF_*: what the communicator's setup lets the protocol skip */
 } symmem_coll_params_t;
 /* The fused kernels' parameters start with these (fused.h): the layout is fixed. */
-SYMMEM_STATIC_ASSERT(sizeof(symmem_coll_params_t) == 544 && offsetof(symmem_coll_params_t, epochs) == 540,
+SYMMEM_STATIC_ASSERT(sizeof(symmem_coll_params_t) == 552 && offsetof(symmem_coll_params_t, flags) == 544,
                      "kernel parameter layout is shared with kernels");
+
+/* symmem_coll_params_t.flags (protocol.cuh says why each is safe) */
+enum {
+    /* No kernel of this communicator is launched with programmatic dependent launch, so the next one starts
+     * only after this one completed: a kernel publishes the state it leaves behind late (the block's late
+     * check), not before its blocks go on, and never triggers its dependents early. */
+    SYMMEM_COLL_PF_LATE_PUBLISH = 1u,
+    /* The symmetric buffers are device memory: a kernel's first sync point, before which it stored nothing,
+     * needs no release (what peers read after it, the previous kernels wrote, and they completed). */
+    SYMMEM_COLL_PF_DEVICE_DATA = 2u,
+};
 
 /* The kernels of each family, per dtype x op (pull.cu, push.cu, lamport.cu; checked: the Lamport round
  * headers' instantiation), NULL outside the lists; and loading all of them now (symmem_coll_preload). */

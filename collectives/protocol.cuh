@@ -22,6 +22,10 @@ struct Ctx {
      * and whether late_check is still to run */
     uint64_t ended;
     bool unchecked;
+    /* thread 0 only, with a late publish (SYMMEM_COLL_PF_LATE_PUBLISH): what `started` returned (a value in
+     * flight until late_check uses it) and what the kernel leaves behind */
+    uint32_t started;
+    uint64_t next_epoch, next_lseq, next_calls, next_blocks;
 };
 
 __device__ __forceinline__ uint64_t *flag_slot(char *ws, int block, int src)
@@ -58,12 +62,17 @@ inline __device__ __noinline__ void report(const P &p, const Ctx &c, uint32_t st
 
 /* Poll my flag from `peer` until it reaches epoch e. A flag at exactly e must carry my tag (same
  * arguments); a later epoch means the peer is already past this point (its tag is another call's). */
+template <bool ACQUIRE = true>
 __device__ __forceinline__ bool wait_flag(const P &p, const Ctx &c, const uint64_t *f, uint64_t e, int peer)
 {
     const uint64_t want = e << 16;
     uint64_t start = 0, v;
     for (uint32_t spin = 0;; spin++) {
-        v = symmem_ld_acquire_u64(f);
+        if (ACQUIRE) {
+            v = symmem_ld_acquire_u64(f);
+        } else {
+            asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(f) : "memory");
+        }
         if ((int64_t)((v & ~(uint64_t)0xffff) - want) >= 0) break;
         if ((spin & 63u) == 63u) {
             if (aborted(p)) return false;
@@ -110,7 +119,15 @@ __device__ __forceinline__ bool wait_flag(const P &p, const Ctx &c, const uint64
  * still running though this one's predecessor completed, i.e. another stream. That kernel then stops at
  * its next poll (the abort flag). (`ended` may be ahead of `blocks`: this kernel's own first blocks can
  * end first.) An aborted communicator's state no longer matters: every kernel exits at its prologue or
- * its next poll. */
+ * its next poll.
+ * Late publish (SYMMEM_COLL_PF_LATE_PUBLISH: no kernel of this communicator is launched with PDL, as where
+ * ranks share a GPU): the next kernel of the stream starts only once this one completed, so nothing reads
+ * the state early and steps 2 and 3 need not come before the block goes on. Thread 0 issues the count of
+ * step 1 and does not wait for it; late_check() (where thread 0 would only wait) takes its value, reports a
+ * count >= the grid size, and the last block writes the new state there, without a fence (the kernel's
+ * completion orders it before the next kernel's reads). The kernel never triggers: its dependents, if any
+ * were launched with PDL after all, start at its completion. What is left before the block's first flag
+ * store is one round trip, the loads of step 1, where the count would add a second. */
 __device__ __forceinline__ uint64_t *state_blocks()
 {
     __shared__ uint64_t v; /* `blocks` as read by thread 0, for its late_check */
@@ -121,6 +138,7 @@ __device__ __forceinline__ bool prologue(const P &p, Ctx &c, uint64_t epochs_use
 {
     __shared__ uint64_t sh[3];
     __shared__ uint32_t sh_abort;
+    const bool late = (p.flags & SYMMEM_COLL_PF_LATE_PUBLISH) != 0;
     c.unchecked = false;
     if (threadIdx.x == 0) {
         volatile symmem_coll_dev_state_t *st = p.st;
@@ -134,17 +152,24 @@ __device__ __forceinline__ bool prologue(const P &p, Ctx &c, uint64_t epochs_use
         if (ab == 0) {
             c.call = calls;
             c.epoch = epoch;
-            const uint32_t started = gridDim.x == 1 ? 0u : atomicAdd(&p.st->started, 1u);
-            if (started >= gridDim.x) {
-                report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, epoch, started);
-                sh_abort = 1;
-            } else {
-                c.unchecked = true;
-                if (started == gridDim.x - 1) {
-                    st->epoch = epoch + epochs_used;
-                    st->lseq = lseq + lamport_rounds;
-                    st->calls = calls + 1;
-                    st->blocks = blocks + gridDim.x;
+            c.next_epoch = epoch + epochs_used;
+            c.next_lseq = lseq + lamport_rounds;
+            c.next_calls = calls + 1;
+            c.next_blocks = blocks + gridDim.x;
+            /* issued once the loads returned (their values went to shared memory), waited for at once only
+             * where the state is published here */
+            c.started = gridDim.x == 1 ? 0u : atomicAdd(&p.st->started, 1u);
+            c.unchecked = true;
+            if (!late) {
+                if (c.started >= gridDim.x) {
+                    report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, epoch, c.started);
+                    sh_abort = 1;
+                    c.unchecked = false;
+                } else if (c.started == gridDim.x - 1) {
+                    st->epoch = c.next_epoch;
+                    st->lseq = c.next_lseq;
+                    st->calls = c.next_calls;
+                    st->blocks = c.next_blocks;
                     if (gridDim.x > 1) st->started = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
                     __threadfence(); /* for the next kernel's early read (PDL exists from sm_90 on) */
@@ -153,12 +178,12 @@ __device__ __forceinline__ bool prologue(const P &p, Ctx &c, uint64_t epochs_use
             }
         }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+        if (!late) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
     }
     __syncthreads();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (!late) asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
     if (c.unchecked) c.ended = reinterpret_cast<volatile symmem_coll_dev_state_t *>(p.st)->ended;
     c.epoch = sh[0];
@@ -167,11 +192,26 @@ __device__ __forceinline__ bool prologue(const P &p, Ctx &c, uint64_t epochs_use
     return sh_abort == 0;
 }
 
-/* Thread 0: the concurrency check of the state protocol, once per kernel, where it costs no waiting. */
+/* Thread 0: the concurrency checks of the state protocol and, with a late publish, the publish, once per
+ * kernel, where it costs no waiting. */
 __device__ __forceinline__ void late_check(const P &p, Ctx &c)
 {
     if (!c.unchecked) return;
     c.unchecked = false;
+    if (p.flags & SYMMEM_COLL_PF_LATE_PUBLISH) {
+        if (c.started >= gridDim.x) {
+            report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, c.epoch, c.started);
+            return;
+        }
+        if (c.started == gridDim.x - 1) {
+            volatile symmem_coll_dev_state_t *st = p.st;
+            st->epoch = c.next_epoch;
+            st->lseq = c.next_lseq;
+            st->calls = c.next_calls;
+            st->blocks = c.next_blocks;
+            if (gridDim.x > 1) st->started = 0;
+        }
+    }
     const uint64_t blocks = *state_blocks();
     if ((int64_t)(c.ended - blocks) < 0)
         report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, c.epoch, blocks - c.ended);
@@ -187,16 +227,36 @@ __device__ __forceinline__ void block_end(const P &p, Ctx &c)
     atomicAdd(reinterpret_cast<unsigned long long *>(&p.st->ended), 1ull);
 }
 
-/* Sync point with epoch e among the same-numbered blocks of all ranks. False: abort (return at once). */
-__device__ __forceinline__ bool sync_peers(const P &p, Ctx &c, uint64_t e)
+/* Sync point with epoch e among the same-numbered blocks of all ranks. False: abort (return at once).
+ * `entry`: the kernel's first sync point, before which this block stored nothing that peers read after it;
+ * where the data lies in device memory (SYMMEM_COLL_PF_DEVICE_DATA) its flags go relaxed, without the
+ * release's system-wide fence (MEMBAR.SYS on sm_90) and the acquire's L1 invalidation, because what the
+ * peers read after it (this rank's input, and the output they store into) only the kernels before this one
+ * on its stream touched, and those completed before this kernel started (PDL: before griddepcontrol.wait
+ * returned), so their stores are in this GPU's L2, where a peer's loads and stores of this GPU's memory are
+ * served; the poll's exit is a branch every later load of the block follows (no GPU issues loads past an
+ * unresolved branch) and the barrier after it keeps the compiler from hoisting them. Host memory (the PCIe
+ * lab) keeps the release: a completed kernel's posted writes to it are not ordered that way. */
+__device__ __forceinline__ bool sync_peers(const P &p, Ctx &c, uint64_t e, bool entry = false)
 {
     __syncthreads();
     bool ok = true;
     const int t = threadIdx.x;
     const bool flagger = t < p.nranks && t != p.rank;
-    if (flagger) symmem_st_release_u64(flag_slot(p.ws[t], blockIdx.x, p.rank), (e << 16) | p.tag);
+    const bool relaxed = entry && (p.flags & SYMMEM_COLL_PF_DEVICE_DATA) != 0;
+    uint64_t *const out = flag_slot(p.ws[t < p.nranks ? t : 0], blockIdx.x, p.rank);
+    const uint64_t value = (e << 16) | p.tag;
+    if (flagger) {
+        if (relaxed)
+            asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(out), "l"(value) : "memory");
+        else
+            symmem_st_release_u64(out, value);
+    }
     if (t == 0) late_check(p, c); /* while the flags travel */
-    if (flagger) ok = wait_flag(p, c, flag_slot(p.ws[p.rank], blockIdx.x, t), e, t);
+    if (flagger) {
+        const uint64_t *in = flag_slot(p.ws[p.rank], blockIdx.x, t);
+        ok = relaxed ? wait_flag<false>(p, c, in, e, t) : wait_flag<true>(p, c, in, e, t);
+    }
     return __syncthreads_and(ok) != 0;
 }
 

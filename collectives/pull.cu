@@ -64,7 +64,7 @@ template <typename T, int OP, bool ZC> __device__ __forceinline__ bool run_pull_
                 }
             }
         }
-        if (!sync_peers(p, c, e + 1)) return false;
+        if (!sync_peers(p, c, e + 1, ZC && rd == 0)) return false; /* ZC round 0: nothing stored before */
         /* my shard from every rank: its input (ZC) or its staging slot r, always whole 16-byte packs */
         const auto load_src = [&](int src, uint64_t pk, uint64_t at) {
             if (!ZC) return ld_cg16(p.ws[src] + half + (r * segp + pk) * 16);
@@ -159,7 +159,8 @@ template <typename T, int OP> __device__ __forceinline__ bool run_pull(const P &
                 }
             }
         }
-        if (!sync_peers(p, c, e + 1)) return false;
+        /* round 0 reading inputs in place: nothing stored before (sync_peers, `entry`) */
+        if (!sync_peers(p, c, e + 1, rd == 0 && zero_copy_in)) return false;
         if (all_gather) {
             for (uint64_t pk = tid; pk < segp; pk += nthreads) {
                 const uint64_t i = off + pk * V;
@@ -254,7 +255,7 @@ template <typename T, int OP, int R> __device__ __forceinline__ bool run_pull_zc
     char *recv = g.recv;
     const uint64_t mine = (uint64_t)r * p.stride; /* my shard's first element */
     const uint64_t whole = whole_packs<V>(p, r, 0, segp); /* the rest: below */
-    if (!sync_peers(p, c, c.epoch + 1)) return false;
+    if (!sync_peers(p, c, c.epoch + 1, true)) return false; /* nothing stored before: sync_peers, `entry` */
     for (uint64_t pk0 = tid; pk0 < whole; pk0 += nthreads * U) {
         float acc[U][V];
 #pragma unroll

@@ -6,7 +6,6 @@
 #include "collectives/plan.h"
 
 #include <inttypes.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "alloc/alloc.h"
@@ -243,13 +242,6 @@ uint32_t symmem_coll_tag(const symmem_coll_call_t *c, const symmem_coll_params_t
     return symmem_hash_fold16(h);
 }
 
-/* experiment switches (A/B in one build): on unless the variable is 0 */
-static int symmem_x_on(const char *name)
-{
-    const char *v = getenv(name);
-    return !(v && v[0] == '0');
-}
-
 /* ---- a call's parameters and form: what coll.c, wire.c and fused.c plan a call from ---------------------------- */
 void symmem_coll_params_base(symmem_comm_t comm, symmem_coll_params_t *p)
 {
@@ -268,8 +260,8 @@ void symmem_coll_params_base(symmem_comm_t comm, symmem_coll_params_t *p)
     p->lam_buf_bytes = co->layout.lam_buf_bytes;
     p->timeout_ns = comm->timeout_ms > 0 ? (uint64_t)comm->timeout_ms * 1000000u : 0;
     /* protocol.cuh: what the setup lets the state protocol and the first sync skip */
-    if (!co->pdl && symmem_x_on("SYMMEM_X_LATE")) p->flags |= SYMMEM_COLL_PF_LATE_PUBLISH;
-    if (comm->placement == SYMMEM_PLACEMENT_DEVICE && symmem_x_on("SYMMEM_X_RELAXED")) p->flags |= SYMMEM_COLL_PF_DEVICE_DATA;
+    if (!co->pdl) p->flags |= SYMMEM_COLL_PF_LATE_PUBLISH;
+    if (comm->placement == SYMMEM_PLACEMENT_DEVICE) p->flags |= SYMMEM_COLL_PF_DEVICE_DATA;
 }
 
 void symmem_coll_call_params(symmem_comm_t comm, const symmem_coll_call_t *c, symmem_algo_t algo,

@@ -119,10 +119,10 @@ extern "C" {
       "GPU's NUMA node); every rank must set the same, and list every rank once: where ranks differ, or a " \
       "list does not fit the ranks, the island algorithm is off everywhere (docs/collectives.md, \"Island " \
       "schedule\")")                                                                                       \
-    X(GRAPH_REGISTER, FLAG, "0", "", LIB,                                                                  \
+    X(GRAPH_REGISTER, FLAG, "1", "", LIB,                                                                  \
       "inside a CUDA graph capture, map an all-reduce's ordinary (cudaMalloc) buffers into the peers, so "  \
-      "the captured kernel reads and stores them in place: the ranks must capture together (0, the "       \
-      "default: copy through the workspace; docs/collectives.md, \"CUDA graphs\")")                      \
+      "the captured kernel reads and stores them in place: the ranks must capture together (0: copy "      \
+      "through the workspace; docs/collectives.md, \"CUDA graphs\")")                                     \
     X(WIRE_MIN_BYTES, SIZE, "1M", "0..1024G", LIB,                                                         \
       "compressed-wire all-reduces (wire_int8, torch's wire=\"int8\": lossy, only where a call asks) of "   \
       "fewer bytes than this run the exact algorithm AUTO chooses instead; every rank must set the same "   \

@@ -15,8 +15,7 @@
  * IPC handle; other memory (expandable segments, cudaMallocAsync pools, host memory) takes the copy path.
  * Communicators with two ranks in one process never register: thread ranks sharing a GPU must capture one
  * after another (docs/collectives.md, "Streams"). Nor do those whose buffers live in host memory (GPUs that
- * cannot map each other, the PCIe lab). SYMMEM_GRAPH_REGISTER=1 turns it on (off by default:
- * not yet run on a GPU). */
+ * cannot map each other, the PCIe lab). On by default; SYMMEM_GRAPH_REGISTER=0 on every rank turns it off. */
 #ifndef SYMMEM_COLLECTIVES_GRAPHREG_H
 #define SYMMEM_COLLECTIVES_GRAPHREG_H
 

@@ -48,6 +48,11 @@ def _errors_fail_tests_not_the_run():
 # ---------------------------------------------------------------------------------------------------------
 # Harness: run body(rank, comm, ctx) on every rank, as threads or as processes.
 # ---------------------------------------------------------------------------------------------------------
+def graph_registration_on():
+    """SYMMEM_GRAPH_REGISTER as the library reads it: on unless set to a false value."""
+    return os.environ.get("SYMMEM_GRAPH_REGISTER", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def _in_turn(ctx, rank, fn):
     """fn() on one rank after another, in rank order. For CUDA-graph captures of thread ranks:
     torch.cuda.graph synchronizes the device on entry, and a device-wide synchronize from one thread
@@ -129,10 +134,10 @@ class ProcCtx:
         dist.barrier()
 
     def one_at_a_time(self, rank, fn):
-        """In turn, as thread ranks capture; with graph registration (SYMMEM_GRAPH_REGISTER=1) together, as
-        frameworks capture: an all-reduce captured on ordinary memory then maps the peers' buffers at capture,
-        which every rank's capture must reach."""
-        if os.environ.get("SYMMEM_GRAPH_REGISTER", "0") == "1":
+        """Together, as frameworks capture, with graph registration (on unless SYMMEM_GRAPH_REGISTER is false):
+        an all-reduce captured on ordinary memory then maps the peers' buffers at capture, which every rank's
+        capture must reach; in turn, as thread ranks capture, with it off."""
+        if graph_registration_on():
             out = fn()
             self.barrier()
             return out
@@ -348,14 +353,15 @@ def body_graph(rank, comm, ctx):
         with torch.cuda.graph(g, stream=s, capture_error_mode="thread_local"):
             return step()
     res, rs, ag = ctx.one_at_a_time(rank, capture)
-    # With graph registration (SYMMEM_GRAPH_REGISTER=1) processes map each other's ordinary buffers at capture:
+    # With graph registration (on unless SYMMEM_GRAPH_REGISTER is false) processes map each other's ordinary
+    # buffers at capture:
     # the captured all-reduces read and store them in place; thread ranks never do (docs/collectives.md,
     # "CUDA graphs").
     mapped = comm.comm.graph_mappings
-    if (isinstance(ctx, ProcCtx) and os.environ.get("SYMMEM_GRAPH_REGISTER", "0") == "1"
+    if (isinstance(ctx, ProcCtx) and graph_registration_on()
             and os.environ.get("SYMMEM_PLACEMENT", "auto") in ("auto", "device")):
         assert mapped > 0, "no peer buffer was mapped for the graph's all-reduces on ordinary tensors"
-    elif isinstance(ctx, ThreadCtx) or os.environ.get("SYMMEM_GRAPH_REGISTER", "0") != "1":
+    elif isinstance(ctx, ThreadCtx) or not graph_registration_on():
         assert mapped == 0, f"{mapped} peer allocations mapped where graph registration is off"
     for it in range(5):
         parts = [parts_for((count,), dtype, n, 100 + 10 * it + i) for i in range(k)]

@@ -2,9 +2,9 @@
  * multi-process mode), for every algorithm. Each replay
  *   1. delays one rank (a spin kernel, rank = replay % nranks) so ranks arrive in every order,
  *   2. writes fresh inputs with a kernel whose values depend on a device-side replay counter,
- *   3. all-reduces them out of place from cudaMalloc memory: the copy-in path, or, with graph registration
- *      (SYMMEM_GRAPH_REGISTER=1) where the ranks are processes, every rank maps its peers' input and output at
- *      capture and the kernel works on them in place,
+ *   3. all-reduces them out of place from cudaMalloc memory: where the ranks are processes, with graph
+ *      registration (on unless SYMMEM_GRAPH_REGISTER=0), every rank maps its peers' input and output at
+ *      capture and the kernel works on them in place; otherwise the copy-in path,
  *   4. rewrites a symmetric buffer the same way and all-reduces it in place (zero copy, and the input is
  *      overwritten by the next replay while a slow peer may still be reading it),
  *   5. appends both outputs to a history indexed by the counter, then bumps the counter.
@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "harness.h"
@@ -245,10 +246,12 @@ int main(int argc, char **argv)
     graph_run_t run = {S, replays, hhist};
     rc = cc_run_cases(&ctx, cases, ncases, &run);
     free(hhist);
-    /* graph registration (SYMMEM_GRAPH_REGISTER=1): on for processes with device buffers; each peer's two
-     * allocations mapped once */
+    /* graph registration (SYMMEM_GRAPH_REGISTER, on unless set false): on for processes with device buffers;
+     * each peer's two allocations mapped once */
     const char *reg_env = getenv("SYMMEM_GRAPH_REGISTER");
-    const int reg_on = ctx.multiproc && ctx.nlocal == 1 && (reg_env && !strcmp(reg_env, "1")) &&
+    const int reg_off = reg_env && (!strcmp(reg_env, "0") || !strcasecmp(reg_env, "false") ||
+                                    !strcasecmp(reg_env, "no") || !strcasecmp(reg_env, "off"));
+    const int reg_on = ctx.multiproc && ctx.nlocal == 1 && !reg_off &&
                        symmem_buffer_placement(S[0].sym) == SYMMEM_PLACEMENT_DEVICE;
     for (int i = 0; !ctx.fatal && i < ctx.nlocal; i++) {
         const size_t want = reg_on ? 2 * (size_t)(ctx.nranks - 1) : 0,

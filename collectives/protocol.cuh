@@ -18,13 +18,9 @@ struct Ctx {
     uint64_t epoch; /* epoch at kernel start (even) */
     uint64_t call;  /* sequence number of this operation */
     uint64_t lseq;  /* Lamport round at kernel start */
-    /* thread 0 only: `ended` as read after griddepcontrol.wait (a load in flight until late_check uses it)
-     * and whether late_check is still to run */
-    uint64_t ended;
+    /* thread 0 only: whether late_check is still to run */
     bool unchecked;
-    /* thread 0 only, with a late publish (SYMMEM_COLL_PF_LATE_PUBLISH): what `started` returned (a value in
-     * flight until late_check uses it) and what the kernel leaves behind */
-    uint32_t started;
+    /* thread 0 only, with a late publish (SYMMEM_COLL_PF_LATE_PUBLISH): what the kernel leaves behind */
     uint64_t next_epoch, next_lseq, next_calls, next_blocks;
 };
 
@@ -51,8 +47,9 @@ inline __device__ __noinline__ void report(const P &p, const Ctx &c, uint32_t st
     r->seen = seen;
     r->block = blockIdx.x;
     r->tag = p.tag;
-    /* Nonzero: only that many blocks of this kernel had read the state so far, i.e. the rest never became
-     * resident (the state protocol resets `started` when the last block arrives). */
+    /* Nonzero: only that many blocks of this kernel had counted themselves so far, i.e. the rest never
+     * became resident (the state protocol resets `started` when the last block counts: at its arrival, or,
+     * with a late publish, at its first sync point or push, which no wait precedes). */
     r->started = gridDim.x == 1 ? 0u : *reinterpret_cast<volatile uint32_t *>(&p.st->started);
     r->grid = gridDim.x;
     __threadfence_system();
@@ -113,21 +110,23 @@ __device__ __forceinline__ bool wait_flag(const P &p, const Ctx &c, const uint64
  * H200s); a kernel that starts on an idle stream pays them (a few L2 round trips).
  * Errors: a block that counts `started` >= the grid size shares its state with another kernel of this
  * communicator (used from two streams at once): reported, the kernel exits. At its end every block adds
- * one to `ended` without waiting; after the wait thread 0 loads `ended` and late_check() (called where
- * thread 0 would otherwise only wait: after its first flag store or its pushes, at the latest at the
- * block's end) reports `ended` < `blocks` read before the wait: an earlier kernel of this communicator is
+ * one to `ended` without waiting; late_check() (called where thread 0 would otherwise only wait: after its
+ * first flag store or its pushes, at the latest at the block's end, so after the wait) loads `ended` and
+ * reports `ended` < `blocks` read before the wait: an earlier kernel of this communicator is
  * still running though this one's predecessor completed, i.e. another stream. That kernel then stops at
  * its next poll (the abort flag). (`ended` may be ahead of `blocks`: this kernel's own first blocks can
  * end first.) An aborted communicator's state no longer matters: every kernel exits at its prologue or
  * its next poll.
  * Late publish (SYMMEM_COLL_PF_LATE_PUBLISH: no kernel of this communicator is launched with PDL, as where
  * ranks share a GPU): the next kernel of the stream starts only once this one completed, so nothing reads
- * the state early and steps 2 and 3 need not come before the block goes on. Thread 0 issues the count of
- * step 1 and does not wait for it; late_check() (where thread 0 would only wait) takes its value, reports a
- * count >= the grid size, and the last block writes the new state there, without a fence (the kernel's
- * completion orders it before the next kernel's reads). The kernel never triggers: its dependents, if any
- * were launched with PDL after all, start at its completion. What is left before the block's first flag
- * store is one round trip, the loads of step 1, where the count would add a second. */
+ * the state early, and the count of step 1 and step 2 move into late_check() (where thread 0 would only
+ * wait: its round trip overlaps the flags'), after the block's reads returned as before: the count, a count
+ * >= the grid size reported, the last block's new state, without a fence (the kernel's completion orders it
+ * before the next kernel's reads). The kernel never triggers: its dependents, if any were launched with PDL
+ * after all, start at its completion. What is left before the block's first flag store is one round trip,
+ * the loads of step 1, where the count and the last block's fence added more. (The count's value cannot
+ * wait in the context from the prologue on: the context lives in local memory, for report(), and storing
+ * the value there waits for the atomic.) */
 __device__ __forceinline__ uint64_t *state_blocks()
 {
     __shared__ uint64_t v; /* `blocks` as read by thread 0, for its late_check */
@@ -156,16 +155,15 @@ __device__ __forceinline__ bool prologue(const P &p, Ctx &c, uint64_t epochs_use
             c.next_lseq = lseq + lamport_rounds;
             c.next_calls = calls + 1;
             c.next_blocks = blocks + gridDim.x;
-            /* issued once the loads returned (their values went to shared memory), waited for at once only
-             * where the state is published here */
-            c.started = gridDim.x == 1 ? 0u : atomicAdd(&p.st->started, 1u);
             c.unchecked = true;
             if (!late) {
-                if (c.started >= gridDim.x) {
-                    report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, epoch, c.started);
+                /* issued once the loads returned: their values went to shared memory */
+                const uint32_t started = gridDim.x == 1 ? 0u : atomicAdd(&p.st->started, 1u);
+                if (started >= gridDim.x) {
+                    report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, epoch, started);
                     sh_abort = 1;
                     c.unchecked = false;
-                } else if (c.started == gridDim.x - 1) {
+                } else if (started == gridDim.x - 1) {
                     st->epoch = c.next_epoch;
                     st->lseq = c.next_lseq;
                     st->calls = c.next_calls;
@@ -185,25 +183,28 @@ __device__ __forceinline__ bool prologue(const P &p, Ctx &c, uint64_t epochs_use
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (!late) asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
-    if (c.unchecked) c.ended = reinterpret_cast<volatile symmem_coll_dev_state_t *>(p.st)->ended;
     c.epoch = sh[0];
     c.call = sh[1];
     c.lseq = sh[2];
     return sh_abort == 0;
 }
 
-/* Thread 0: the concurrency checks of the state protocol and, with a late publish, the publish, once per
- * kernel, where it costs no waiting. */
+/* Thread 0: the concurrency checks of the state protocol and, with a late publish, the count and the
+ * publish, once per kernel, where its round trip overlaps a wait. Its loads are issued here, not in the
+ * prologue: the context lives in local memory (report() takes it), and a value stored there from a load in
+ * flight would make thread 0, and with it the block's next barrier, wait for that load. */
 __device__ __forceinline__ void late_check(const P &p, Ctx &c)
 {
     if (!c.unchecked) return;
     c.unchecked = false;
+    const uint64_t ended = reinterpret_cast<volatile symmem_coll_dev_state_t *>(p.st)->ended;
     if (p.flags & SYMMEM_COLL_PF_LATE_PUBLISH) {
-        if (c.started >= gridDim.x) {
-            report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, c.epoch, c.started);
+        const uint32_t started = gridDim.x == 1 ? 0u : atomicAdd(&p.st->started, 1u);
+        if (started >= gridDim.x) {
+            report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, c.epoch, started);
             return;
         }
-        if (c.started == gridDim.x - 1) {
+        if (started == gridDim.x - 1) {
             volatile symmem_coll_dev_state_t *st = p.st;
             st->epoch = c.next_epoch;
             st->lseq = c.next_lseq;
@@ -213,8 +214,8 @@ __device__ __forceinline__ void late_check(const P &p, Ctx &c)
         }
     }
     const uint64_t blocks = *state_blocks();
-    if ((int64_t)(c.ended - blocks) < 0)
-        report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, c.epoch, blocks - c.ended);
+    if ((int64_t)(ended - blocks) < 0)
+        report(p, c, SYMMEM_INVALID_USAGE, SYMMEM_COLL_ERR_CONCURRENT, -1, c.epoch, blocks - ended);
 }
 
 /* End of a block that passed the prologue, on every path (success or failure): the concurrency check if

@@ -489,10 +489,33 @@ static void graph_registration_agreement(void)
     CHECK(symmem_coll_zero_copy_in(&comm, &c, bytes, bytes, 0, &p, &h2) == 0);
 }
 
+/* What the parameters tell the protocol it may skip (protocol.cuh): the late publish wherever no kernel uses PDL,
+ * the relaxed first sync only on device memory (the PCIe lab's host memory keeps the release). */
+static void protocol_flags(void)
+{
+    static struct symmem_coll co;
+    struct symmem_comm comm;
+    memset(&co, 0, sizeof co);
+    memset(&comm, 0, sizeof comm);
+    comm.nranks = 2;
+    comm.coll = &co;
+    const symmem_placement_t placements[2] = {SYMMEM_PLACEMENT_DEVICE, SYMMEM_PLACEMENT_HOST_NUMA};
+    for (int pdl = 0; pdl < 2; pdl++)
+        for (int i = 0; i < 2; i++) {
+            co.pdl = pdl;
+            comm.placement = placements[i];
+            symmem_coll_params_t p;
+            symmem_coll_params_base(&comm, &p);
+            CHECK(((p.flags & SYMMEM_COLL_PF_LATE_PUBLISH) != 0) == !pdl);
+            CHECK(((p.flags & SYMMEM_COLL_PF_DEVICE_DATA) != 0) == (placements[i] == SYMMEM_PLACEMENT_DEVICE));
+        }
+}
+
 int main(void)
 {
     static const test_case_t cases[] = {
         {"prefer_from_figures", prefer_from_figures, 10},
+        {"protocol_flags", protocol_flags, 10},
         {"pull_rewrites_pcie_defaults", pull_rewrites_pcie_defaults, 10},
         {"keep_and_push_leave_defaults", keep_and_push_leave_defaults, 10},
         {"probe_parameter", probe_parameter, 10},

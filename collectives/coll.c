@@ -140,7 +140,7 @@ static symmem_status_t run_collective(symmem_comm_t comm, const symmem_coll_call
     const cudaError_t e =
         (cudaError_t)(geo.family == SYMMEM_COLL_FAM_ISLAND ? launch_island(co, &p, &geo, c->stream)
                       : geo.wide     ? symmem_coll_launch_wide(&p, geo.grid, geo.threads, c->stream, co->pdl)
-                      : geo.zc_packs ? symmem_coll_launch_zc(&p, geo.zc_packs, geo.grid, geo.threads, c->stream, co->pdl)
+                      : geo.zc_packs ? symmem_coll_launch_zc(&p, geo.grid, geo.threads, c->stream, co->pdl)
                                      : symmem_coll_launch(&p, geo.family, geo.grid, geo.threads, c->stream, co->pdl));
     if (e != cudaSuccess)
         return symmem_cudart_error(SYMMEM_CUDA_ERROR, e, NULL, "%s (%s): kernel launch", c->name,

@@ -186,9 +186,9 @@ int symmem_coll_launch_wide(const symmem_coll_params_t *p, int grid, int threads
 /* The two-shot pull all-reduce with zero copy both ways, compiled per bound on the rank count (pull.cu), per
  * dtype x op x bound (NULL outside the lists or above SYMMEM_MAX_RANKS), loading all of them now, and launching
  * the one for p->nranks (the cudaError_t; threads a multiple of 32 up to SYMMEM_COLL_THREADS). */
-const void *symmem_coll_pull_zc_kernel(int dtype, int op, int nranks, int packs);
+const void *symmem_coll_pull_zc_kernel(int dtype, int op, int nranks);
 int symmem_coll_pull_zc_preload(symmem_coll_preload_info_t *info);
-int symmem_coll_launch_zc(const symmem_coll_params_t *p, int packs, int grid, int threads, void *stream, int pdl);
+int symmem_coll_launch_zc(const symmem_coll_params_t *p, int grid, int threads, void *stream, int pdl);
 /* Launch kernel `fn` whose one argument is the struct at `params` (a family's parameters: the kernels take
  * them as a __grid_constant__ struct), with programmatic stream serialization when pdl; the cudaError_t. */
 int symmem_coll_launch_fn(const void *fn, void *params, int grid, int threads, void *stream, int pdl);

@@ -134,11 +134,10 @@ extern "C" int symmem_coll_launch_wide(const symmem_coll_params_t *p, int grid, 
     return (int)launch(fn, p, grid, threads, stream, pdl);
 }
 
-extern "C" int symmem_coll_launch_zc(const symmem_coll_params_t *p, int packs, int grid, int threads, void *stream,
-                                     int pdl)
+extern "C" int symmem_coll_launch_zc(const symmem_coll_params_t *p, int grid, int threads, void *stream, int pdl)
 {
     const void *fn = p->kind == SYMMEM_COLL_ALL_REDUCE && p->zero_copy_in && p->zero_copy_out
-                         ? symmem_coll_pull_zc_kernel(p->dtype, p->op, p->nranks, packs)
+                         ? symmem_coll_pull_zc_kernel(p->dtype, p->op, p->nranks)
                          : nullptr;
     if (!fn || threads < 32 || threads > SYMMEM_COLL_THREADS || threads % 32) return (int)cudaErrorInvalidValue;
     return (int)launch(fn, p, grid, threads, stream, pdl);

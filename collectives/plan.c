@@ -6,7 +6,6 @@
 #include "collectives/plan.h"
 
 #include <inttypes.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "alloc/alloc.h"
@@ -111,7 +110,7 @@ int symmem_coll_geometry(const symmem_coll_layout_t *ws, const symmem_coll_grid_
      * blocks (more loads in flight on the same blocks) */
     const int two_pull = kind == SYMMEM_COLL_ALL_REDUCE && algo == SYMMEM_ALGO_TWOSHOT_PULL;
     if (two_pull && zero_copy_in && zero_copy_out) {
-        g->zc_packs = getenv("SYMMEM_X_ZC3") && n <= 4 ? 3 : symmem_coll_zc_packs(n);
+        g->zc_packs = symmem_coll_zc_packs(n);
         g->positions = (g->positions + (uint64_t)g->zc_packs - 1) / (uint64_t)g->zc_packs;
     }
     g->wide = two_pull && !zero_copy_out;

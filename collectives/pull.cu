@@ -242,11 +242,11 @@ struct WideKernel {
  * took 30.7 instead of 19.0 us at 4 MiB on 4 co-located ranks (bench/NOTES.md, "Whole-pack loops"); the rest (a
  * partial last pack, unaligned buffers) follows one pack at a time. In place is safe: position i of shard s is
  * read and written, on every rank, only by rank s's thread that owns it, which loads before it stores. */
-template <typename T, int OP, int R, int U> __device__ __forceinline__ bool run_pull_zc(const P &p, Ctx &c)
+template <typename T, int OP, int R> __device__ __forceinline__ bool run_pull_zc(const P &p, Ctx &c)
 {
     /* G ranks' loads in flight together: all of them up to 8 ranks; at 16, two groups of 8 (16 packs' loads
      * and their 64-bit addresses spill at the 128-register bound) */
-    constexpr int V = Pack<T>::V, G = R < 8 ? R : 8; /* U: symmem_coll_zc_packs */
+    constexpr int V = Pack<T>::V, U = R <= 8 ? 2 : 1, G = R < 8 ? R : 8; /* U: symmem_coll_zc_packs */
     static_assert(R % G == 0 && (G == R || U == 1), "whole groups; one pack a pass where loads come in groups");
     const Geo g(p);
     const int n = g.n, r = g.r;
@@ -309,7 +309,7 @@ template <typename T, int OP, int R, int U> __device__ __forceinline__ bool run_
     return sync_peers(p, c, c.epoch + 2);
 }
 
-template <typename T, int OP, int R, int U>
+template <typename T, int OP, int R>
 __global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) pull_zc_kernel(const __grid_constant__ symmem_coll_params_t p)
 {
     Ctx c;
@@ -317,20 +317,18 @@ __global__ void __launch_bounds__(SYMMEM_COLL_THREADS, 1) pull_zc_kernel(const _
         poison_output<T>(p);
         return;
     }
-    if (!run_pull_zc<T, OP, R, U>(p, c)) poison_output<T>(p);
+    if (!run_pull_zc<T, OP, R>(p, c)) poison_output<T>(p);
     block_end(p, c);
 }
 
-template <typename T, int OP> const void *pull_zc_for_ranks(int nranks, int packs)
+template <typename T, int OP> const void *pull_zc_for_ranks(int nranks)
 {
     if (nranks < 2 || nranks > SYMMEM_MAX_RANKS) return nullptr;
-    switch (symmem_coll_zc_ranks(nranks) * 4 + packs) {
-    case 2 * 4 + 2: return reinterpret_cast<const void *>(&pull_zc_kernel<T, OP, 2, 2>);
-    case 2 * 4 + 3: return reinterpret_cast<const void *>(&pull_zc_kernel<T, OP, 2, 3>);
-    case 4 * 4 + 2: return reinterpret_cast<const void *>(&pull_zc_kernel<T, OP, 4, 2>);
-    case 4 * 4 + 3: return reinterpret_cast<const void *>(&pull_zc_kernel<T, OP, 4, 3>);
-    case 8 * 4 + 2: return reinterpret_cast<const void *>(&pull_zc_kernel<T, OP, 8, 2>);
-    case 16 * 4 + 1: return reinterpret_cast<const void *>(&pull_zc_kernel<T, OP, 16, 1>);
+    switch (symmem_coll_zc_ranks(nranks)) {
+    case 2: return reinterpret_cast<const void *>(&pull_zc_kernel<T, OP, 2>);
+    case 4: return reinterpret_cast<const void *>(&pull_zc_kernel<T, OP, 4>);
+    case 8: return reinterpret_cast<const void *>(&pull_zc_kernel<T, OP, 8>);
+    case 16: return reinterpret_cast<const void *>(&pull_zc_kernel<T, OP, 16>);
     default: return nullptr;
     }
 }
@@ -338,8 +336,8 @@ static_assert(SYMMEM_MAX_RANKS <= 16, "pull_zc_for_ranks has bounds up to 16 ran
 
 /* pull_zc_kernel for the call's rank count */
 struct ZcKernel {
-    int nranks, packs;
-    template <typename T, int OP> const void *get() const { return pull_zc_for_ranks<T, OP>(nranks, packs); }
+    int nranks;
+    template <typename T, int OP> const void *get() const { return pull_zc_for_ranks<T, OP>(nranks); }
 };
 
 } // namespace symmem_k
@@ -362,9 +360,9 @@ extern "C" int symmem_coll_pull_wide_preload(symmem_coll_preload_info_t *info)
     return e;
 }
 
-extern "C" const void *symmem_coll_pull_zc_kernel(int dtype, int op, int nranks, int packs)
+extern "C" const void *symmem_coll_pull_zc_kernel(int dtype, int op, int nranks)
 {
-    return symmem_k::kernel_by_dtype_op(dtype, op, symmem_k::ZcKernel{nranks, packs});
+    return symmem_k::kernel_by_dtype_op(dtype, op, symmem_k::ZcKernel{nranks});
 }
 
 extern "C" int symmem_coll_pull_zc_preload(symmem_coll_preload_info_t *info)
@@ -373,9 +371,6 @@ extern "C" int symmem_coll_pull_zc_preload(symmem_coll_preload_info_t *info)
     for (int dtype = 0; dtype < SYMMEM_DTYPE_COUNT && e == 0; dtype++)
         for (int op = 0; op < SYMMEM_REDOP_COUNT && e == 0; op++)
             for (int bound = 2; bound <= SYMMEM_MAX_RANKS && e == 0; bound *= 2)
-                for (int packs = 1; packs <= 3 && e == 0; packs++)
-                    if (symmem_coll_pull_zc_kernel(dtype, op, bound, packs))
-                        e = symmem_coll_preload_one(symmem_coll_pull_zc_kernel(dtype, op, bound, packs),
-                                                    SYMMEM_COLL_THREADS, info);
+                e = symmem_coll_preload_one(symmem_coll_pull_zc_kernel(dtype, op, bound), SYMMEM_COLL_THREADS, info);
     return e;
 }

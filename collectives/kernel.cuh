@@ -7,7 +7,8 @@
  *  - sync point: block b of rank r stores (epoch << 16 | tag) with st.release.sys into flags[b][r] of every
  *    peer, then polls its own flags[b][src] with ld.acquire.sys until each reaches the epoch. Only threads
  *    0..n-1 touch flags; __syncthreads() before (so the whole block's data precedes the release) and after
- *    (so the whole block's reads follow the acquire).
+ *    (so the whole block's reads follow the acquire). A kernel's first sync point, where the block stored
+ *    nothing before it and the data is device memory, goes relaxed (protocol.cuh, sync_peers: `entry`).
  *  - epochs are 64-bit and monotonic: the device state holds the last one used, every block reads it at
  *    kernel start, the last block to read it writes the value the kernel will end at (the state protocol
  *    below). Each round of any algorithm consumes two

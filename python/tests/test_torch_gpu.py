@@ -49,8 +49,9 @@ def _errors_fail_tests_not_the_run():
 # Harness: run body(rank, comm, ctx) on every rank, as threads or as processes.
 # ---------------------------------------------------------------------------------------------------------
 def graph_registration_on():
-    """SYMMEM_GRAPH_REGISTER as the library reads it: on unless set to a false value."""
-    return os.environ.get("SYMMEM_GRAPH_REGISTER", "1").strip().lower() not in ("0", "false", "no", "off")
+    """SYMMEM_GRAPH_REGISTER as the library reads it (its table's default and values)."""
+    from symmem import _settings
+    return _settings.flag("SYMMEM_GRAPH_REGISTER")
 
 
 def _in_turn(ctx, rank, fn):
@@ -354,9 +355,8 @@ def body_graph(rank, comm, ctx):
             return step()
     res, rs, ag = ctx.one_at_a_time(rank, capture)
     # With graph registration (on unless SYMMEM_GRAPH_REGISTER is false) processes map each other's ordinary
-    # buffers at capture:
-    # the captured all-reduces read and store them in place; thread ranks never do (docs/collectives.md,
-    # "CUDA graphs").
+    # buffers at capture: the captured all-reduces read and store them in place; thread ranks never do
+    # (docs/collectives.md, "CUDA graphs").
     mapped = comm.comm.graph_mappings
     if (isinstance(ctx, ProcCtx) and graph_registration_on()
             and os.environ.get("SYMMEM_PLACEMENT", "auto") in ("auto", "device")):

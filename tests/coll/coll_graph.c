@@ -18,9 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
+#include "base/param.h"
 #include "harness.h"
 #include "test_util.h"
 
@@ -246,12 +246,9 @@ int main(int argc, char **argv)
     graph_run_t run = {S, replays, hhist};
     rc = cc_run_cases(&ctx, cases, ncases, &run);
     free(hhist);
-    /* graph registration (SYMMEM_GRAPH_REGISTER, on unless set false): on for processes with device buffers;
-     * each peer's two allocations mapped once */
-    const char *reg_env = getenv("SYMMEM_GRAPH_REGISTER");
-    const int reg_off = reg_env && (!strcmp(reg_env, "0") || !strcasecmp(reg_env, "false") ||
-                                    !strcasecmp(reg_env, "no") || !strcasecmp(reg_env, "off"));
-    const int reg_on = ctx.multiproc && ctx.nlocal == 1 && !reg_off &&
+    /* graph registration (SYMMEM_GRAPH_REGISTER, as the library reads it): on for processes with device
+     * buffers; each peer's two allocations mapped once */
+    const int reg_on = ctx.multiproc && ctx.nlocal == 1 && symmem_param_int(SYMMEM_PARAM_GRAPH_REGISTER) != 0 &&
                        symmem_buffer_placement(S[0].sym) == SYMMEM_PLACEMENT_DEVICE;
     for (int i = 0; !ctx.fatal && i < ctx.nlocal; i++) {
         const size_t want = reg_on ? 2 * (size_t)(ctx.nranks - 1) : 0,

@@ -68,7 +68,7 @@ __device__ __forceinline__ bool wait_flag(const P &p, const Ctx &c, const uint64
         if (ACQUIRE) {
             v = symmem_ld_acquire_u64(f);
         } else {
-            asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(f) : "memory");
+            v = symmem_ld_relaxed_u64(f);
         }
         if ((int64_t)((v & ~(uint64_t)0xffff) - want) >= 0) break;
         if ((spin & 63u) == 63u) {
@@ -249,7 +249,7 @@ __device__ __forceinline__ bool sync_peers(const P &p, Ctx &c, uint64_t e, bool 
     const uint64_t value = (e << 16) | p.tag;
     if (flagger) {
         if (relaxed)
-            asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(out), "l"(value) : "memory");
+            symmem_st_relaxed_u64(out, value);
         else
             symmem_st_release_u64(out, value);
     }

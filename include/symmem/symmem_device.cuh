@@ -69,6 +69,22 @@ static __device__ __forceinline__ uint32_t symmem_ld_acquire_u32(const uint32_t 
     return v;
 }
 
+/* Relaxed at system scope: the flag itself is coherent across GPUs, but nothing is ordered around it (no
+ * fence before the store, no invalidation after the load). Enough only where what the flag guards needs no
+ * ordering by it: e.g. a first sync point before which the block stored nothing its peers read, on data in
+ * device memory that only kernels completed before this one wrote (docs/collectives.md, "Synchronisation
+ * protocol"). Otherwise use the release/acquire pair above. */
+static __device__ __forceinline__ void symmem_st_relaxed_u64(uint64_t *addr, uint64_t v)
+{
+    asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(addr), "l"(v) : "memory");
+}
+static __device__ __forceinline__ uint64_t symmem_ld_relaxed_u64(const uint64_t *addr)
+{
+    uint64_t v;
+    asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(addr) : "memory");
+    return v;
+}
+
 /* Nanoseconds from the GPU's global timer (for timeouts). */
 static __device__ __forceinline__ uint64_t symmem_globaltimer_ns(void)
 {

@@ -222,6 +222,13 @@ void topo_choice_candidates(const topo_choice_facts_t *f, topo_prefer_t prefer, 
     out->algo[out->n++] = SYMMEM_ALGO_ONESHOT_PUSH;
     if (!pcie) out->algo[out->n++] = SYMMEM_ALGO_TWOSHOT_LAMPORT;
     out->algo[out->n++] = pcie ? SYMMEM_ALGO_STAGED : SYMMEM_ALGO_TWOSHOT_PUSH;
+    /* Every rank on one GPU, device memory: a peer's load and store are the GPU's own memory either way, so no
+     * direction is preferred and the probe, which would say, does not run there. The two-shot pull is priced
+     * beside the pushes: forced on such ranks it beat the Lamport two-shot from 2 MiB on, by up to 2.3x at 4
+     * MiB, which the built-in table otherwise keeps above the autotune's range (bench/NOTES.md, "Above the
+     * autotune's range on one GPU"). */
+    if (kind == SYMMEM_COLL_ALL_REDUCE && f->nranks > 1 && f->ranks_per_gpu >= f->nranks && !f->host_memory)
+        out->algo[out->n++] = SYMMEM_ALGO_TWOSHOT_PULL;
 }
 
 /* Every op's rules: the least predicted time among the candidates at every size (topo_cost_rules). */

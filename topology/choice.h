@@ -117,7 +117,8 @@ void topo_choose(const topo_choice_facts_t *facts, topo_choice_t *out);
 void topo_choice_machine(const topo_choice_facts_t *facts, topo_cost_machine_t *m);
 /* The algorithms the built-in table chooses among for `kind` (in order of preference on a tie): the push
  * algorithms, or the pull ones where the figures prefer pull; on PCIe (device memory) one-shot push and the
- * staged permutation only (root complexes under all-to-all traffic, which the model does not see). */
+ * staged permutation only (root complexes under all-to-all traffic, which the model does not see); an
+ * all-reduce of ranks that all share one GPU's device memory also the two-shot pull. */
 void topo_choice_candidates(const topo_choice_facts_t *facts, topo_prefer_t prefer, symmem_coll_kind_t kind,
                             topo_cost_candidates_t *out);
 

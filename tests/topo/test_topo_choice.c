@@ -673,7 +673,8 @@ static void machine_defaults(void)
 
 /* What the model prices for each op (topology/choice.c, topo_choice_candidates): pull-preferring links the
  * two pulls; otherwise one-shot push, the Lamport two-shot where the link is not PCIe, and the flag two-shot
- * (staged on PCIe, whose peers take one writer at a time); all-gather its two-shot or staged. */
+ * (staged on PCIe, whose peers take one writer at a time); all-gather its two-shot or staged; an all-reduce
+ * of ranks that all share one GPU's device memory also the two-shot pull. */
 static void candidates_by_link(void)
 {
     static const struct {
@@ -681,28 +682,41 @@ static void candidates_by_link(void)
         int host_memory;
         topo_prefer_t prefer;
         symmem_coll_kind_t kind;
-        symmem_algo_t want[3];
+        symmem_algo_t want[4];
+        int per_gpu; /* ranks_per_gpu of the 4 ranks (0: one each) */
     } rows[] = {
         {SYMMEM_LINK_PCIE, 0, TOPO_PREFER_PULL, SYMMEM_COLL_ALL_REDUCE,
-         {SYMMEM_ALGO_ONESHOT_PULL, SYMMEM_ALGO_TWOSHOT_PULL}},
+         {SYMMEM_ALGO_ONESHOT_PULL, SYMMEM_ALGO_TWOSHOT_PULL}, 0},
         {SYMMEM_LINK_NVLINK, 0, TOPO_PREFER_PULL, SYMMEM_COLL_ALL_GATHER,
-         {SYMMEM_ALGO_ONESHOT_PULL, SYMMEM_ALGO_TWOSHOT_PULL}},
+         {SYMMEM_ALGO_ONESHOT_PULL, SYMMEM_ALGO_TWOSHOT_PULL}, 0},
         {SYMMEM_LINK_NVLINK, 0, TOPO_PREFER_KEEP, SYMMEM_COLL_ALL_REDUCE,
-         {SYMMEM_ALGO_ONESHOT_PUSH, SYMMEM_ALGO_TWOSHOT_LAMPORT, SYMMEM_ALGO_TWOSHOT_PUSH}},
+         {SYMMEM_ALGO_ONESHOT_PUSH, SYMMEM_ALGO_TWOSHOT_LAMPORT, SYMMEM_ALGO_TWOSHOT_PUSH}, 0},
         {SYMMEM_LINK_PCIE, 0, TOPO_PREFER_PUSH, SYMMEM_COLL_REDUCE_SCATTER,
-         {SYMMEM_ALGO_ONESHOT_PUSH, SYMMEM_ALGO_STAGED}},
+         {SYMMEM_ALGO_ONESHOT_PUSH, SYMMEM_ALGO_STAGED}, 0},
         {SYMMEM_LINK_PCIE, 1, TOPO_PREFER_KEEP, SYMMEM_COLL_ALL_REDUCE,
-         {SYMMEM_ALGO_ONESHOT_PUSH, SYMMEM_ALGO_TWOSHOT_LAMPORT, SYMMEM_ALGO_TWOSHOT_PUSH}},
-        {SYMMEM_LINK_NVLINK, 0, TOPO_PREFER_KEEP, SYMMEM_COLL_ALL_GATHER, {SYMMEM_ALGO_TWOSHOT_PUSH, SYMMEM_ALGO_STAGED}},
-        {SYMMEM_LINK_PCIE, 0, TOPO_PREFER_KEEP, SYMMEM_COLL_ALL_GATHER, {SYMMEM_ALGO_STAGED}},
+         {SYMMEM_ALGO_ONESHOT_PUSH, SYMMEM_ALGO_TWOSHOT_LAMPORT, SYMMEM_ALGO_TWOSHOT_PUSH}, 0},
+        {SYMMEM_LINK_NVLINK, 0, TOPO_PREFER_KEEP, SYMMEM_COLL_ALL_GATHER, {SYMMEM_ALGO_TWOSHOT_PUSH, SYMMEM_ALGO_STAGED}, 0},
+        {SYMMEM_LINK_PCIE, 0, TOPO_PREFER_KEEP, SYMMEM_COLL_ALL_GATHER, {SYMMEM_ALGO_STAGED}, 0},
+        {SYMMEM_LINK_SELF, 0, TOPO_PREFER_KEEP, SYMMEM_COLL_ALL_REDUCE,
+         {SYMMEM_ALGO_ONESHOT_PUSH, SYMMEM_ALGO_TWOSHOT_LAMPORT, SYMMEM_ALGO_TWOSHOT_PUSH, SYMMEM_ALGO_TWOSHOT_PULL},
+         4},
+        /* two GPUs of two ranks each: the link between them decides the direction, as without sharing */
+        {SYMMEM_LINK_NVLINK, 0, TOPO_PREFER_KEEP, SYMMEM_COLL_ALL_REDUCE,
+         {SYMMEM_ALGO_ONESHOT_PUSH, SYMMEM_ALGO_TWOSHOT_LAMPORT, SYMMEM_ALGO_TWOSHOT_PUSH}, 2},
+        /* the lab: one GPU, host memory behind its PCIe link */
+        {SYMMEM_LINK_SELF, 1, TOPO_PREFER_KEEP, SYMMEM_COLL_ALL_REDUCE,
+         {SYMMEM_ALGO_ONESHOT_PUSH, SYMMEM_ALGO_TWOSHOT_LAMPORT, SYMMEM_ALGO_TWOSHOT_PUSH}, 4},
+        {SYMMEM_LINK_SELF, 0, TOPO_PREFER_KEEP, SYMMEM_COLL_REDUCE_SCATTER,
+         {SYMMEM_ALGO_ONESHOT_PUSH, SYMMEM_ALGO_TWOSHOT_LAMPORT, SYMMEM_ALGO_TWOSHOT_PUSH}, 4},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        const topo_choice_facts_t f = {.nranks = 4, .link = rows[i].link, .host_memory = rows[i].host_memory};
+        const topo_choice_facts_t f = {.nranks = 4, .link = rows[i].link, .host_memory = rows[i].host_memory,
+                                       .ranks_per_gpu = rows[i].per_gpu};
         topo_cost_candidates_t c;
         memset(&c, 0xab, sizeof c); /* what the caller's memory held must not show through */
         topo_choice_candidates(&f, rows[i].prefer, rows[i].kind, &c);
         int want_n = 0;
-        while (want_n < 3 && rows[i].want[want_n] != 0) want_n++;
+        while (want_n < 4 && rows[i].want[want_n] != 0) want_n++;
         int same = c.n == want_n;
         for (int k = 0; same && k < want_n; k++) same = c.algo[k] == rows[i].want[k];
         EXPECT_MSG(same, "row %zu: %d candidates (want %d), the first %s", i, c.n, want_n,

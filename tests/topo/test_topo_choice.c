@@ -791,6 +791,34 @@ static void lab_model(void)
     printf("%s the PCIe lab's model\n", test_failures ? "FAIL" : "ok  ");
 }
 
+/* Ranks that all share one GPU's device memory (co-located for testing): above the autotune's 4 MiB the
+ * built-in table answers, and there the two-shot pull measured 4-4.6x faster than the Lamport two-shot the
+ * push candidates gave (bench/NOTES.md, "Above the autotune's range on one GPU"); small messages keep the
+ * one-shot push; the table follows the model with the pull among its candidates; the lab (host memory) and
+ * ranks on separate GPUs keep the pushes. */
+static void one_gpu_device_table(void)
+{
+    for (int n = 2; n <= 16; n *= 2) {
+        const topo_choice_facts_t f = {.nranks = n, .link = SYMMEM_LINK_NVLINK, .ranks_per_gpu = n};
+        topo_choice_t c;
+        topo_choose(&f, &c);
+        for (size_t b = 4 * MIB_; b <= 256 * MIB_; b *= 2)
+            EXPECT_MSG(topo_table_lookup(&c.table, SYMMEM_COLL_ALL_REDUCE, b) == SYMMEM_ALGO_TWOSHOT_PULL,
+                       "%d ranks on one GPU, %zu B: %s", n, b,
+                       symmem_algo_name(topo_table_lookup(&c.table, SYMMEM_COLL_ALL_REDUCE, b)));
+        EXPECT(topo_table_lookup(&c.table, SYMMEM_COLL_ALL_REDUCE, 4 * KIB_) == SYMMEM_ALGO_ONESHOT_PUSH);
+        model_follows_table_facts(&f, &c.table);
+        topo_choice_facts_t lab = f;
+        lab.host_memory = 1;
+        topo_choose(&lab, &c);
+        EXPECT(topo_table_lookup(&c.table, SYMMEM_COLL_ALL_REDUCE, 64 * MIB_) != SYMMEM_ALGO_TWOSHOT_PULL);
+        const topo_choice_facts_t apart = {.nranks = n, .link = SYMMEM_LINK_NVLINK, .ranks_per_gpu = 1};
+        topo_choose(&apart, &c);
+        EXPECT(topo_table_lookup(&c.table, SYMMEM_COLL_ALL_REDUCE, 64 * MIB_) == SYMMEM_ALGO_TWOSHOT_LAMPORT);
+    }
+    printf("%s ranks on one GPU in device memory\n", test_failures ? "FAIL" : "ok  ");
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -830,6 +858,7 @@ int main(int argc, char **argv)
     machine_from_probe();
     machine_defaults();
     candidates_by_link();
+    one_gpu_device_table();
     printf("%s: %d machines (%d measured), %d failures\n", argv[0], machines, measured, test_failures);
     return test_failures ? 1 : 0;
 }

@@ -156,12 +156,24 @@ static double duplex_from(double rd, double wr, double rw)
     return d < 0 ? 0 : d > 1 ? 1 : d;
 }
 
+/* Symmetric memory in pinned host memory: asked for, or no P2P between some pair. */
+static int facts_host_memory(const topo_choice_facts_t *f)
+{
+    return f->host_memory || f->link == SYMMEM_LINK_HOST || f->link == SYMMEM_LINK_NONE;
+}
+
+/* Every rank on one GPU, in its device memory: peers' loads and stores are that GPU's own memory. */
+static int facts_one_gpu_device(const topo_choice_facts_t *f)
+{
+    return !facts_host_memory(f) && f->ranks_per_gpu >= f->nranks;
+}
+
 void topo_choice_machine(const topo_choice_facts_t *f, topo_cost_machine_t *m)
 {
     memset(m, 0, sizeof *m);
     const int n = f->nranks, rpg = f->ranks_per_gpu > 1 ? f->ranks_per_gpu : 1;
     m->nranks = n;
-    m->host_memory = f->host_memory || f->link == SYMMEM_LINK_HOST || f->link == SYMMEM_LINK_NONE;
+    m->host_memory = facts_host_memory(f);
     m->ranks_per_link = rpg;
     m->duplex = 1.0;
     double wr, rd;
@@ -227,7 +239,7 @@ void topo_choice_candidates(const topo_choice_facts_t *f, topo_prefer_t prefer, 
      * beside the pushes: forced on such ranks it beat the Lamport two-shot from 2 MiB on, by up to 2.3x at 4
      * MiB, which the built-in table otherwise keeps above the autotune's range (bench/NOTES.md, "Above the
      * autotune's range on one GPU"). */
-    if (kind == SYMMEM_COLL_ALL_REDUCE && f->nranks > 1 && f->ranks_per_gpu >= f->nranks && !f->host_memory)
+    if (kind == SYMMEM_COLL_ALL_REDUCE && f->nranks > 1 && facts_one_gpu_device(f))
         out->algo[out->n++] = SYMMEM_ALGO_TWOSHOT_PULL;
 }
 

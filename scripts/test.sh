@@ -14,8 +14,9 @@
 #         build-integ/).
 # Cost of `all` on a CPU machine: 25 minutes and more, and disk: build/ ~1 GB, build-san/ ~1 GB, build-wheel/
 # ~2 GB, build-python/ ~6 GB, build-integ/ 10-11 GB per framework (SYMMEM_TEST_SKIP_INTEGRATIONS=1 skips that
-# stage; where fewer than ~13 GB are free for a framework's install, it removes the other venvs and caches
-# first, saying so). Later runs reuse every folder and venv. `cpu` costs the first build (a few minutes) and 35 s.
+# stage; where fewer than ~13 GB are free for a framework's install, or ~9 GB for the torch venv of the
+# Python stage, the install removes the other venvs and caches first, saying so). Later runs reuse every
+# folder and venv. `cpu` costs the first build (a few minutes) and 35 s.
 #   SYMMEM_TEST_LABEL   cpu, gpu or all (default all)
 #   SYMMEM_BUILD_DIR, SYMMEM_CUDA_ARCHS: the build folder and its architectures (scripts/run.sh --help)
 set -euo pipefail
@@ -28,6 +29,9 @@ case $label in
   *) echo "test.sh: SYMMEM_TEST_LABEL=$label: use cpu, gpu or all (-h for help)" >&2; exit 2 ;;
 esac
 build=$(symmem_dir dev)
+# A first run of `all` fills ~32 GB (above): the log says what it started with, so a run that stops on
+# "No space left on device" tells whether the disk was short from the start.
+[ "$label" = all ] && echo "disk: $(df -Pk . | awk 'NR == 2 {printf "%.1f GiB free on %s", $4 / 1048576, $6}')"
 
 need_pkgs=()
 [ -f /usr/include/numa.h ] || need_pkgs+=(libnuma-dev)

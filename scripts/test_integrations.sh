@@ -228,28 +228,23 @@ if [ -n "$gpu_wheels" ]; then
   exit 0
 fi
 
-# Free space of the file system holding $1, in GiB.
-free_gib() { df -Pk "$1" | awk 'NR == 2 {print int($4 / 1048576)}'; }
 # A framework's venv is 10-11 GB, and pip holds every wheel it downloads until the whole install ends: one
 # install of SGLang needs more than 12 GiB free. Torch and its CUDA libraries (~6 GB of the venv) go in
 # first, on their own, and the framework after them, so the peak is the venv plus the framework's own
 # downloads (SGLang 0.5.23: 12 GB at the most, 2 GB left of 14). The venvs here, the torch venv of
 # test_python.sh and the torch headers that build_wheel.sh keeps are caches (rebuilt when missing), so when
-# the disk is short the ones this step does not need are removed first, with a message, instead of failing
-# midway.
+# the disk is short the ones this step does not need are removed first (symmem_make_room), with a message,
+# instead of failing midway.
 NEED_GIB=${SYMMEM_TEST_INTEG_NEED_GIB:-13}
+free_gib() { symmem_free_gib "$1"; }
 make_room() {
-  local keep=$1 victim
-  for victim in "$dir"/venv-* "$root/${SYMMEM_PY_DIR:-build-python}/venv-torch" \
-      "$root/${SYMMEM_BUILD_WHEEL_CACHE:-build-wheel}"/torch-*; do
-    [ "$(free_gib "$dir")" -ge "$NEED_GIB" ] && return 0
-    [ -d "$victim" ] && [ "$victim" != "$keep" ] || continue
-    echo "disk: $(free_gib "$dir") GiB free < $NEED_GIB GiB needed: removing the cache $victim ($(du -sh "$victim" | cut -f1))"
-    rm -rf "$victim"
+  local keep=$1 victim victims=()
+  for victim in "$dir"/venv-* "$(realpath -m "${SYMMEM_PY_DIR:-build-python}")/venv-torch" \
+      "$(realpath -m "${SYMMEM_BUILD_WHEEL_CACHE:-build-wheel}")"/torch-*; do
+    [ "$victim" != "$keep" ] && victims+=("$victim")
   done
-  local left; left=$(free_gib "$dir")
-  [ "$left" -ge "$NEED_GIB" ] ||
-    echo "warning: only $left GiB free on $(df -P "$dir" | awk 'NR == 2 {print $6}') for a ~$NEED_GIB GiB install; it may fail (SYMMEM_TEST_SKIP_INTEGRATIONS=1 skips this step)" >&2
+  symmem_make_room "$dir" "$NEED_GIB" "an install of $pin (SYMMEM_TEST_SKIP_INTEGRATIONS=1 skips this step)" \
+    "${victims[@]}"
 }
 
 # The torch requirement that PIN itself declares (torch==2.14.1, say), printed by the venv's Python from

@@ -29,8 +29,9 @@
 # folders, wheelhouse, dist), PYTHON (default python3), SYMMEM_TEST_WHEEL (a wheel to test instead of building one).
 #
 # Cost on a CPU machine: most of scripts/test.sh's time (the wheel's build for four architectures, torch from
-# PyPI, two source builds); disk: build-wheel/ ~2 GB, build-python/ ~6 GB (torch's venv ~5 GB). Later runs
-# reuse the venvs and the build folders.
+# PyPI, two source builds); disk: build-wheel/ ~2 GB, build-python/ ~6 GB (torch's venv ~5 GB; its install
+# needs ~9 GiB free, SYMMEM_TEST_TORCH_NEED_GIB, and removes caches other stages rebuild where the disk is
+# shorter, saying so). Later runs reuse the venvs and the build folders.
 set -euo pipefail
 source "$(dirname "$0")/build_common.sh"
 symmem_help "$0" "$@"
@@ -226,6 +227,14 @@ echo "stage 2: $((SECONDS - t_plain)) s"
 t_torch=$SECONDS
 venv="$work/venv-torch"
 step "a venv with torch numpy pytest scikit-build-core (PyPI, ~5 GB once)"
+# pip unpacks torch and its CUDA libraries (~5 GB) while their downloads (~3 GB) are still on disk: where
+# less is free, the caches this stage no longer needs go first (torch 2.10's headers, used by the wheel's
+# build above, and the frameworks' venvs of test_integrations.sh, which makes its own room the same way).
+if ! "$venv/bin/python" -c "import torch, numpy, pytest, scikit_build_core" 2>/dev/null; then
+  symmem_make_room "$work" "${SYMMEM_TEST_TORCH_NEED_GIB:-9}" "torch's venv" \
+    "$(realpath -m "${SYMMEM_BUILD_WHEEL_CACHE:-build-wheel}")"/torch-* \
+    "$(realpath -m "${SYMMEM_TEST_INTEG_DIR:-build-integ}")"/venv-*
+fi
 symmem_venv "$venv" --python "$py" --check "import torch, numpy, pytest, scikit_build_core" -- \
   --upgrade pip torch numpy pytest scikit-build-core
 torch_version=$("$venv/bin/python" -c 'import torch; print(torch.__version__)')

@@ -14,6 +14,14 @@
 #     PIP_ARGS   what pip installs (no cache: the venv is the cache, a second copy of large wheels only fills
 #                the disk). A failed install removes a venv made now, so the next run starts clean.
 #   Prints one line: what it did, in how many seconds, and the venv's size.
+#
+#   symmem_free_gib PATH
+#     free space of the file system holding PATH, in whole GiB
+#   symmem_make_room PATH NEED_GIB WHAT [CACHE...]
+#     before an install of WHAT that needs NEED_GIB free on PATH's file system: while less is free, removes
+#     the CACHEs (folders the scripts rebuild when missing: venvs, torch's headers), in the order given and
+#     each with a message, instead of letting pip fail midway with "No space left on device". Where that is
+#     still short it says so (returns 0: the install then tells whether it fits).
 
 symmem_venv() {
   local dir=$1
@@ -54,4 +62,21 @@ symmem_venv() {
   [ -n "$pin" ] && echo "$pin" > "$dir/.symmem-pin"
   echo "venv $dir: $([ "$made" = 1 ] && echo made || echo reused)$([ $# -gt 0 ] && echo ", pip install $*")" \
     "($((SECONDS - t0)) s, $(du -sh "$dir" 2>/dev/null | cut -f1))"
+}
+
+symmem_free_gib() { df -Pk "$1" | awk 'NR == 2 {print int($4 / 1048576)}'; }
+
+symmem_make_room() {
+  local path=$1 need=$2 what=$3 victim
+  shift 3
+  for victim in "$@"; do
+    [ "$(symmem_free_gib "$path")" -ge "$need" ] && break
+    [ -d "$victim" ] || continue
+    echo "disk: $(symmem_free_gib "$path") GiB free < $need GiB for $what: removing the cache $victim ($(du -sh "$victim" | cut -f1))"
+    rm -rf "$victim"
+  done
+  local left; left=$(symmem_free_gib "$path")
+  [ "$left" -ge "$need" ] ||
+    echo "warning: only $left GiB free on $(df -P "$path" | awk 'NR == 2 {print $6}') for $what (~$need GiB); it may fail" >&2
+  return 0
 }

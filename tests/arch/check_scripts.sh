@@ -8,7 +8,10 @@
 #      bench/*.py with a main: `--help` exits 0, prints its usage, and records no call;
 #   2. scripts/run.sh on a machine without a GPU (no nvidia-smi): its first line is the no-GPU verdict, the
 #      one build it asks for is `--target symmem-topo`, and it then shows the captured 8-GPU PCIe server;
-#      with two GPUs (a stub nvidia-smi) it builds symmem-topo and symmem-bench and runs the bench on both.
+#      with two GPUs (a stub nvidia-smi) it builds symmem-topo and symmem-bench and runs the bench on both;
+#   3. symmem_make_room (scripts/venv.sh, before the large pip installs of the test stages), under a stub df
+#      whose free space grows as caches go: it removes caches in the order given only while the disk is
+#      short, skips missing ones, keeps the rest, and warns (without failing) where it cannot make enough.
 set -u
 root=${1:?usage: check_scripts.sh ROOT}
 if [ "$root" = -h ] || [ "$root" = --help ]; then sed -n '2,/^[^#]/{/^#/!q; s/^# \{0,1\}//; p}' "$0"; exit 0; fi
@@ -95,5 +98,30 @@ grep -q -- "^cmake --build $tmp/b .*--target symmem-topo symmem-bench$" "$calls"
   fail "run.sh with GPUs built: $(grep '^cmake --build' "$calls")"
 grep -q "^symmem-bench --nranks 2 -b 1K$" <<<"$out" || fail "run.sh with 2 GPUs did not run symmem-bench --nranks 2 -b 1K: $out"
 
+# 3. symmem_make_room: free space is 2 GiB plus 4 GiB for each of the three caches under $room that is gone
+room=$tmp/room
+cat > "$stubs/df" <<EOF
+#!/bin/sh
+n=0; for d in a b c; do [ -d "$room/\$d" ] || n=\$((n + 1)); done
+echo "Filesystem 1024-blocks Used Available Capacity Mounted"
+echo "stub 100000000 0 \$(( (2 + 4 * n) * 1048576 )) 1% /stub"
+EOF
+chmod +x "$stubs/df"
+make_room() { (PATH=$stub_path; source "$root/scripts/venv.sh"; symmem_make_room "$room" "$@") 2>&1; }
+mkdir -p "$room"/a "$room"/b "$room"/c
+out=$(make_room 9 "a test install" "$room/none" "$room/a" "$room/b" "$room/c")
+rc=$?
+[ "$rc" = 0 ] && [ ! -d "$room/a" ] && [ ! -d "$room/b" ] && [ -d "$room/c" ] ||
+  fail "make_room 9 GiB from 2 free: rc $rc, left $(ls "$room"), said: $out"
+[ "$(grep -c "removing the cache" <<<"$out")" = 2 ] && grep -q "for a test install" <<<"$out" ||
+  fail "make_room did not say what it removed and why: $out"
+grep -q "none" <<<"$out" && fail "make_room spoke of a missing cache: $out"
+out=$(make_room 9 "a test install" "$room/c")
+[ -d "$room/c" ] && [ -z "$out" ] || fail "make_room with 10 GiB free of 9 removed or said something: $out"
+out=$(make_room 30 "a large install" "$room/c")
+rc=$?
+[ "$rc" = 0 ] && [ ! -d "$room/c" ] && grep -q "warning: only 14 GiB free .*a large install (~30 GiB)" <<<"$out" ||
+  fail "make_room short of 30 GiB: rc $rc, said: $out"
+
 [ "$fails" = 0 ] || exit 1
-echo "$n scripts answer --help without side effects; run.sh says 'no GPU' first and builds only symmem-topo there"
+echo "$n scripts answer --help without side effects; run.sh says 'no GPU' first and builds only symmem-topo there; make_room removes caches only while the disk is short"

@@ -115,7 +115,7 @@ rc=$?
   fail "make_room 9 GiB from 2 free: rc $rc, left $(ls "$room"), said: $out"
 [ "$(grep -c "removing the cache" <<<"$out")" = 2 ] && grep -q "for a test install" <<<"$out" ||
   fail "make_room did not say what it removed and why: $out"
-grep -q "none" <<<"$out" && fail "make_room spoke of a missing cache: $out"
+grep -q "room/none" <<<"$out" && fail "make_room spoke of a missing cache: $out"
 out=$(make_room 9 "a test install" "$room/c")
 [ -d "$room/c" ] && [ -z "$out" ] || fail "make_room with 10 GiB free of 9 removed or said something: $out"
 out=$(make_room 30 "a large install" "$room/c")

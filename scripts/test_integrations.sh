@@ -236,7 +236,6 @@ fi
 # the disk is short the ones this step does not need are removed first (symmem_make_room), with a message,
 # instead of failing midway.
 NEED_GIB=${SYMMEM_TEST_INTEG_NEED_GIB:-13}
-free_gib() { symmem_free_gib "$1"; }
 make_room() {
   local keep=$1 victim victims=()
   for victim in "$dir"/venv-* "$(realpath -m "${SYMMEM_PY_DIR:-build-python}")/venv-torch" \
@@ -286,9 +285,9 @@ for fw in $frameworks; do
   if [ "$(cat "$venv/.symmem-pin" 2>/dev/null)" != "$pin" ]; then
     rm -rf "$venv"
     make_room "$venv"
-    echo "installing $pin into $venv (several GB from PyPI; $(free_gib "$dir") GiB free)"
+    echo "installing $pin into $venv (several GB from PyPI; $(symmem_free_gib "$dir") GiB free)"
     install_framework "$venv" "$pin" ||
-      { echo "error: installing $pin failed ($(free_gib "$dir") GiB free now)" >&2; exit 1; }
+      { echo "error: installing $pin failed ($(symmem_free_gib "$dir") GiB free now)" >&2; exit 1; }
   fi
   install_package "$venv/bin/python"
   echo "== $fw ($pin): venv ready in $((SECONDS - t0)) s"

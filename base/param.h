@@ -71,13 +71,14 @@ extern "C" {
       "upper bound on thread blocks per collective kernel (0: automatic)")                                 \
     X(GRID_SHARE, INT, "75", "1..100", LIB,                                                                \
       "percent of the GPU's resident thread blocks that the ranks of a communicator on one GPU hold at "   \
-      "most; communicators used at the same time on one GPU need shares that add up to at most 100 "       \
-      "(docs/collectives.md, \"Residency\")")                                                              \
+      "most (where SYMMEM_CLUSTER_ROOM applies: percent of the blocks it leaves; unset there: all of "     \
+      "them, up to 75% of the GPU); communicators used at the same time on one GPU need shares that add "  \
+      "up to at most 100 (docs/collectives.md, \"Residency\")")                                            \
     X(CLUSTER_ROOM, INT, "8", "0..255", LIB,                                                               \
       "idle SMs that some GPC keeps while the ranks of a communicator sharing a GPU wait in their "        \
       "collectives, so that a kernel in clusters of that size (a GEMM in clusters of 8) can start: those " \
       "ranks hold at most SMs - (room - 1) x GPCs - 1 blocks together, of which the communicator takes "   \
-      "its SYMMEM_GRID_SHARE; 0 disables; one rank per GPU is never affected, nor a GPU whose GPC count "  \
+      "its SYMMEM_GRID_SHARE (unset: all, up to 75% of the GPU); 0 disables; one rank per GPU is never affected, nor a GPU whose GPC count "  \
       "init cannot measure (before sm_90). Co-located ranks that run GEMMs between collectives need 8 on " \
       "an H200 (docs/collectives.md, \"Residency\")")                                                      \
     X(ON_ERROR, ONE_OF, "report", "report|abort", LIB,                                                     \

@@ -36,6 +36,16 @@ int symmem_coll_grid_rule_room(int blocks_per_sm, int sm_count, int ranks_here, 
     return g < 1 ? 1 : (int)g;
 }
 
+int symmem_coll_default_share(int blocks_per_sm, int sm_count, int ranks_here, int room, int gpcs)
+{
+    const int64_t capacity = (int64_t)(blocks_per_sm > 0 ? blocks_per_sm : 1) * (sm_count > 0 ? sm_count : 1);
+    int64_t pool = capacity;
+    if (ranks_here > 1 && room > 0 && gpcs > 0) pool = symmem_coll_room_pool(sm_count, room, gpcs);
+    if (pool <= 0) return 100; /* the room leaves nothing: one block per rank whatever the share */
+    const int64_t s = SYMMEM_COLL_DEFAULT_SHARE * capacity / pool;
+    return s > 100 ? 100 : s < 1 ? 1 : (int)s;
+}
+
 int64_t symmem_coll_room_pool(int sm_count, int room, int gpcs)
 {
     /* Pigeonholes: with (room - 1) x gpcs + 1 SMs idle, the GPCs cannot all have fewer than room of them. */
@@ -78,8 +88,13 @@ int symmem_coll_residency_grid(symmem_comm_t comm, int blocks_per_sm, int *capac
     memset(r, 0, sizeof *r);
     r->room = room < 0 ? 0 : room > INT32_MAX ? INT32_MAX : (int)room;
     r->ranks_here = here;
-    r->share = (int)(share < 1 ? 1 : share > 100 ? 100 : share);
     measure_gpcs(me, r);
+    /* Set and accepted: the user's share of the pool; unset (or refused, which falls back to the default): the
+     * default's, which depends on the pool. */
+    const char *source = symmem_param_get(SYMMEM_PARAM_GRID_SHARE, SYMMEM_PARAM_FIELD_SOURCE);
+    r->share_set = source && strcmp(source, "environment") == 0;
+    r->share = r->share_set ? (int)(share < 1 ? 1 : share > 100 ? 100 : share)
+                            : symmem_coll_default_share(blocks_per_sm, me->sm_count, here, r->room, r->gpcs);
     const int64_t cap = symmem_param_int(SYMMEM_PARAM_MAX_BLOCKS);
     *capacity = blocks_per_sm * me->sm_count;
     return symmem_coll_grid_rule_room(blocks_per_sm, me->sm_count, here, r->share,
@@ -108,10 +123,13 @@ void symmem_coll_residency_log(symmem_comm_t comm, const symmem_coll_residency_t
     const int64_t pool = symmem_coll_room_pool(me->sm_count, r->room, r->gpcs);
     SYMMEM_INFO(SYMMEM_SUBSYS_COLL,
                 "SYMMEM_CLUSTER_ROOM=%d: co-located ranks leave at least %" PRId64 " SMs of GPU %s idle, so that "
-                "one of its %d GPCs has %d idle: %" PRId64 " blocks (%d%% of the other %" PRId64 " SMs) for this "
+                "one of its %d GPCs has %d idle: %" PRId64 " blocks (%d%% of the other %" PRId64 " SMs%s) for this "
                 "communicator's %d ranks there, %d per rank's kernel, %d in all",
                 r->room, (int64_t)me->sm_count - pool, me->pci_bus_id, r->gpcs, r->room, pool * r->share / 100,
-                r->share, pool, r->ranks_here, grid, grid * r->ranks_here);
+                r->share, pool,
+                r->share_set ? ", SYMMEM_GRID_SHARE"
+                             : "; SYMMEM_GRID_SHARE unset: at most 75% of the GPU's blocks, the idle SMs included",
+                r->ranks_here, grid, grid * r->ranks_here);
 }
 
 /* ---- the ranks of this process on this GPU -------------------------------------------------------------------- */
@@ -212,14 +230,21 @@ void symmem_coll_residency_add(symmem_comm_t comm)
     r->next = residents;
     residents = r;
     pthread_mutex_unlock(&residents_mu);
-    if (total > co->capacity)
+    if (total > co->capacity) {
+        const char *source = symmem_param_get(SYMMEM_PARAM_GRID_SHARE, SYMMEM_PARAM_FIELD_SOURCE);
+        char share[64];
+        if (source && strcmp(source, "environment") == 0)
+            snprintf(share, sizeof share, "now %d%%", (int)symmem_param_int(SYMMEM_PARAM_GRID_SHARE));
+        else
+            snprintf(share, sizeof share, "unset: %d%% or more", SYMMEM_COLL_DEFAULT_SHARE);
         SYMMEM_WARN(SYMMEM_SUBSYS_COLL,
                     "%d communicator ranks of this process on GPU %s may hold %d thread blocks at once, more than the "
                     "%d the GPU can keep resident: if their collectives run at the same time (separate streams) a "
-                    "kernel may wait on blocks that cannot start, until the timeout. Lower SYMMEM_GRID_SHARE (each "
-                    "communicator's share of the GPU, now %d%%) so the shares add up to at most 100%%, or order "
+                    "kernel may wait on blocks that cannot start, until the timeout. Set SYMMEM_GRID_SHARE (each "
+                    "communicator's share of the GPU, %s) so the shares add up to at most 100%%, or order "
                     "their streams (docs/collectives.md, \"Residency\")",
-                    count, r->bus_id, total, co->capacity, (int)symmem_param_int(SYMMEM_PARAM_GRID_SHARE));
+                    count, r->bus_id, total, co->capacity, share);
+    }
 }
 
 void symmem_coll_residency_remove(symmem_comm_t comm)

@@ -42,6 +42,16 @@ int symmem_coll_grid_rule(int blocks_per_sm, int sm_count, int ranks_here, int s
  * communicator, 28 per rank at 2 ranks, 3 at 16. */
 int symmem_coll_grid_rule_room(int blocks_per_sm, int sm_count, int ranks_here, int share_pct, int max_blocks, int room,
                                int gpcs);
+/* The share of the pool that SYMMEM_GRID_SHARE's default stands for (the variable unset): 75% of the blocks the
+ * GPU keeps resident, at most the whole pool. Without the room (one rank on the GPU, room 0, GPCs unknown) the
+ * pool is those blocks, so 75. Where the room applies its idle SMs already leave more than a quarter of the
+ * GPU to other work on a GPU of 8 GPCs (57 of 132 SMs at room 8), and a share of the pool on top of them would
+ * only idle more: the default is then 100 (the whole pool, 75 blocks) wherever the pool is at most 75% of the
+ * GPU. A share the user sets stays a share of the pool, so that communicators whose shares add up to at most
+ * 100 still leave the room idle together. In 1..100. */
+int symmem_coll_default_share(int blocks_per_sm, int sm_count, int ranks_here, int room, int gpcs);
+/* SYMMEM_GRID_SHARE's default in base/param.h, as a number (test_residency checks the two agree). */
+#define SYMMEM_COLL_DEFAULT_SHARE 75
 /* The blocks that co-located ranks hold together under the room, before the share: sm_count less
  * (room - 1) * gpcs + 1 idle SMs (room > 0), at least 0 (what symmem_coll_grid_rule_room divides, and what
  * init's INFO line reports). */
@@ -64,7 +74,8 @@ typedef struct symmem_coll_residency {
     int ranks_here;            /* ranks of the communicator on this GPU (any process) */
     int gpcs;                  /* the GPU's GPCs; 0: unknown, or not measured (the room does not apply) */
     int clusters8, clusters16; /* what gpcs came from (symmem_coll_cluster_counts) */
-    int share;                 /* SYMMEM_GRID_SHARE, clamped to 1..100 */
+    int share;                 /* SYMMEM_GRID_SHARE, clamped to 1..100; unset: symmem_coll_default_share */
+    int share_set;             /* SYMMEM_GRID_SHARE was set (else the default share) */
 } symmem_coll_residency_t;
 /* Local: this rank's bound on the blocks per kernel from its own GPU (the ranks then take the minimum);
  * *capacity: the blocks of SYMMEM_COLL_THREADS threads the GPU keeps resident. Measures the GPC count only

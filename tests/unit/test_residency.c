@@ -121,6 +121,45 @@ static void ranks_sharing_a_gpu_leave_the_room_idle_per_gpc(void)
     CHECK(symmem_coll_grid_rule_room(1, 132, 4, 75, 0, INT32_MAX, INT32_MAX) == 1);
 }
 
+/* SYMMEM_GRID_SHARE unset: 75% of the GPU's resident blocks, at most the room's whole pool; a share of the pool
+ * like any other, so the rule never gives more than 75% of the GPU, nor more than the pool. */
+static void default_share_is_three_quarters_of_the_gpu_within_the_room(void)
+{
+    CHECK(strcmp(symmem_param_default(SYMMEM_PARAM_GRID_SHARE), "75") == 0 && SYMMEM_COLL_DEFAULT_SHARE == 75);
+    /* one rank per GPU, room 0, GPCs unknown: the plain 75% (99 blocks of an H200) */
+    CHECK(symmem_coll_default_share(1, 132, 1, 8, 8) == 75);
+    CHECK(symmem_coll_default_share(1, 132, 4, 0, 8) == 75);
+    CHECK(symmem_coll_default_share(1, 132, 4, 8, 0) == 75);
+    /* H100/H200 at room 8: 57 of 132 SMs idle already, so the whole pool of 75 */
+    static const int ranks[] = {2, 4, 8, 12, 16}, per_rank[] = {37, 18, 9, 6, 4};
+    for (int i = 0; i < 5; i++) {
+        const int share = symmem_coll_default_share(1, 132, ranks[i], 8, 8);
+        CHECK(share == 100 && symmem_coll_grid_rule_room(1, 132, ranks[i], share, 0, 8, 8) == per_rank[i]);
+    }
+    /* a small room: 132 - 3 x 8 - 1 = 107 blocks, of which 92% keep the ranks under 99 */
+    CHECK(symmem_coll_default_share(1, 132, 4, 4, 8) == 92);
+    /* a room that leaves nothing: the share does not matter (one block per rank) */
+    CHECK(symmem_coll_default_share(1, 132, 4, 20, 8) == 100);
+    for (int bps = 1; bps <= 4; bps++)
+        for (int sms = 1; sms <= 200; sms += 7)
+            for (int n = 1; n <= 16; n++)
+                for (int room = 0; room <= 20; room += 2)
+                    for (int gpcs = 0; gpcs <= 16; gpcs += 4) {
+                        const int share = symmem_coll_default_share(bps, sms, n, room, gpcs);
+                        CHECK(share >= SYMMEM_COLL_DEFAULT_SHARE && share <= 100);
+                        const int g = symmem_coll_grid_rule_room(bps, sms, n, share, 0, room, gpcs);
+                        const int64_t capacity = (int64_t)bps * sms;
+                        /* at most three quarters of the GPU together (or one block each) */
+                        CHECK((int64_t)g * n * 100 <= capacity * SYMMEM_COLL_DEFAULT_SHARE || g == 1 ||
+                              g == SYMMEM_COLL_MAX_GRID);
+                        /* never fewer blocks than the old rule (75% of the pool), never more than the plain rule */
+                        CHECK(g >= symmem_coll_grid_rule_room(bps, sms, n, SYMMEM_COLL_DEFAULT_SHARE, 0, room, gpcs));
+                        CHECK(g <= symmem_coll_grid_rule(bps, sms, n, SYMMEM_COLL_DEFAULT_SHARE, 0) || g == 1);
+                        /* without the room it is the old rule */
+                        if (n == 1 || room == 0 || gpcs == 0) CHECK(share == SYMMEM_COLL_DEFAULT_SHARE);
+                    }
+}
+
 /* A draw in 0..n-1 from the tests' linear congruential sequence (reproducible, no libc state). */
 static int draw_below(uint32_t *seed, int n)
 {
@@ -390,6 +429,8 @@ int main(void)
         {"grid_is_the_share_of_the_gpu_divided_among_its_ranks", grid_is_the_share_of_the_gpu_divided_among_its_ranks,
          10},
         {"ranks_sharing_a_gpu_leave_the_room_idle_per_gpc", ranks_sharing_a_gpu_leave_the_room_idle_per_gpc, 30},
+        {"default_share_is_three_quarters_of_the_gpu_within_the_room",
+         default_share_is_three_quarters_of_the_gpu_within_the_room, 30},
         {"the_room_leaves_a_cluster_room_wherever_the_blocks_land", the_room_leaves_a_cluster_room_wherever_the_blocks_land,
          30},
         {"gpc_count_is_clusters_of_8_less_clusters_of_16", gpc_count_is_clusters_of_8_less_clusters_of_16, 10},

@@ -1,10 +1,21 @@
 """Shared by the Python tests. They test the installed package: run pytest from outside the source tree
 (scripts/test_python.sh does), so that `import symmem` finds what pip installed."""
+import atexit
 import os
+import shutil
+import tempfile
 
 # NVLink multicast stays off in this process and every child (it can take a shared host's GPUs down).
 for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
     os.environ[_k] = _v
+
+# The tests' communicators measure the topology and autotune the algorithm table at their first init, often
+# while other ranks' work keeps the GPU busy: a cache folder of the session's own (inherited by every spawned
+# rank) keeps those tables out of the one the user's programs load (~/.cache/symmem). One the caller set is kept.
+if not os.environ.get("SYMMEM_TOPO_CACHE_DIR"):
+    _cache = tempfile.mkdtemp(prefix="symmem-test-cache-")
+    os.environ["SYMMEM_TOPO_CACHE_DIR"] = _cache
+    atexit.register(shutil.rmtree, _cache, ignore_errors=True)
 
 _config = None
 

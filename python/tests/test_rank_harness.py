@@ -87,3 +87,26 @@ def test_thread_stacks_name_the_waiting_function():
     finally:
         stop.set()
         t.join()
+
+
+def _report_cache(q):
+    q.put(os.environ.get("SYMMEM_TOPO_CACHE_DIR"))
+
+
+def test_ranks_write_their_measurements_into_the_sessions_cache_folder():
+    """conftest.py points SYMMEM_TOPO_CACHE_DIR at a folder of the session's own, and a rank started the way the
+    GPU tests start theirs (spawn) inherits it: the tables the tests autotune never reach ~/.cache/symmem."""
+    ours = os.environ.get("SYMMEM_TOPO_CACHE_DIR")
+    assert ours, "conftest.py sets SYMMEM_TOPO_CACHE_DIR"
+    home = os.path.join(os.path.expanduser("~"), ".cache", "symmem")
+    xdg = os.path.join(os.environ.get("XDG_CACHE_HOME", home), "symmem")
+    assert os.path.realpath(ours) not in (os.path.realpath(home), os.path.realpath(xdg))
+    assert os.path.isdir(ours) and (os.stat(ours).st_mode & 0o077) == 0, "a private folder, as the library asks"
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_report_cache, args=(q,))
+    p.start()
+    try:
+        assert q.get(timeout=60) == ours
+    finally:
+        p.join(10)

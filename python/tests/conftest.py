@@ -9,9 +9,10 @@ import tempfile
 for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
     os.environ[_k] = _v
 
-# The tests' communicators measure the topology and autotune the algorithm table at their first init, often
-# while other ranks' work keeps the GPU busy: a cache folder of the session's own (inherited by every spawned
-# rank) keeps those tables out of the one the user's programs load (~/.cache/symmem). One the caller set is kept.
+# The tests' communicators measure the topology and autotune the algorithm table at their first init, in the
+# tests' conditions (ranks as threads, other tests' work on the GPU): a cache folder of the session's own
+# (inherited by every spawned rank) keeps those tables out of the one the user's programs load
+# (~/.cache/symmem). One the caller set is kept.
 if not os.environ.get("SYMMEM_TOPO_CACHE_DIR"):
     _cache = tempfile.mkdtemp(prefix="symmem-test-cache-")
     os.environ["SYMMEM_TOPO_CACHE_DIR"] = _cache

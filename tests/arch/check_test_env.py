@@ -2,8 +2,8 @@
 """Every GPU test of the build runs in the test environment (SYMMEM_TEST_ENV, the top-level CMakeLists.txt):
 NVLink multicast off (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1), and
 SYMMEM_TOPO_CACHE_DIR inside the build tree, so that what the tests' communicators measure at their first init
-(the topology, the autotuned algorithm table), often on a GPU that other tests keep busy, is never written
-where a user's programs load it from (~/.cache/symmem).
+(the topology, the autotuned algorithm table) in the tests' conditions (ranks as threads of one process, other
+tests' work on the GPU) is never written where a user's programs load it from (~/.cache/symmem).
 
 Reads the tests from `ctest --show-only=json-v1` in BUILD_DIR (or from a JSON file with --json) and prints every
 GPU test (label gpu) that lacks one of them; exits 1 if there is any.

@@ -17,6 +17,11 @@ checked against a float64 reference of fresh random data on every rank (#wrong).
 Ranks are processes (gloo for setup and timing); more ranks than GPUs need MPS (bench/torch_ops_bench.py's
 usage). The tuning file is the library's as configured (SYMMEM_TUNE_FILE): point it at a fresh file to time
 what a first init measures.
+
+--buffers K: the operations of a graph cycle through K sets of buffers (inputs, outputs, torch's symmetric
+buffer; every implementation alike), as a model's layers reduce tensors of their own. With one set (the
+default) every operation of a graph finds the last one's data in the L2 where ranks x size fits it (H100 and
+H200: 50 MB); K sets of more than the L2 together time each operation on data from HBM instead.
 Usage: op_sweep.py --nranks 8 [--sizes 1K,...] [--forms ord,sym,inplace] [--torch] [-n 50] [-R 7] [--csv FILE]
                    [--declare]   (the sizes declared first with SymmemCommunicator.tune, as a drop-in does)
 """
@@ -48,15 +53,16 @@ def worker(rank, world, port, args):
         comm.tune(sizes, symmetric_input="sym" in args.forms)
     dt = torch.bfloat16
     maxn = max(sizes) // 2
-    x_ord = torch.empty(maxn, dtype=dt, device=dev)
-    y = torch.empty(maxn, dtype=dt, device=dev)
-    x_sym = st.empty(maxn, dtype=dt, group=comm) if {"sym", "inplace"} & set(args.forms) else None
+    K = args.buffers
+    x_ord = torch.empty(K * maxn, dtype=dt, device=dev)
+    y = torch.empty(K * maxn, dtype=dt, device=dev)
+    x_sym = st.empty(K * maxn, dtype=dt, group=comm) if {"sym", "inplace"} & set(args.forms) else None
     tsym = None
     if args.torch:
         import torch.distributed._symmetric_memory as symm_mem
 
         try:
-            tsym = symm_mem.empty(maxn, dtype=dt, device=dev)
+            tsym = symm_mem.empty(K * maxn, dtype=dt, device=dev)
             symm_mem.rendezvous(tsym, name)
         except RuntimeError as e:
             if rank == 0:
@@ -97,29 +103,33 @@ def worker(rank, world, port, args):
         n = size // 2
         mine, ref = inputs_and_sum(size, n, world, rank, dt, dev)  # every form reduces the same data
         for form in args.forms:
-            x = (x_ord if form == "ord" else x_sym)[:n]
-            out = x if form == "inplace" else y[:n]
-            wrong = tsu.total(check_auto(x, out, mine, ref))
-            x.zero_()  # in place, the replays keep summing: from zeros the values stay finite
-            t_auto = timed(lambda: auto(x, out))
+            xs = buffer_sets(x_ord if form == "ord" else x_sym, K, maxn, n)
+            outs = xs if form == "inplace" else buffer_sets(y, K, maxn, n)
+            wrong = tsu.total(check_auto(xs[0], outs[0], mine, ref))
+            for x in xs:
+                x.zero_()  # in place, the replays keep summing: from zeros the values stay finite
+            t_auto = timed(cycling(auto, xs, outs))
             forced = {}
             for a in algos:
-                fn = (lambda a=a: comm.comm.all_reduce(x.data_ptr(), out.data_ptr(), n, symmem.BFLOAT16, symmem.OP_SUM,
-                                                       algo=a, stream=stream.cuda_stream))
-                forced[a] = timed(fn)
+                fn = (lambda x, out, a=a: comm.comm.all_reduce(x.data_ptr(), out.data_ptr(), n, symmem.BFLOAT16,
+                                                               symmem.OP_SUM, algo=a, stream=stream.cuda_stream))
+                forced[a] = timed(cycling(fn, xs, outs))
             t1 = t2 = t3 = None
             if tsym is not None:
-                ts = tsym[:n]
-                ts.zero_()
-                t1 = timed(lambda: torch.ops.symm_mem.one_shot_all_reduce_out(ts, "sum", name, out))
-                ts.zero_()
-                t2 = timed(lambda: torch.ops.symm_mem.two_shot_all_reduce_(ts, "sum", name))
-                if out is not x:
-                    def dropin(x=x, ts=ts, out=out):
+                tss = buffer_sets(tsym, K, maxn, n)
+                for ts in tss:
+                    ts.zero_()
+                t1 = timed(cycling(lambda ts, out: torch.ops.symm_mem.one_shot_all_reduce_out(ts, "sum", name, out),
+                                   tss, outs))
+                for ts in tss:
+                    ts.zero_()
+                t2 = timed(cycling(lambda ts: torch.ops.symm_mem.two_shot_all_reduce_(ts, "sum", name), tss))
+                if form != "inplace":
+                    def dropin(x, ts, out):
                         ts.copy_(x)
                         torch.ops.symm_mem.two_shot_all_reduce_(ts, "sum", name)
                         out.copy_(ts)
-                    t3 = timed(dropin)
+                    t3 = timed(cycling(dropin, xs, tss, outs))
             rows.append((size, form, t_auto, forced, t1, t2, wrong, t3))
             if rank == 0:
                 report(rows[-1], args)
@@ -128,6 +138,25 @@ def worker(rank, world, port, args):
     dist.barrier()
     comm.close()
     dist.destroy_process_group()
+
+
+def buffer_sets(base, k, stride, n):
+    """K views of n elements of `base`, the k-th from element k * stride on: one set of buffers per operation
+    of a graph (--buffers). The same offsets on every rank, so views of a symmetric buffer stay symmetric."""
+    return [base[i * stride:i * stride + n] for i in range(k)]
+
+
+def cycling(f, *sets):
+    """A call of no arguments that calls f on the k-th element of every sequence of `sets` at its k-th call,
+    k counting on over the calls and wrapping at the sets' length: captured n times into a graph, operation j
+    works on set j mod K."""
+    calls = [0]
+
+    def call():
+        k = calls[0] % len(sets[0])
+        calls[0] += 1
+        return f(*(s[k] for s in sets))
+    return call
 
 
 def inputs_and_sum(size, n, world, rank, dt, dev):
@@ -191,7 +220,8 @@ def _verdict(form, what, rows, bound):
 
 def summarize(rows, args, world):
     print(f"# {world} ranks, placement {os.environ.get('SYMMEM_PLACEMENT', 'default')}, graphs of {args.n}, "
-          f"median of {args.R} replays, slowest rank", flush=True)
+          f"median of {args.R} replays, slowest rank"
+          + (f", {args.buffers} buffer sets a graph" if args.buffers > 1 else ""), flush=True)
     for form in args.forms:
         fr = [r for r in rows if r[1] == form]
         _verdict(form, "AUTO/best forced", [(_t(r[2]), _best(r[3])[1], r[0]) for r in fr], 1.10)
@@ -207,12 +237,12 @@ def summarize(rows, args, world):
             w = csv.writer(f)
             algos = sorted({a for r in rows for a in r[3]})
             w.writerow(["ranks", "placement", "bytes", "form", "auto_us"] + [f"{a}_us" for a in algos]
-                       + ["torch_one_shot_us", "torch_two_shot_us", "wrong", "torch_dropin_us"])
+                       + ["torch_one_shot_us", "torch_two_shot_us", "wrong", "torch_dropin_us", "buffers"])
             for size, form, ta, forced, t1, t2, wr, t3 in rows:
                 w.writerow([world, os.environ.get("SYMMEM_PLACEMENT", "default"), size, form, f"{_t(ta):.3f}"]
                            + [f"{_t(forced.get(a)):.3f}" for a in algos]
                            + [f"{_t(t):.3f}" if t is not None else "" for t in (t1, t2)] + [wr]
-                           + [f"{_t(t3):.3f}" if t3 is not None else ""])
+                           + [f"{_t(t3):.3f}" if t3 is not None else "", args.buffers])
 
 
 def main():
@@ -226,11 +256,15 @@ def main():
     ap.add_argument("--skip-algos", default="", help="algorithms not forced (comma-separated names)")
     ap.add_argument("-n", type=int, default=50, help="operations per graph")
     ap.add_argument("-R", type=int, default=7, help="timed replays (median)")
+    ap.add_argument("--buffers", type=int, default=1,
+                    help="buffer sets the operations of a graph cycle through (1: every operation on the same)")
     ap.add_argument("--csv", default="", help="write every number to this CSV file (rank 0)")
     args = ap.parse_args()
     args.sizes = sorted({tsu.parse_size(s) for s in args.sizes.split(",") if s})
     args.forms = [f for f in args.forms.split(",") if f]
     args.skip_algos = {a for a in args.skip_algos.split(",") if a}
+    if args.buffers < 1:
+        ap.error("--buffers: at least 1")
     bad = [f for f in args.forms if f not in ("ord", "sym", "inplace")]
     if bad or not args.forms:
         ap.error(f"--forms: {bad or 'none given'}: use ord, sym, inplace")

@@ -101,3 +101,24 @@ def test_comm_checks_cpu_times_every_entry_there_is(capsys):
     for form in ("(x, out=y)", "(x)", "(x, out=x)"):
         assert f"fast.all_reduce{form}" in out
         assert (f"fast_torch.all_reduce{form}" in out) == (_ops.torch_entry()[1] is not None)
+
+
+def test_op_sweep_buffer_sets_give_each_operation_of_a_graph_its_own_set():
+    """op_sweep.py --buffers K: a graph of n captured calls works on set j mod K in its j-th operation, every
+    implementation through the same sets, and the sets are disjoint views at the same offsets on every rank."""
+    import torch
+    op_sweep = _bench_module("op_sweep")
+    base = torch.arange(40)
+    sets = op_sweep.buffer_sets(base, 3, 10, 7)
+    assert [s[0].item() for s in sets] == [0, 10, 20] and all(len(s) == 7 for s in sets)
+    assert all(s.data_ptr() == base.data_ptr() + i * 10 * base.element_size() for i, s in enumerate(sets))
+    seen = []
+    outs = op_sweep.buffer_sets(torch.zeros(40), 3, 10, 7)
+    call = op_sweep.cycling(lambda x, out: seen.append((x[0].item(), out.data_ptr())), sets, outs)
+    for _ in range(7):  # graph_us: one call before the capture, then the captured ones
+        call()
+    assert [x for x, _ in seen] == [0, 10, 20, 0, 10, 20, 0]
+    assert [o for _, o in seen] == [outs[j % 3].data_ptr() for j in range(7)]
+    one = op_sweep.cycling(lambda x: seen.append(x), [base])  # the default, one set: every call on the same
+    one(), one()
+    assert seen[-1] is base and seen[-2] is base

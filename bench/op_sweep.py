@@ -22,7 +22,9 @@ what a first init measures.
 buffer; every implementation alike), as a model's layers reduce tensors of their own. With one set (the
 default) every operation of a graph finds the last one's data in the L2 where ranks x size fits it (H100 and
 H200: 50 MB); K sets of more than the L2 together time each operation on data from HBM instead.
+
 Usage: op_sweep.py --nranks 8 [--sizes 1K,...] [--forms ord,sym,inplace] [--torch] [-n 50] [-R 7] [--csv FILE]
+                   [--buffers K]
                    [--declare]   (the sizes declared first with SymmemCommunicator.tune, as a drop-in does)
 """
 import argparse

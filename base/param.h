@@ -78,9 +78,9 @@ extern "C" {
       "idle SMs that some GPC keeps while the ranks of a communicator sharing a GPU wait in their "        \
       "collectives, so that a kernel in clusters of that size (a GEMM in clusters of 8) can start: those " \
       "ranks hold at most SMs - (room - 1) x GPCs - 1 blocks together, of which the communicator takes "   \
-      "its SYMMEM_GRID_SHARE (unset: all, up to 75% of the GPU); 0 disables; one rank per GPU is never affected, nor a GPU whose GPC count "  \
-      "init cannot measure (before sm_90). Co-located ranks that run GEMMs between collectives need 8 on " \
-      "an H200 (docs/collectives.md, \"Residency\")")                                                      \
+      "its SYMMEM_GRID_SHARE (unset: all, up to 75% of the GPU); 0 disables; one rank per GPU is never "   \
+      "affected, nor a GPU whose GPC count init cannot measure (before sm_90). Co-located ranks that run "  \
+      "GEMMs between collectives need 8 on an H200 (docs/collectives.md, \"Residency\")")                  \
     X(ON_ERROR, ONE_OF, "report", "report|abort", LIB,                                                     \
       "when a communicator fails: report (errors reach return codes, symmem_comm_get_async_error and the " \
       "error handler) or abort (the error is logged and the process aborts)")                              \

@@ -62,6 +62,14 @@ int symmem_coll_gpcs_from_clusters(int clusters8, int clusters16, int sm_count)
 }
 
 /* ---- this rank's grid, at init -------------------------------------------------------------------------------- */
+/* SYMMEM_GRID_SHARE set and accepted: a share of the pool as the user wrote it. Unset, or refused (which falls
+ * back to the default), the default share stands, which depends on the pool (symmem_coll_default_share). */
+static int grid_share_set(void)
+{
+    const char *source = symmem_param_get(SYMMEM_PARAM_GRID_SHARE, SYMMEM_PARAM_FIELD_SOURCE);
+    return source && strcmp(source, "environment") == 0;
+}
+
 /* The GPC count, measured only where the room applies (more than one rank here, a room above 0), so that
  * one rank per GPU, and SYMMEM_CLUSTER_ROOM=0, load no query kernel. */
 static void measure_gpcs(const symmem_peer_info_t *me, symmem_coll_residency_t *r)
@@ -89,10 +97,7 @@ int symmem_coll_residency_grid(symmem_comm_t comm, int blocks_per_sm, int *capac
     r->room = room < 0 ? 0 : room > INT32_MAX ? INT32_MAX : (int)room;
     r->ranks_here = here;
     measure_gpcs(me, r);
-    /* Set and accepted: the user's share of the pool; unset (or refused, which falls back to the default): the
-     * default's, which depends on the pool. */
-    const char *source = symmem_param_get(SYMMEM_PARAM_GRID_SHARE, SYMMEM_PARAM_FIELD_SOURCE);
-    r->share_set = source && strcmp(source, "environment") == 0;
+    r->share_set = grid_share_set();
     r->share = r->share_set ? (int)(share < 1 ? 1 : share > 100 ? 100 : share)
                             : symmem_coll_default_share(blocks_per_sm, me->sm_count, here, r->room, r->gpcs);
     const int64_t cap = symmem_param_int(SYMMEM_PARAM_MAX_BLOCKS);
@@ -231,9 +236,8 @@ void symmem_coll_residency_add(symmem_comm_t comm)
     residents = r;
     pthread_mutex_unlock(&residents_mu);
     if (total > co->capacity) {
-        const char *source = symmem_param_get(SYMMEM_PARAM_GRID_SHARE, SYMMEM_PARAM_FIELD_SOURCE);
         char share[64];
-        if (source && strcmp(source, "environment") == 0)
+        if (grid_share_set())
             snprintf(share, sizeof share, "now %d%%", (int)symmem_param_int(SYMMEM_PARAM_GRID_SHARE));
         else
             snprintf(share, sizeof share, "unset: %d%% or more", SYMMEM_COLL_DEFAULT_SHARE);

@@ -12,11 +12,16 @@ median of -R replays, the slowest rank; sizes between powers of two as a model i
 Per size and form it prints AUTO's time, the best forced algorithm, AUTO/best and, with --torch, the faster of
 torch's two kernels, symmem/torch, the drop-ins' torch sequence and symmem/that; then verdict lines per form
 (the worst ratio and where). Every AUTO result is
-checked against a float64 reference of fresh random data on every rank (#wrong). --csv writes every number.
+checked against a float64 reference of fresh random data on every rank (#wrong; any makes the exit status 1).
+--csv writes every number.
 
 Ranks are processes (gloo for setup and timing); more ranks than GPUs need MPS (bench/torch_ops_bench.py's
 usage). The tuning file is the library's as configured (SYMMEM_TUNE_FILE): point it at a fresh file to time
 what a first init measures.
+
+--torch-max SIZE: torch's kernels only up to SIZE (their columns empty above): on ranks that share a GPU they
+can fail to complete at the larger sizes (8 co-located ranks on one H100 at 4 MiB, bench/NOTES.md, "The fixed
+cost of a two-shot"), and a run that waits on them loses every row after.
 
 --buffers K: the operations of a graph cycle through K sets of buffers (inputs, outputs, torch's symmetric
 buffer; every implementation alike), as a model's layers reduce tensors of their own. With one set (the
@@ -24,7 +29,7 @@ default) every operation of a graph finds the last one's data in the L2 where ra
 H200: 50 MB); K sets of more than the L2 together time each operation on data from HBM instead.
 
 Usage: op_sweep.py --nranks 8 [--sizes 1K,...] [--forms ord,sym,inplace] [--torch] [-n 50] [-R 7] [--csv FILE]
-                   [--buffers K]
+                   [--buffers K] [--torch-max SIZE]
                    [--declare]   (the sizes declared first with SymmemCommunicator.tune, as a drop-in does)
 """
 import argparse
@@ -73,7 +78,8 @@ def worker(rank, world, port, args):
     stream = torch.cuda.Stream(device=dev)
     # the exact algorithms: a lossy one (the compressed wire) is no candidate for AUTO, so never "the best"
     lossy = {a for w, a in _ops.WIRES.items() if w != "none"}
-    algos = [a for a in symmem.algo_names()[1:] if a not in args.skip_algos and a not in lossy]
+    algos = [a for a in symmem.algo_names()[1:] if a not in args.skip_algos and a not in lossy
+             and "all" not in args.skip_algos]
     ar_out = torch.ops.symmem.all_reduce_out.default
     ar_ = torch.ops.symmem.all_reduce_.default
 
@@ -117,7 +123,7 @@ def worker(rank, world, port, args):
                                                                symmem.OP_SUM, algo=a, stream=stream.cuda_stream))
                 forced[a] = timed(cycling(fn, xs, outs))
             t1 = t2 = t3 = None
-            if tsym is not None:
+            if tsym is not None and size <= args.torch_max:
                 tss = buffer_sets(tsym, K, maxn, n)
                 for ts in tss:
                     ts.zero_()
@@ -140,6 +146,8 @@ def worker(rank, world, port, args):
     dist.barrier()
     comm.close()
     dist.destroy_process_group()
+    if sum(r[6] for r in rows):  # every rank holds every row's count (tsu.total): the run fails on all
+        raise SystemExit(1)
 
 
 def buffer_sets(base, k, stride, n):
@@ -254,8 +262,11 @@ def main():
     ap.add_argument("--forms", default="ord,sym",
                     help="input forms: ord (an ordinary tensor), sym (symmetric), inplace (symmetric, all_reduce_)")
     ap.add_argument("--torch", action="store_true", help="PyTorch's one-shot and two-shot kernels beside")
+    ap.add_argument("--torch-max", default="",
+                    help="torch's kernels only up to this size (bytes; K/M suffixes; default: every size)")
     ap.add_argument("--declare", action="store_true", help="declare the sizes first (SymmemCommunicator.tune)")
-    ap.add_argument("--skip-algos", default="", help="algorithms not forced (comma-separated names)")
+    ap.add_argument("--skip-algos", default="",
+                    help="algorithms not forced (comma-separated names; all: none forced, AUTO alone)")
     ap.add_argument("-n", type=int, default=50, help="operations per graph")
     ap.add_argument("-R", type=int, default=7, help="timed replays (median)")
     ap.add_argument("--buffers", type=int, default=1,
@@ -263,6 +274,10 @@ def main():
     ap.add_argument("--csv", default="", help="write every number to this CSV file (rank 0)")
     args = ap.parse_args()
     args.sizes = sorted({tsu.parse_size(s) for s in args.sizes.split(",") if s})
+    try:
+        args.torch_max = tsu.parse_size(args.torch_max) if args.torch_max else float("inf")
+    except ValueError:
+        ap.error(f"--torch-max: {args.torch_max!r} is no size (bytes, or with a K/M suffix)")
     args.forms = [f for f in args.forms.split(",") if f]
     args.skip_algos = {a for a in args.skip_algos.split(",") if a}
     if args.buffers < 1:

@@ -8,10 +8,14 @@
 # Knobs (environment): SWEEP_PLACEMENTS ("host_numa device"), SWEEP_ARGS (extra op_sweep.py arguments, e.g.
 #   "-n 50 -R 5 --declare"), SWEEP_STEP_S (240 s per run), SWEEP_BUDGET_S (540 s: runs that would start later
 #   are skipped and listed), SWEEP_TAG (a suffix of the log names, for repeats), SWEEP_TORCH=0 (no torch columns:
-#   at 8 co-located device ranks they take most of a run, which then ends at SWEEP_STEP_S before 4 MiB).
+#   at 8 co-located device ranks they take most of a run, which then ends at SWEEP_STEP_S before 4 MiB),
+#   SWEEP_TORCH_MAX ("RANKS:SIZE ...", e.g. "8:2M": torch's kernels at that rank count only up to SIZE, op_sweep.py
+#   --torch-max; 8 co-located ranks on one H100 did not complete them at 4 MiB).
 # Files in OUTDIR: sweep<TAG>.log (every run's table and verdicts, the autotune's INFO line), sweep<TAG>.csv
-# (every number of every run), tune<TAG>.txt (the tables the runs measured).
-# Without a GPU it says so and exits 77.
+# (every number of every run), tune<TAG>.txt (the tables the runs measured), vs_torch<TAG>.md (where torch was
+# timed: AUTO over its faster kernel, bench/vs_torch_table.py).
+# Without a GPU it says so and exits 77; it exits 1 where a run did not exit 0 (out-of-bounds values, an error,
+# SWEEP_STEP_S reached).
 set -u
 source "$(dirname "$0")/../scripts/build_common.sh"
 symmem_help "$0" "$@"
@@ -38,6 +42,7 @@ ngpu=$(nvidia-smi -L | grep -c '^GPU')
 source "$ROOT/scripts/mps.sh"
 trap symmem_mps_stop EXIT
 started=0
+failed=0
 deadline=${SWEEP_BUDGET_S:-540}
 t0=$SECONDS
 rm -f "$CSV"
@@ -52,13 +57,19 @@ for placement in ${SWEEP_PLACEMENTS:-host_numa device}; do
       started=1
     fi
     extra=()
-    [ "$placement" = device ] && [ "${SWEEP_TORCH:-1}" != 0 ] && extra+=(--torch)
+    if [ "$placement" = device ] && [ "${SWEEP_TORCH:-1}" != 0 ]; then
+      extra+=(--torch)
+      for pair in ${SWEEP_TORCH_MAX:-}; do
+        [ "${pair%%:*}" = "$n" ] && extra+=(--torch-max "${pair#*:}")
+      done
+    fi
     echo "## $n ranks, placement $placement" | tee -a "$LOG"
     s0=$SECONDS
     SYMMEM_PLACEMENT=$placement timeout --kill-after=10 "${SWEEP_STEP_S:-240}" \
       python3 "$HERE/op_sweep.py" --nranks "$n" --csv "$OUT/.run.csv" "${extra[@]}" ${SWEEP_ARGS:-} >> "$LOG" 2>&1
     rc=$?
     echo "# rc=$rc in $((SECONDS - s0)) s" | tee -a "$LOG"
+    [ "$rc" -ne 0 ] && failed=1
     if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
       # ranks killed inside their kernels can leave the MPS server unusable for the next run ("busy or
       # unavailable"): start it afresh
@@ -72,3 +83,10 @@ for placement in ${SWEEP_PLACEMENTS:-host_numa device}; do
   done
 done
 grep -E "^# (verdict|out of bounds|rc=|skipped)|^## " "$LOG"
+# AUTO over torch's faster kernel, a cell per (ranks, size), where torch was timed
+if [ -f "$CSV" ] && python3 "$HERE/vs_torch_table.py" "$CSV" > "$OUT/vs_torch$TAG.md" 2>/dev/null; then
+  cat "$OUT/vs_torch$TAG.md"
+else
+  rm -f "$OUT/vs_torch$TAG.md"
+fi
+exit "$failed"

@@ -12,6 +12,9 @@
 # Usage: bench/run_gpu.sh OUTDIR [BUILD_DIR]
 #   BUILD_DIR: default $SYMMEM_BUILD_DIR, else the first of build build-gpu build-bench build-* that has
 #   bench/symmem-bench (scripts/gpu_check.sh builds build-gpu).
+#   SYMMEM_RUN_ONLY: a regular expression (grep -E) on the step names: only the steps it matches run, the
+#   others are listed as not selected (e.g. SYMMEM_RUN_ONLY='^vs_torch' SYMMEM_RUN_BUDGET_S=900 for the
+#   comparison with PyTorch's kernels alone).
 set -u
 source "$(dirname "$0")/../scripts/build_common.sh" # --help; NVLink multicast off
 symmem_help "$0" "$@"
@@ -45,6 +48,10 @@ step() {
   shift 2
   local t0=$SECONDS rc
   echo "== $name: $*" | tee -a "$SUMMARY"
+  if [ -n "${SYMMEM_RUN_ONLY:-}" ] && ! grep -qE -- "$SYMMEM_RUN_ONLY" <<< "$name"; then
+    echo "   not selected (SYMMEM_RUN_ONLY)" | tee -a "$SUMMARY"
+    return 0
+  fi
   if [ "$SECONDS" -ge "$DEADLINE" ]; then
     echo "   skipped: past the ${DEADLINE}s budget" | tee -a "$SUMMARY"
     SKIPPED=$((SKIPPED + 1))
@@ -76,10 +83,10 @@ step torch_allreduce 90 python3 "$HERE/torch_allreduce_bench.py" --nranks 2 -b 1
 # graphs of 50, beside every forced algorithm and PyTorch's kernels (a fresh table, measured at its init); the
 # eager host cost against torch.add, torch's one-shot op and add_ + rms_norm (bench/NOTES.md, "One H100, the
 # call users make"). The package from this tree, over this build's library.
+# op_sweep.sh: a process per rank, under MPS where ranks outnumber the GPUs; each run's table fresh.
 PYSTEP=(env PYTHONPATH="$ROOT/python" SYMMEM_LIBRARY="$BUILD/libsymmem.so")
-rm -f "$OUT/op_sweep_tune.txt"
-step op_sweep 150 "${PYSTEP[@]}" SYMMEM_TUNE_FILE="$OUT/op_sweep_tune.txt" python3 "$HERE/op_sweep.py" --nranks 2 \
-  --torch -n 50 -R 5 --csv "$OUT/op_sweep.csv"
+step op_sweep 150 "${PYSTEP[@]}" SWEEP_PLACEMENTS=device SWEEP_ARGS="-n 50 -R 5" SWEEP_STEP_S=140 \
+  "$HERE/op_sweep.sh" "$OUT/op_sweep" 2
 step host_cost 90 "${PYSTEP[@]}" python3 "$HERE/torch_ops_bench.py" --nranks 2 --sizes 16K,112K --modes no_grad \
   --fused-tokens 1,64
 step bench_eager 30 "$BENCH" -G 0 -b 1K -e 16M -f 16
@@ -90,6 +97,17 @@ step bench_all_gather 30 "$BENCH" --coll all_gather -b 4K -e 64M -f 16
 step bench_barrier 20 "$BENCH" --coll barrier
 # the fused all-reduce + residual add + RMSNorm against the unfused sequences (hidden 4096/7168 x 1..128 tokens)
 step bench_fused 60 "$BUILD/bench/symmem-fused-bench" -a all
+
+# AUTO against PyTorch's one-shot and two-shot at 2, 4 and 8 ranks (co-located under MPS where the GPUs are
+# fewer), the three forms, the sizes of a model's all-reduces and powers of two to 64 MiB; vs_torch/vs_torch.md is
+# the table (bench/vs_torch_table.py). Torch's kernels stop at 2 MiB where 8 ranks share fewer GPUs: above,
+# co-located, they did not complete (bench/NOTES.md, "The fixed cost of a two-shot"). About 5 minutes on one
+# GPU: past the default budget, so SYMMEM_RUN_ONLY='^vs_torch' SYMMEM_RUN_BUDGET_S=900 runs it alone.
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+step vs_torch 600 "${PYSTEP[@]}" SWEEP_PLACEMENTS=device SWEEP_STEP_S=240 SWEEP_BUDGET_S=560 \
+  SWEEP_TORCH_MAX="$([ "${ngpu:-0}" -lt 8 ] && echo 8:2M)" \
+  SWEEP_ARGS="--forms inplace,sym,ord --skip-algos all -n 50 -R 7 --sizes 12K,48K,96K,112K,384K,1M,2M,4M,8M,16M,32M,64M" \
+  "$HERE/op_sweep.sh" "$OUT/vs_torch" 2 4 8
 
 # 2. 4 and 8 ranks placed on the available GPUs (threads of one process): correctness, every algorithm.
 step bench_inproc4 40 "$BENCH" -g 4 --algo all -b 1K -e 4M -f 16 -n 5 -G 3 -w 1

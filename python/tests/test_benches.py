@@ -122,3 +122,58 @@ def test_op_sweep_buffer_sets_give_each_operation_of_a_graph_its_own_set():
     one = op_sweep.cycling(lambda x: seen.append(x), [base])  # the default, one set: every call on the same
     one(), one()
     assert seen[-1] is base and seen[-2] is base
+
+
+def _sweep_csv(path, rows):
+    """An op_sweep.py --csv file of `rows`: (ranks, bytes, form, auto, torch one-shot, torch two-shot, wrong),
+    a time of None written as op_sweep writes a kernel it did not time (an empty cell)."""
+    import csv
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["ranks", "placement", "bytes", "form", "auto_us", "oneshot_push_us", "torch_one_shot_us",
+                    "torch_two_shot_us", "wrong", "torch_dropin_us", "buffers"])
+        for ranks, size, form, auto, t1, t2, wrong in rows:
+            w.writerow([ranks, "default", size, form, f"{auto:.3f}", "-1.000", "" if t1 is None else f"{t1:.3f}",
+                        "" if t2 is None else f"{t2:.3f}", wrong, "", 1])
+    return str(path)
+
+
+def test_vs_torch_table_ranges_each_cell_over_forms_and_repeats_and_names_the_losses(tmp_path, capsys):
+    """bench/vs_torch_table.py: a cell is the range of AUTO / the faster torch kernel over the forms and the
+    files; one over the bound is in bold and listed with the form and file of its worst ratio; a size torch was
+    not timed at is '-'; the #wrong of every row is summed."""
+    table = _bench_module("vs_torch_table")
+    a = _sweep_csv(tmp_path / "a.csv", [
+        (2, 12288, "inplace", 4.5, 5.0, 4.6, 0),    # 4.5 / 4.6
+        (2, 12288, "ord", 4.7, 5.0, 4.6, 0),        # 4.7 / 4.6: over
+        (2, 4194304, "inplace", 13.0, 20.0, 16.0, 0),
+        (8, 4194304, "inplace", 33.0, None, None, 0),  # torch not timed (--torch-max)
+    ])
+    b = _sweep_csv(tmp_path / "b.csv", [
+        (2, 12288, "inplace", 4.4, 4.4, 4.8, 0),    # 4.4 / 4.4
+        (2, 12288, "ord", 4.6, 5.0, 4.6, 3),
+        (2, 4194304, "inplace", 12.0, 20.0, 16.0, 0),
+    ])
+    assert table.main([a, b]) == 0
+    out = capsys.readouterr().out
+    assert "| ranks | 12K | 4M |" in out
+    assert "| 2 | **0.98-1.02** | 0.75-0.81 |" in out
+    assert "| 8 | - | - |" in out
+    assert "cells over 1.00: 1 of 2" in out
+    assert f"2 ranks (default), 12K: 1.02 (ord, {a})" in out
+    assert "out of bounds values (#wrong): 3" in out
+    assert table.main([a, b, "--bound", "1.05"]) == 0
+    assert "cells over 1.05: 0 of 2" in capsys.readouterr().out
+    assert table.main([a, "--forms", "inplace"]) == 0
+    assert "| 2 | 0.98 | 0.81 |" in capsys.readouterr().out
+
+
+def test_vs_torch_table_without_torch_times_says_so(tmp_path, capsys):
+    """No row with both AUTO's and torch's times (a sweep without --torch): exit 2 and a message, no table."""
+    table = _bench_module("vs_torch_table")
+    a = _sweep_csv(tmp_path / "a.csv", [(4, 1048576, "sym", 9.0, None, None, 0)])
+    assert table.main([a]) == 2
+    cap = capsys.readouterr()
+    assert "| ranks |" not in cap.out and "no row of those forms" in cap.err
+    assert table.main([str(tmp_path / "missing.csv")]) == 2
+    assert "cannot read" in capsys.readouterr().err

@@ -78,8 +78,8 @@ def worker(rank, world, port, args):
     stream = torch.cuda.Stream(device=dev)
     # the exact algorithms: a lossy one (the compressed wire) is no candidate for AUTO, so never "the best"
     lossy = {a for w, a in _ops.WIRES.items() if w != "none"}
-    algos = [a for a in symmem.algo_names()[1:] if a not in args.skip_algos and a not in lossy
-             and "all" not in args.skip_algos]
+    algos = [] if "all" in args.skip_algos else [a for a in symmem.algo_names()[1:]
+                                                 if a not in args.skip_algos and a not in lossy]
     ar_out = torch.ops.symmem.all_reduce_out.default
     ar_ = torch.ops.symmem.all_reduce_.default
 

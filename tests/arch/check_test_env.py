@@ -26,13 +26,17 @@ def _props(test):
     return {p["name"]: p["value"] for p in test.get("properties", [])}
 
 
+def _is_gpu(props):
+    return "gpu" in (props.get("LABELS") or [])
+
+
 def problems(tests, build_dir):
     """(name, what is wrong) for every GPU test outside the test environment."""
     build = os.path.realpath(build_dir)
     out = []
     for t in tests:
         props = _props(t)
-        if "gpu" not in (props.get("LABELS") or []):
+        if not _is_gpu(props):
             continue
         env = props.get("ENVIRONMENT") or []
         env = [env] if isinstance(env, str) else env
@@ -101,7 +105,7 @@ def main():
     found = problems(tests, a.build_dir)
     for name, what in found:
         print(f"{name}: {what}")
-    gpu = sum("gpu" in (_props(t).get("LABELS") or []) for t in tests)
+    gpu = sum(_is_gpu(_props(t)) for t in tests)
     print(f"check_test_env: {gpu} GPU tests of {len(tests)}, {len(found)} problem(s)")
     return 1 if found else 0
 
